@@ -1,0 +1,54 @@
+#include "kernels/arena.h"
+
+#include <algorithm>
+
+#include "kernels/device_memory.h"
+
+namespace linea {
+
+namespace {
+constexpr size_t kAlignment = 256;
+constexpr size_t kMinBlock = size_t(1) << 20;
+size_t align_up(size_t n) { return (n + kAlignment - 1) / kAlignment * kAlignment; }
+}  // namespace
+
+Arena::Arena(Device device, size_t initial_bytes) : device_(device) {
+  if (initial_bytes) blocks_.push_back({allocate_device_memory(initial_bytes, device), initial_bytes, 0});
+}
+
+Tensor Arena::alloc(Shape shape, DType dtype) {
+  const size_t bytes = align_up(static_cast<size_t>(shape_numel(shape)) * dtype_size(dtype));
+  if (blocks_.empty() || blocks_.back().offset + bytes > blocks_.back().size) {
+    const size_t size = std::max({bytes, kMinBlock, capacity_bytes()});
+    blocks_.push_back({allocate_device_memory(size, device_), size, 0});
+  }
+  Block& b = blocks_.back();
+  void* p = static_cast<char*>(b.memory.get()) + b.offset;
+  b.offset += bytes;
+  used_ += bytes;
+  high_water_ = std::max(high_water_, used_);
+  return Tensor::view(p, std::move(shape), dtype, device_);
+}
+
+Tensor Arena::zeros(Shape shape, DType dtype) {
+  Tensor t = alloc(std::move(shape), dtype);
+  t.zero();
+  return t;
+}
+
+void Arena::reset() {
+  if (blocks_.size() > 1) {
+    blocks_.clear();
+    blocks_.push_back({allocate_device_memory(high_water_, device_), high_water_, 0});
+  }
+  for (Block& b : blocks_) b.offset = 0;
+  used_ = 0;
+}
+
+size_t Arena::capacity_bytes() const {
+  size_t total = 0;
+  for (const Block& b : blocks_) total += b.size;
+  return total;
+}
+
+}  // namespace linea

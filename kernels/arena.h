@@ -1,0 +1,36 @@
+// Arena: a bump allocator for the activations of one training step.
+// alloc() hands out aligned Tensors; reset() makes all of them invalid at once. The first step
+// may spill into extra blocks; reset() then folds them into one block of the high-water size, so
+// from the second step on the arena is a single allocation made once.
+#pragma once
+#include <memory>
+#include <vector>
+
+#include "kernels/tensor.h"
+
+namespace linea {
+
+class Arena {
+ public:
+  explicit Arena(Device device = Device::cpu, size_t initial_bytes = 0);
+  Tensor alloc(Shape shape, DType dtype);
+  Tensor zeros(Shape shape, DType dtype);
+  void reset();
+  size_t used_bytes() const { return used_; }
+  size_t high_water_bytes() const { return high_water_; }
+  size_t capacity_bytes() const;
+  Device device() const { return device_; }
+
+ private:
+  struct Block {
+    std::shared_ptr<void> memory;
+    size_t size = 0;
+    size_t offset = 0;
+  };
+  Device device_;
+  std::vector<Block> blocks_;
+  size_t used_ = 0;
+  size_t high_water_ = 0;
+};
+
+}  // namespace linea

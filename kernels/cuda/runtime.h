@@ -1,0 +1,13 @@
+// Thin checked wrappers over the CUDA runtime used by the device-independent code.
+#pragma once
+#include <cstddef>
+#include <memory>
+
+namespace linea::cuda {
+
+int device_count();  // 0 when no driver or device is present
+std::shared_ptr<void> allocate(size_t bytes);
+void memset_zero(void* data, size_t bytes);
+void copy(void* dst, const void* src, size_t bytes);  // any direction (unified addressing)
+
+}  // namespace linea::cuda

@@ -1,0 +1,71 @@
+#include "kernels/device_memory.h"
+
+#include <cstdlib>
+#include <cstring>
+#include <new>
+#include <stdexcept>
+
+#ifdef LINEA_WITH_CUDA
+#include "kernels/cuda/runtime.h"
+#endif
+
+namespace linea {
+
+namespace {
+#ifndef LINEA_WITH_CUDA
+[[noreturn]] void no_cuda() {
+  throw std::runtime_error("this build of linea has no CUDA backend (configure with nvcc present, LINEA_CUDA=ON)");
+}
+#endif
+constexpr size_t kHostAlignment = 64;
+}  // namespace
+
+std::shared_ptr<void> allocate_device_memory(size_t bytes, Device device) {
+  if (device == Device::cpu) {
+    const size_t rounded = (bytes + kHostAlignment - 1) / kHostAlignment * kHostAlignment;
+    void* p = std::aligned_alloc(kHostAlignment, rounded);
+    if (!p) throw std::bad_alloc();
+    return std::shared_ptr<void>(p, [](void* q) { std::free(q); });
+  }
+#ifdef LINEA_WITH_CUDA
+  return cuda::allocate(bytes);
+#else
+  no_cuda();
+#endif
+}
+
+void fill_device_memory_zero(void* data, size_t bytes, Device device) {
+  if (bytes == 0) return;
+  if (device == Device::cpu) {
+    std::memset(data, 0, bytes);
+    return;
+  }
+#ifdef LINEA_WITH_CUDA
+  cuda::memset_zero(data, bytes);
+#else
+  no_cuda();
+#endif
+}
+
+void copy_device_memory(void* dst, Device dst_device, const void* src, Device src_device, size_t bytes) {
+  if (bytes == 0) return;
+  if (dst_device == Device::cpu && src_device == Device::cpu) {
+    std::memcpy(dst, src, bytes);
+    return;
+  }
+#ifdef LINEA_WITH_CUDA
+  cuda::copy(dst, src, bytes);
+#else
+  no_cuda();
+#endif
+}
+
+bool cuda_device_available() {
+#ifdef LINEA_WITH_CUDA
+  return cuda::device_count() > 0;
+#else
+  return false;
+#endif
+}
+
+}  // namespace linea

@@ -1,0 +1,17 @@
+// Raw memory on a device: allocation (freed when the last shared_ptr goes), zero fill and copies.
+// CUDA memory is available only in builds with LINEA_WITH_CUDA; asking for it otherwise throws.
+#pragma once
+#include <cstddef>
+#include <memory>
+
+#include "kernels/tensor.h"
+
+namespace linea {
+
+std::shared_ptr<void> allocate_device_memory(size_t bytes, Device device);
+void fill_device_memory_zero(void* data, size_t bytes, Device device);
+void copy_device_memory(void* dst, Device dst_device, const void* src, Device src_device, size_t bytes);
+// True when this build has CUDA and a device is visible.
+bool cuda_device_available();
+
+}  // namespace linea

@@ -1,0 +1,114 @@
+// ops: the dispatching interface of every numeric kernel.
+//
+// Each op takes Tensors, checks their shapes and element types (std::invalid_argument naming the
+// op and the argument), and dispatches on device and dtype: on the CPU to the readable reference
+// in kernels/cpu/ (f32 for training, f64 for finite-difference tests), on CUDA to kernels/cuda/.
+// Rows are tokens: an activation is [N, D] with N = number of flat tokens (B·T, packed).
+//
+// Gradient convention: gradients of parameters are ACCUMULATED (+=) so that micro-batches add up;
+// gradients of inputs are OVERWRITTEN unless the argument says otherwise.
+#pragma once
+#include <cstdint>
+
+#include "kernels/seq_layout.h"
+#include "kernels/tensor.h"
+
+namespace linea::ops {
+
+// ---- elementwise -----------------------------------------------------------------------------
+// y += x (same shape and dtype)
+void add_inplace(Tensor y, const Tensor& x);
+
+// ---- embedding: out[n, :] = table[ids[n], :] ---------------------------------------------------
+// ids: i32 [N] (each in [0, V)), table: [V, D], out: [N, D]
+void embedding_forward(Tensor out, const Tensor& table, const Tensor& ids);
+// dtable[ids[n], :] += dout[n, :]
+void embedding_backward(Tensor dtable, const Tensor& dout, const Tensor& ids);
+
+// ---- RMSNorm over the last dimension: y = x · rstd · w, rstd = 1/sqrt(mean(x²) + eps) ---------
+// x, out: [N, D]; weight: [D]; rstd: [N] (saved for backward)
+void rmsnorm_forward(Tensor out, Tensor rstd, const Tensor& x, const Tensor& weight, double eps);
+// dx overwritten; dweight accumulated
+void rmsnorm_backward(Tensor dx, Tensor dweight, const Tensor& dout, const Tensor& x, const Tensor& weight,
+                      const Tensor& rstd);
+
+// ---- linear: out = x · Wᵀ + b (through BLAS on the CPU) ----------------------------------------
+// x: [N, I], weight: [O, I], bias: [O] or undefined, out: [N, O]
+void linear_forward(Tensor out, const Tensor& x, const Tensor& weight, const Tensor& bias);
+// dx = dout · W (added to dx when accumulate_dx); dweight += doutᵀ · x; dbias += Σ_n dout.
+// dx, dweight or dbias may be undefined to skip that gradient.
+void linear_backward(Tensor dx, Tensor dweight, Tensor dbias, const Tensor& dout, const Tensor& x,
+                     const Tensor& weight, bool accumulate_dx);
+
+// ---- SwiGLU: out = silu(gate) ⊙ up, silu(a) = a·σ(a) -------------------------------------------
+// gate, up, out: [N, F]
+void swiglu_forward(Tensor out, const Tensor& gate, const Tensor& up);
+void swiglu_backward(Tensor dgate, Tensor dup, const Tensor& dout, const Tensor& gate, const Tensor& up);
+
+// ---- RoPE (rotate-half convention, as Llama/fla): in place on x: [N, H·Dh], Dh even ---------
+// For pair i < Dh/2 at position p: θ = p · base^(−2i/Dh);
+// (x_i, x_{i+Dh/2}) ← (x_i cosθ − x_{i+Dh/2} sinθ, x_i sinθ + x_{i+Dh/2} cosθ).
+// positions: i32 [N]. The backward is the rotation by −θ, i.e. rope_apply(..., inverse=true).
+void rope_apply(Tensor x, const Tensor& positions, int64_t heads, double base, bool inverse);
+
+// ---- L2 norm per head: y = x / sqrt(Σ x² + eps) over each head's Dh channels -------------------
+// x, out: [N, H·Dh]; rstd: [N, H]
+void l2norm_forward(Tensor out, Tensor rstd, const Tensor& x, int64_t heads, double eps);
+void l2norm_backward(Tensor dx, const Tensor& dout, const Tensor& out, const Tensor& rstd, int64_t heads);
+
+// ---- short causal depthwise conv (kernel W = weight.dim(1), no bias) + SiLU --------------------
+// pre[t, c] = Σ_{i<W} weight[c, i] · x[t − (W−1) + i, c], x taken as 0 before the start of t's
+// sequence in `seqs`; out = silu(pre). x, out: [N, C]; weight: [C, W].
+void short_conv_silu_forward(Tensor out, const Tensor& x, const Tensor& weight, const SeqLayout& seqs);
+// dx overwritten, dweight accumulated (pre is recomputed)
+void short_conv_silu_backward(Tensor dx, Tensor dweight, const Tensor& dout, const Tensor& x, const Tensor& weight,
+                              const SeqLayout& seqs);
+
+// ---- gates -------------------------------------------------------------------------------------
+// β = scale · σ(logits) (scale 2 when negative eigenvalues are allowed). logits, beta: same shape.
+void sigmoid_gate_forward(Tensor beta, const Tensor& logits, double scale);
+void sigmoid_gate_backward(Tensor dlogits, const Tensor& dbeta, const Tensor& beta, double scale);
+// Mamba-style log decay: g[n, h·c + j] = −exp(A_log[h]) · softplus(a[n, h·c + j] + dt_bias[h·c + j])
+// a, g: [N, H·c] (c = 1: one decay per head, GDN; c = d_k: per channel, KDA/GDN-2);
+// A_log: [H]; dt_bias: [H·c]. da overwritten; dA_log and ddt_bias accumulated.
+void decay_gate_forward(Tensor g, const Tensor& a, const Tensor& A_log, const Tensor& dt_bias);
+void decay_gate_backward(Tensor da, Tensor dA_log, Tensor ddt_bias, const Tensor& dg, const Tensor& a,
+                         const Tensor& A_log, const Tensor& dt_bias);
+
+// ---- gated output RMSNorm per head: y = o · rstd · γ ⊙ act(z) ----------------------------------
+// rstd = 1/sqrt(mean_over_Dv(o²) + eps); γ: [Dv] shared by heads; o, z, out: [N, H·Dv]; rstd: [N, H].
+// act: silu, sigmoid, or none (then z is ignored and may be undefined: plain per-head RMSNorm).
+enum class GateActivation { none, silu, sigmoid };
+void gated_rmsnorm_forward(Tensor out, Tensor rstd, const Tensor& o, const Tensor& z, const Tensor& weight,
+                           int64_t heads, GateActivation act, double eps);
+// do, dz overwritten (dz skipped when act == none); dweight accumulated
+void gated_rmsnorm_backward(Tensor d_o, Tensor dz, Tensor dweight, const Tensor& dout, const Tensor& o,
+                            const Tensor& z, const Tensor& weight, const Tensor& rstd, int64_t heads,
+                            GateActivation act);
+
+// ---- LM head + cross-entropy, fused, over blocks of rows (never all logits at once) -------------
+// logits = x · Wᵀ ([N, V]); loss_n = logsumexp(logits_n) − logits_n[target_n]; target −1 = ignored.
+// Returns Σ_n loss_n over non-ignored rows. When dx/dweight are defined, also writes
+// dx = loss_scale · dlogits · W (overwritten) and dweight += loss_scale · dlogitsᵀ · x,
+// with dlogits = softmax − onehot(target), so that loss_scale = 1/count gives the mean's gradient.
+// x: [N, D], weight: [V, D], targets: i32 [N].
+double lm_head_cross_entropy(const Tensor& x, const Tensor& weight, const Tensor& targets, double loss_scale,
+                             Tensor dx, Tensor dweight);
+
+// ---- causal softmax attention (GQA, optional sliding window) -----------------------------------
+// q: [N, Hq·Dh], k, v: [N, Hkv·Dh] (Hq a multiple of Hkv; query head h reads kv head h/(Hq/Hkv)).
+// o_t = Σ_{s ∈ window(t)} softmax_s(scale · q_t·k_s) v_s, where window(t) = the tokens s ≤ t of t's
+// sequence with t − s < window (window 0 = unlimited). out: [N, Hq·Dh]; lse: f32/f64 [N, Hq]
+// (log-sum-exp of the scaled scores, saved for backward).
+struct AttentionShape {
+  int64_t q_heads = 1, kv_heads = 1, head_dim = 1, window = 0;
+  double scale = 1.0;
+};
+void attention_forward(Tensor out, Tensor lse, const Tensor& q, const Tensor& k, const Tensor& v,
+                       const AttentionShape& shape, const SeqLayout& seqs);
+// dq, dk, dv overwritten
+void attention_backward(Tensor dq, Tensor dk, Tensor dv, const Tensor& dout, const Tensor& q, const Tensor& k,
+                        const Tensor& v, const Tensor& out, const Tensor& lse, const AttentionShape& shape,
+                        const SeqLayout& seqs);
+
+}  // namespace linea::ops

@@ -1,0 +1,68 @@
+// ParameterSet: every trainable tensor of a model, in one flat fp32 buffer (and one for gradients).
+//
+// Modules declare their parameters (name, shape, role) while the model is built; finalize() then
+// allocates the two flat buffers and makes each Parameter's value/grad a view into them, so the
+// optimizer, gradient clipping, data-parallel reduction and checkpoints can treat all parameters
+// as one array. Addresses of Parameter objects are stable (modules keep Parameter*).
+#pragma once
+#include <deque>
+#include <string>
+
+#include "kernels/tensor.h"
+
+namespace linea {
+
+// What a parameter is, which decides its optimizer (reference/mixers.md §6.3).
+enum class ParamRole {
+  matrix,     // 2-D hidden weight: Muon-eligible, weight decay
+  embedding,  // token embedding table: AdamW
+  head,       // LM head (untied): AdamW
+  vector,     // norm gains and biases: AdamW, no weight decay
+  gate,       // A_log, dt_bias, small gate projections, routing λ: AdamW, no weight decay
+  conv,       // depthwise short-conv filters: AdamW, weight decay
+};
+std::string_view param_role_name(ParamRole role);
+
+struct Parameter {
+  std::string name;  // e.g. "layers.3.mixer.q_proj.weight"
+  Shape shape;
+  ParamRole role = ParamRole::matrix;
+  bool weight_decay = true;
+  int64_t offset = 0;  // element offset in the flat buffers
+  Tensor value;        // view into ParameterSet::values()
+  Tensor grad;         // view into ParameterSet::grads()
+};
+
+class ParameterSet {
+ public:
+  explicit ParameterSet(DType dtype = DType::f32) : dtype_(dtype) {}
+  ParameterSet(const ParameterSet&) = delete;
+  ParameterSet& operator=(const ParameterSet&) = delete;
+
+  // Names must be unique. Must be called before finalize().
+  Parameter* declare(std::string name, Shape shape, ParamRole role, bool weight_decay);
+  // Allocates the flat buffers (zero-filled) and binds every Parameter's views.
+  void finalize();
+  bool finalized() const { return finalized_; }
+
+  DType dtype() const { return dtype_; }
+  int64_t numel() const { return numel_; }
+  Tensor values() const { return values_; }  // [numel]
+  Tensor grads() const { return grads_; }    // [numel]
+  void zero_grads() { grads_.zero(); }
+
+  std::deque<Parameter>& params() { return params_; }
+  const std::deque<Parameter>& params() const { return params_; }
+  // nullptr when absent
+  Parameter* find(std::string_view name);
+  const Parameter* find(std::string_view name) const;
+
+ private:
+  DType dtype_;
+  std::deque<Parameter> params_;
+  int64_t numel_ = 0;
+  bool finalized_ = false;
+  Tensor values_, grads_;
+};
+
+}  // namespace linea
