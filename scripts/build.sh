@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# Configures and builds linea into build/ (or $LINEA_BUILD_DIR). Extra arguments go to cmake's
+# configure step, e.g. -DLINEA_CUDA=OFF. CUDA is compiled when nvcc is found.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+build=${LINEA_BUILD_DIR:-$root/build}
+jobs=${LINEA_JOBS:-$(nproc)}
+generator=()
+command -v ninja >/dev/null && generator=(-G Ninja)
+if [ ! -f "$build/CMakeCache.txt" ]; then
+  cmake -S "$root" -B "$build" "${generator[@]}" -DCMAKE_BUILD_TYPE=${LINEA_BUILD_TYPE:-RelWithDebInfo} "$@"
+elif [ $# -gt 0 ]; then
+  cmake "$build" "$@"
+fi
+cmake --build "$build" -j "$jobs"
