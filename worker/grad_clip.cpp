@@ -1,0 +1,73 @@
+#include "worker/grad_clip.h"
+
+#include <algorithm>
+#include <cmath>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "worker/float_dispatch.h"
+
+namespace linea {
+namespace {
+
+constexpr int64_t kSumBlock = 1 << 14;  // fixed, so the summation order never depends on threads
+
+template <class T>
+double sum_of_squares(const T* x, int64_t n) {
+  const int64_t blocks = (n + kSumBlock - 1) / kSumBlock;
+  std::vector<double> partial(static_cast<size_t>(blocks));
+#pragma omp parallel for schedule(static)
+  for (int64_t b = 0; b < blocks; ++b) {
+    double s = 0;
+    const int64_t end = std::min(n, (b + 1) * kSumBlock);
+    for (int64_t i = b * kSumBlock; i < end; ++i) s += static_cast<double>(x[i]) * static_cast<double>(x[i]);
+    partial[b] = s;
+  }
+  double total = 0;
+  for (double s : partial) total += s;
+  return total;
+}
+
+template <class T>
+void scale(T* x, int64_t n, double factor) {
+#pragma omp parallel for schedule(static) if (n > 65536)
+  for (int64_t i = 0; i < n; ++i) x[i] = static_cast<T>(static_cast<double>(x[i]) * factor);
+}
+
+void check_finalized(const ParameterSet& params, const char* who) {
+  if (!params.finalized()) throw std::invalid_argument(std::string(who) + ": the ParameterSet is not finalized");
+}
+
+}  // namespace
+
+double grad_sum_of_squares(const ParameterSet& params) {
+  check_finalized(params, "grad_sum_of_squares");
+  double total = 0;
+  with_float_type(params.dtype(), "grad_sum_of_squares", [&](auto zero) {
+    using T = decltype(zero);
+    total = sum_of_squares<T>(params.grads().data<T>(), params.numel());
+  });
+  return total;
+}
+
+double grad_norm(const ParameterSet& params) { return std::sqrt(grad_sum_of_squares(params)); }
+
+void scale_grads(ParameterSet& params, double factor) {
+  check_finalized(params, "scale_grads");
+  with_float_type(params.dtype(), "scale_grads", [&](auto zero) {
+    using T = decltype(zero);
+    scale<T>(params.grads().data<T>(), params.numel(), factor);
+  });
+}
+
+double clip_grad_norm(ParameterSet& params, double max_norm) {
+  if (!(max_norm >= 0)) {
+    throw std::invalid_argument("clip_grad_norm: max_norm must be >= 0, got " + std::to_string(max_norm));
+  }
+  const double norm = grad_norm(params);
+  if (max_norm > 0 && std::isfinite(norm) && norm > max_norm) scale_grads(params, max_norm / (norm + 1e-6));
+  return norm;
+}
+
+}  // namespace linea

@@ -1,0 +1,21 @@
+// Global gradient-norm clipping over a ParameterSet's flat gradient buffer.
+//
+// The norm is ‖g‖₂ = sqrt(Σ g²), summed in f64 over fixed blocks of the buffer and then over the
+// blocks in order, so it is bit-identical whatever the number of OpenMP threads. Under data or
+// tensor parallelism the caller all-reduces the sum of squares and scales with scale_grads().
+#pragma once
+#include "worker/parameters.h"
+
+namespace linea {
+
+// Σ g² over all gradients (f64).
+double grad_sum_of_squares(const ParameterSet& params);
+double grad_norm(const ParameterSet& params);
+// g ← factor · g (also how accumulated micro-batch gradients are averaged).
+void scale_grads(ParameterSet& params, double factor);
+// When max_norm > 0 and ‖g‖ > max_norm: g ← g · max_norm / (‖g‖ + 1e-6) (torch's clip_grad_norm_).
+// Returns ‖g‖ before clipping. A non-finite norm leaves the gradients untouched (the caller should
+// skip the step).
+double clip_grad_norm(ParameterSet& params, double max_norm);
+
+}  // namespace linea
