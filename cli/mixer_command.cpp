@@ -52,9 +52,9 @@ IN: f32 datasets (B batch, T tokens, H heads, K key dim, V value dim):
   cu_seqlens  i64 [S + 1]   packed sequences (optional): then B = 1 and h0, dht are [S, H, K, V]
   do          [B, T, H, V]  dL/do (optional: zeros)
   dht         [B, H, K, V]  dL/dht (optional: zeros)
-  Datasets with other names are ignored. A missing, misshapen or wrongly typed dataset, or one
-  the mixer does not take (beta for gdn2, b/w for the others, g for deltanet), is an error, and
-  then nothing is written.
+  Datasets with other names are ignored. A missing, misshapen or wrongly typed dataset, one the
+  mixer does not take (beta for gdn2, b/w for the others, g for deltanet), a value that is not
+  finite or a positive g is an error, and then nothing is written.
 
 OUT: f32 datasets in the same layouts: o [B, T, H, V], ht (like h0), and the gradients of
   L = sum(o * do) + sum(ht * dht): dq, dk, dv, dbeta (gdn2: db, dw), dg (not deltanet), dh0.

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "checkpoint/hdf5_file.h"
@@ -51,6 +52,26 @@ struct DatasetRule {
   Shape shape;         // in fla's layout (unused when forbidden)
   std::string layout;  // the shape in letters, e.g. "[B, T, H, K]"; for forbidden: why
 };
+
+// "[1, 0, 3]": the position of element `flat` of a row-major tensor of this shape.
+std::string index_string(const Shape& shape, int64_t flat) {
+  Shape index(shape.size());
+  for (size_t d = shape.size(); d-- > 0;) {
+    index[d] = flat % shape[d];
+    flat /= shape[d];
+  }
+  return shape_string(index);
+}
+
+// The first element that is not finite (or, for log decays, positive) and its value; index −1 if none.
+template <class T>
+std::pair<int64_t, double> first_invalid(const Tensor& t, bool log_decay) {
+  const T* x = t.data<T>();
+  for (int64_t i = 0; i < t.numel(); ++i) {
+    if (!std::isfinite(x[i]) || (log_decay && x[i] > 0)) return {i, static_cast<double>(x[i])};
+  }
+  return {-1, 0.0};
+}
 
 std::string describe(DType dtype, const Shape& shape) { return std::string(dtype_name(dtype)) + shape_string(shape); }
 
@@ -120,7 +141,7 @@ MixerProblem read_mixer_problem(const std::filesystem::path& path, DeltaMixer mi
   const Hdf5DatasetInfo v = checker.require("v", DType::f32, v_expected);
   if (v.shape.size() != 4 || v.shape[0] != p.batch || v.shape[1] != p.seq_len || v.shape[2] != p.heads ||
       v.shape[3] <= 0) {
-    checker.fail("v", "expected " + v_expected + ", got " + shape_string(v.shape));
+    checker.fail("v", "expected " + v_expected + ", got " + describe(v.dtype, v.shape));
   }
   p.value_dim = v.shape[3];
 
@@ -128,7 +149,7 @@ MixerProblem read_mixer_problem(const std::filesystem::path& path, DeltaMixer mi
   if (p.packed) {
     const Hdf5DatasetInfo cu = checker.require("cu_seqlens", DType::i64, "i64[S + 1]");
     if (cu.shape.size() != 1 || cu.shape[0] < 2) {
-      checker.fail("cu_seqlens", "expected i64[S + 1] with S ≥ 1, got shape " + shape_string(cu.shape));
+      checker.fail("cu_seqlens", "expected i64[S + 1] with S ≥ 1, got " + describe(cu.dtype, cu.shape));
     }
     if (p.batch != 1) {
       checker.fail("cu_seqlens", "packed sequences need B = 1, but q is " + shape_string(q.shape));
@@ -173,9 +194,19 @@ MixerProblem read_mixer_problem(const std::filesystem::path& path, DeltaMixer mi
   };
   for (const DatasetRule& rule : rules) checker.check(rule);
 
-  // Everything is valid: read, converted to the compute dtype and flattened over tokens.
+  // The layout is valid: read (checking the values), convert to the compute dtype, flatten tokens.
   const int64_t n = p.num_tokens();
-  auto read = [&](const char* name, Shape flat) { return file.read(name, compute).reshape(std::move(flat)); };
+  auto read = [&](const char* name, Shape flat) {
+    const Tensor t = file.read(name, compute);
+    const bool log_decay = std::string_view(name) == "g";
+    const auto [index, value] =
+        compute == DType::f32 ? first_invalid<float>(t, log_decay) : first_invalid<double>(t, log_decay);
+    if (index >= 0) {
+      checker.fail(name, std::string(log_decay ? "log decays must be finite and ≤ 0" : "values must be finite") +
+                             ", got " + std::to_string(value) + " at " + index_string(t.shape(), index));
+    }
+    return t.reshape(std::move(flat));
+  };
   p.in.q = read("q", {n, h, k});
   p.in.k = read("k", {n, h, k});
   p.in.v = read("v", {n, h, vd});
