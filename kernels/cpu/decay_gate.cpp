@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "kernels/cpu/activations.h"
+#include "kernels/cpu/parallel.h"
 #include "kernels/cpu/row_blocks.h"
 
 namespace linea::cpu {
@@ -11,7 +12,7 @@ template <class T>
 void decay_gate_forward(T* g, const T* a, const T* A_log, const T* dt_bias, int64_t rows, int64_t heads,
                         int64_t per_head) {
   const int64_t width = heads * per_head;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (worth_parallel(rows * width))
   for (int64_t n = 0; n < rows; ++n) {
     for (int64_t k = 0; k < width; ++k) {
       g[n * width + k] = -std::exp(A_log[k / per_head]) * softplus(a[n * width + k] + dt_bias[k]);
@@ -32,7 +33,7 @@ void decay_gate_backward(T* da, T* dA_log, T* ddt_bias, const T* dg, const T* a,
       }
     }
   });
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (worth_parallel(rows * width))
   for (int64_t n = 0; n < rows; ++n) {
     for (int64_t k = 0; k < width; ++k) {
       const int64_t i = n * width + k;

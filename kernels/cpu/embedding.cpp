@@ -2,11 +2,13 @@
 
 #include <algorithm>
 
+#include "kernels/cpu/parallel.h"
+
 namespace linea::cpu {
 
 template <class T>
 void embedding_forward(T* out, const T* table, const int32_t* ids, int64_t n, int64_t d) {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (worth_parallel(n * d))
   for (int64_t t = 0; t < n; ++t) std::copy_n(table + ids[t] * d, d, out + t * d);
 }
 
@@ -16,7 +18,7 @@ template <class T>
 void embedding_backward(T* dtable, const T* dout, const int32_t* ids, int64_t n, int64_t d) {
   constexpr int64_t kColumnsPerSlice = 64;
   const int64_t slices = (d + kColumnsPerSlice - 1) / kColumnsPerSlice;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (worth_parallel(n * d))
   for (int64_t s = 0; s < slices; ++s) {
     const int64_t begin = s * kColumnsPerSlice, end = std::min(d, begin + kColumnsPerSlice);
     for (int64_t t = 0; t < n; ++t) {

@@ -2,11 +2,13 @@
 
 #include <cmath>
 
+#include "kernels/cpu/parallel.h"
+
 namespace linea::cpu {
 
 template <class T>
 void l2norm_forward(T* out, T* rstd, const T* x, int64_t groups, int64_t dim, T eps) {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (worth_parallel(groups * dim))
   for (int64_t g = 0; g < groups; ++g) {
     const T* xg = x + g * dim;
     T sum_sq = 0;
@@ -19,7 +21,7 @@ void l2norm_forward(T* out, T* rstd, const T* x, int64_t groups, int64_t dim, T 
 
 template <class T>
 void l2norm_backward(T* dx, const T* dout, const T* out, const T* rstd, int64_t groups, int64_t dim) {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (worth_parallel(groups * dim))
   for (int64_t g = 0; g < groups; ++g) {
     const T* dy = dout + g * dim;
     const T* y = out + g * dim;

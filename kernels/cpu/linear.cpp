@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "kernels/cpu/gemm.h"
+#include "kernels/cpu/parallel.h"
 #include "kernels/cpu/row_blocks.h"
 
 namespace linea::cpu {
@@ -10,7 +11,7 @@ namespace linea::cpu {
 template <class T>
 void linear_forward(T* out, const T* x, const T* weight, const T* bias, int64_t n, int64_t in, int64_t out_features) {
   if (bias) {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (worth_parallel(n * out_features))
     for (int64_t t = 0; t < n; ++t) std::copy_n(bias, out_features, out + t * out_features);
   }
   gemm<T>(false, true, n, out_features, in, T(1), x, in, weight, in, bias ? T(1) : T(0), out, out_features);

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "kernels/cpu/gemm.h"
+#include "kernels/cpu/parallel.h"
 
 namespace linea::cpu {
 
@@ -25,7 +26,7 @@ double lm_head_cross_entropy(const T* x, const T* weight, const int32_t* targets
     const int64_t rows = std::min(block_rows, n - b0);
     const T* x_blk = x + b0 * d;
     gemm<T>(false, true, rows, v, d, T(1), x_blk, d, weight, d, T(0), logits.data(), v);
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (worth_parallel(rows * v))
     for (int64_t r = 0; r < rows; ++r) {
       T* l = logits.data() + r * v;
       const int32_t target = targets[b0 + r];

@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "kernels/cpu/activations.h"
+#include "kernels/cpu/parallel.h"
 #include "kernels/cpu/row_blocks.h"
 
 namespace linea::cpu {
@@ -36,7 +37,7 @@ template <class T>
 void rmsnorm_forward(T* out, T* rstd, const T* o, const T* z, const T* weight, int64_t rows, int64_t heads, int64_t dim,
                      ops::GateActivation act, T eps) {
   const int64_t groups = rows * heads;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (worth_parallel(groups * dim))
   for (int64_t g = 0; g < groups; ++g) {
     const T* og = o + g * dim;
     T sum_sq = 0;

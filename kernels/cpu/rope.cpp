@@ -3,6 +3,8 @@
 #include <cmath>
 #include <vector>
 
+#include "kernels/cpu/parallel.h"
+
 namespace linea::cpu {
 
 template <class T>
@@ -12,7 +14,7 @@ void rope_apply(T* x, const int32_t* positions, int64_t rows, int64_t heads, int
   std::vector<double> inv_freq(static_cast<size_t>(half));
   for (int64_t i = 0; i < half; ++i) inv_freq[i] = std::pow(base, -2.0 * static_cast<double>(i) / head_dim);
   const double sign = inverse ? -1.0 : 1.0;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (worth_parallel(rows * heads * head_dim))
   for (int64_t n = 0; n < rows; ++n) {
     for (int64_t i = 0; i < half; ++i) {
       const double theta = sign * positions[n] * inv_freq[i];

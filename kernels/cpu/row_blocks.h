@@ -9,6 +9,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "kernels/cpu/parallel.h"
+
 namespace linea::cpu {
 
 inline constexpr int64_t kRowsPerBlock = 128;
@@ -19,11 +21,11 @@ void accumulate_over_row_blocks(int64_t rows, int64_t width, T* out, AddRows add
   const int64_t blocks = (rows + kRowsPerBlock - 1) / kRowsPerBlock;
   if (blocks == 0 || width == 0) return;
   std::vector<T> partials(static_cast<size_t>(blocks * width), T(0));
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (worth_parallel(rows * width))
   for (int64_t b = 0; b < blocks; ++b) {
     add_rows(b * kRowsPerBlock, std::min(rows, (b + 1) * kRowsPerBlock), partials.data() + b * width);
   }
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (worth_parallel(blocks * width))
   for (int64_t j = 0; j < width; ++j) {
     T sum = 0;
     for (int64_t b = 0; b < blocks; ++b) sum += partials[b * width + j];

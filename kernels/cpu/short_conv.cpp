@@ -3,6 +3,7 @@
 #include <vector>
 
 #include "kernels/cpu/activations.h"
+#include "kernels/cpu/parallel.h"
 #include "kernels/cpu/row_blocks.h"
 
 namespace linea::cpu {
@@ -38,7 +39,7 @@ template <class T>
 void short_conv_silu_forward(T* out, const T* x, const T* weight, const SeqLayout& seqs, int64_t channels,
                              int64_t width) {
   const TokenSequences token_seqs(seqs);
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (worth_parallel(seqs.num_tokens() * channels * width))
   for (int64_t t = 0; t < seqs.num_tokens(); ++t) {
     T* row = out + t * channels;
     conv_row(row, x, weight, t, token_seqs.begin[t], channels, width);
@@ -52,13 +53,13 @@ void short_conv_silu_backward(T* dx, T* dweight, const T* dout, const T* x, cons
   const TokenSequences token_seqs(seqs);
   const int64_t n = seqs.num_tokens();
   std::vector<T> dpre(static_cast<size_t>(n * channels));
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (worth_parallel(n * channels * width))
   for (int64_t t = 0; t < n; ++t) {
     T* row = dpre.data() + t * channels;
     conv_row(row, x, weight, t, token_seqs.begin[t], channels, width);
     for (int64_t c = 0; c < channels; ++c) row[c] = dout[t * channels + c] * silu_grad(row[c]);
   }
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (worth_parallel(n * channels * width))
   for (int64_t s = 0; s < n; ++s) {
     T* row = dx + s * channels;
     for (int64_t c = 0; c < channels; ++c) row[c] = 0;

@@ -1,18 +1,19 @@
 #include "kernels/cpu/sigmoid_gate.h"
 
 #include "kernels/cpu/activations.h"
+#include "kernels/cpu/parallel.h"
 
 namespace linea::cpu {
 
 template <class T>
 void sigmoid_gate_forward(T* beta, const T* logits, int64_t n, T scale) {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (worth_parallel(n))
   for (int64_t i = 0; i < n; ++i) beta[i] = scale * sigmoid(logits[i]);
 }
 
 template <class T>
 void sigmoid_gate_backward(T* dlogits, const T* dbeta, const T* beta, int64_t n, T scale) {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (worth_parallel(n))
   for (int64_t i = 0; i < n; ++i) dlogits[i] = dbeta[i] * beta[i] * (T(1) - beta[i] / scale);
 }
 

@@ -1,18 +1,19 @@
 #include "kernels/cpu/swiglu.h"
 
 #include "kernels/cpu/activations.h"
+#include "kernels/cpu/parallel.h"
 
 namespace linea::cpu {
 
 template <class T>
 void swiglu_forward(T* out, const T* gate, const T* up, int64_t n) {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (worth_parallel(n))
   for (int64_t i = 0; i < n; ++i) out[i] = silu(gate[i]) * up[i];
 }
 
 template <class T>
 void swiglu_backward(T* dgate, T* dup, const T* dout, const T* gate, const T* up, int64_t n) {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (worth_parallel(n))
   for (int64_t i = 0; i < n; ++i) {
     const T g = gate[i], u = up[i];  // read before writing: dgate may alias gate
     dgate[i] = dout[i] * u * silu_grad(g);
