@@ -102,6 +102,19 @@ TEST(Linear, F32AgreesWithF64) {
   for (int k = 0; k < 4; ++k) EXPECT_TRUE(assert_close(names[k], r[0][k], r[1][k], 1e-6));
 }
 
+TEST(Linear, EmptyBatchLeavesParameterGradientsUnchanged) {
+  Rng rng(10);
+  Tensor x = Tensor::empty({0, 3}, DType::f32), w = as_dtype(random_tensor({4, 3}, rng), DType::f32);
+  Tensor dw = as_dtype(random_tensor({4, 3}, rng), DType::f32), dw0 = dw.clone(), db = Tensor::zeros({4}, DType::f32);
+  ops::linear_forward(Tensor::empty({0, 4}, DType::f32), x, w, Tensor());
+  ops::linear_backward(Tensor::empty({0, 3}, DType::f32), dw, db, Tensor::empty({0, 4}, DType::f32), x, w, false);
+  EXPECT_TRUE(assert_close("dweight", dw0, dw, 0, 0));
+  EXPECT_EQ(
+      ops::lm_head_cross_entropy(x, w, Tensor::empty({0}, DType::i32), 1.0, Tensor::empty({0, 3}, DType::f32), dw),
+      0.0);
+  EXPECT_TRUE(assert_close("dweight after cross-entropy", dw0, dw, 0, 0));
+}
+
 TEST(Linear, RejectsBadArguments) {
   Tensor x = Tensor::zeros({2, 3}, DType::f32), w = Tensor::zeros({4, 3}, DType::f32);
   Tensor out = Tensor::zeros({2, 4}, DType::f32);
