@@ -45,7 +45,9 @@ inline ::testing::AssertionResult gradient_matches(const std::string& what, cons
   std::ostringstream report;
   report << what << ": max rel err " << r.max_rel_err << ", max abs err " << r.max_abs_err << " over " << r.checked
          << " entries (limit " << tolerance << ")";
-  ::testing::Test::RecordProperty("max_rel_err " + what, std::to_string(r.max_rel_err));
+  std::ostringstream rel_err;
+  rel_err << r.max_rel_err;
+  ::testing::Test::RecordProperty("max_rel_err " + what, rel_err.str());
   if (r.checked > 0 && r.max_rel_err < tolerance) return ::testing::AssertionSuccess() << report.str();
   return ::testing::AssertionFailure() << report.str();
 }
