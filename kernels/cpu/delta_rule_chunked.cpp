@@ -253,15 +253,6 @@ void advance_state(Block<T>& S, const Chunk<T, kPerChannel>& c, const Block<T>& 
   add_atb(S, hadamard(c.k, c.decay.to_end), Ut);
 }
 
-template <class T>
-Block<T> initial_state(const DeltaRuleOperands<T>& in, int64_t seq, int64_t h) {
-  Block<T> S(in.key_dim, in.value_dim);
-  if (in.h0) {
-    std::copy_n(in.h0 + state_offset(seq, h, in.heads, in.key_dim, in.value_dim), in.key_dim * in.value_dim, S.data());
-  }
-  return S;
-}
-
 template <class T, bool kPerChannel>
 void forward_head(const DeltaRuleOperands<T>& in, const SeqLayout& seqs, int64_t seq, int64_t h, T* o, T* ht) {
   const auto out = Rows<T>::dense(o, in.heads, in.value_dim);
