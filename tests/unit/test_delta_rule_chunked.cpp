@@ -1,6 +1,7 @@
 // The chunked delta rule equals the recurrent reference: o, ht and every gradient, for every decay
 // kind × gate kind, on shapes with T not a multiple of 64, head dims that are not powers of two,
-// K ≠ V, B > 1, packed documents, with and without h0, and fla's gate normalizers {0.1, 1, 10}.
+// K ≠ V, B > 1, packed documents, with and without h0, and fla's gate normalizers {0.1, 1, 10}
+// (and 0.01 on the packed shape).
 // f64 must agree to ~1e-10; f32 within fla's tolerances (reference/mixers.md §3.3). The largest f32
 // err_ratio per mixer is printed at the end (and recorded as a test property).
 #include <gtest/gtest.h>
@@ -96,7 +97,8 @@ TEST_P(DeltaRuleChunkedVsRecurrent, OutputsStatesAndGradientsAgree) {
   for (size_t i = 0; i < ref64.size(); ++i) {
     const std::string& name = ref64[i].first;
     EXPECT_TRUE(testing::assert_close(name + " (f64)", ref64[i].second, got64[i].second, kF64Tolerance, 0));
-    EXPECT_TRUE(testing::assert_close(name + " (f32)", ref32[i].second, got32[i].second, f32_tolerance(name)));
+    // atol 0: fla's 1e-6 absolute pass would hide relative errors of tiny tensors (dg under strong decay).
+    EXPECT_TRUE(testing::assert_close(name + " (f32)", ref32[i].second, got32[i].second, f32_tolerance(name), 0));
     worst.f32 = std::max(worst.f32, testing::compare(ref32[i].second, got32[i].second).err_ratio);
     worst.f32_vs_f64 = std::max(worst.f32_vs_f64, testing::compare(ref64[i].second, got32[i].second).err_ratio);
     worst.f64 = std::max(worst.f64, testing::compare(ref64[i].second, got64[i].second).err_ratio);
@@ -119,6 +121,8 @@ std::vector<EquivalenceCase> all_cases() {
           continue;
         }
         for (double normalizer : {0.1, 1.0, 10.0}) cases.push_back({decay, gate, shape, normalizer});
+        // fla's strongest gate (g ≈ −70 per token): decays underflow to 0, nothing may overflow.
+        if (shape == 2) cases.push_back({decay, gate, shape, 0.01});
       }
     }
   }
