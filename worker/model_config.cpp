@@ -76,9 +76,10 @@ std::vector<int64_t> hybrid_attention_layers(std::string_view rule, int64_t laye
 
 ModelConfig ModelConfig::parse(ConfigSection model) {
   ModelConfig c;
-  c.d_model = model.required_integer("d_model");
-  c.layers = model.required_integer("layers");
-  c.vocab = model.required_integer("vocab");
+  // Ranges checked here too (not only in resolve()): the hybrid rule below needs a valid depth.
+  c.d_model = model.required_integer("d_model", 1);
+  c.layers = model.required_integer("layers", 1);
+  c.vocab = model.required_integer("vocab", 2);
   c.mixer = mixer_from_name(model.required_choice("mixer", {"deltanet", "gdn", "kda", "gdn2", "attention"}));
   c.tie_embeddings = model.boolean("tie_embeddings", c.tie_embeddings);
   c.mlp_hidden = model.integer("mlp_hidden", c.mlp_hidden);

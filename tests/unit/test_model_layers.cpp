@@ -193,7 +193,10 @@ TEST(ModelLayers, EmbeddingAndBadIds) {
 
   StepContext ctx(activations, scratch, seqs, DType::f64);
   EXPECT_TRUE(testing::throws_invalid_argument(
-      [&] { embedding.forward(ctx, testing::index_tensor({1, 2, 7, 0, 0})); }, {"token id 7", "position 2", "[0, 7)"}));
+      [&] {
+        embedding.forward(ctx, testing::index_tensor({1, 2, 7, 0, 0}));
+      },
+      {"token id 7", "position 2", "[0, 7)"}));
 }
 
 // ---- mixers ------------------------------------------------------------------------------------
