@@ -277,6 +277,10 @@ TEST(ParameterCount, KnownTotals) {
   EXPECT_EQ(gc.group("embedding"), 32000 * 2048);
   EXPECT_EQ(gc.group("head"), 32000 * 2048);
   EXPECT_EQ(gc.group("attention"), 0);
+  // Counting never allocates: ≈ 0.9 trillion parameters (3.6 TB of f32) are counted instantly.
+  ModelConfig huge = g;
+  huge.d_model = 32768, huge.layers = 96, huge.linear.heads = 64, huge.linear.d_k = 512, huge.linear.d_v = 1024;
+  EXPECT_GT(count_parameters(huge).total, int64_t(800e9));
   const std::string table = format_parameter_count(g, gc);
   EXPECT_NE(table.find("linear mixers"), std::string::npos) << table;
   EXPECT_NE(table.find("non-embedding"), std::string::npos) << table;
