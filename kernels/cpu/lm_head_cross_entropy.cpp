@@ -36,12 +36,16 @@ double lm_head_cross_entropy(const T* x, const T* weight, const int32_t* targets
         continue;
       }
       const T m = *std::max_element(l, l + v);
-      double sum_exp = 0;
-      for (int64_t j = 0; j < v; ++j) sum_exp += std::exp(static_cast<double>(l[j] - m));
-      const double lse = static_cast<double>(m) + std::log(sum_exp);
-      row_loss[r] = lse - static_cast<double>(l[target]);
-      if (want_grad) {
-        for (int64_t j = 0; j < v; ++j) l[j] = loss_scale * static_cast<T>(std::exp(static_cast<double>(l[j]) - lse));
+      const double target_logit = l[target];
+      double sum_exp = 0;  // the row's logits become exp(logit − m) ∈ (0, 1]
+      for (int64_t j = 0; j < v; ++j) {
+        l[j] = static_cast<T>(std::exp(static_cast<double>(l[j] - m)));
+        sum_exp += l[j];
+      }
+      row_loss[r] = static_cast<double>(m) + std::log(sum_exp) - target_logit;
+      if (want_grad) {  // softmax = exp(logit − m) / sum_exp
+        const T scale_over_sum = static_cast<T>(loss_scale / sum_exp);
+        for (int64_t j = 0; j < v; ++j) l[j] *= scale_over_sum;
         l[target] -= loss_scale;
       }
     }

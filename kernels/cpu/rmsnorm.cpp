@@ -9,27 +9,22 @@
 namespace linea::cpu {
 
 namespace {
-// act(z) and act'(z) for the output gate.
+// act(z_i), which is 1 (and z unread, possibly null) when there is no gate.
 template <class T>
-T gate_value(ops::GateActivation act, T z) {
+T gate_at(ops::GateActivation act, const T* z, int64_t i) {
   switch (act) {
-    case ops::GateActivation::silu: return silu(z);
-    case ops::GateActivation::sigmoid: return sigmoid(z);
+    case ops::GateActivation::silu: return silu(z[i]);
+    case ops::GateActivation::sigmoid: return sigmoid(z[i]);
     case ops::GateActivation::none: break;
   }
   return T(1);
 }
+// act'(z_i); only called when there is a gate.
 template <class T>
-T gate_derivative(ops::GateActivation act, T z) {
-  switch (act) {
-    case ops::GateActivation::silu: return silu_grad(z);
-    case ops::GateActivation::sigmoid: {
-      const T s = sigmoid(z);
-      return s * (T(1) - s);
-    }
-    case ops::GateActivation::none: break;
-  }
-  return T(0);
+T gate_derivative_at(ops::GateActivation act, const T* z, int64_t i) {
+  if (act == ops::GateActivation::silu) return silu_grad(z[i]);
+  const T s = sigmoid(z[i]);
+  return s * (T(1) - s);
 }
 }  // namespace
 
@@ -46,8 +41,7 @@ void rmsnorm_forward(T* out, T* rstd, const T* o, const T* z, const T* weight, i
     rstd[g] = r;
     T* yg = out + g * dim;
     for (int64_t j = 0; j < dim; ++j) {
-      const T gate = act == ops::GateActivation::none ? T(1) : gate_value(act, z[g * dim + j]);
-      yg[j] = og[j] * r * weight[j] * gate;
+      yg[j] = og[j] * r * weight[j] * gate_at(act, z, g * dim + j);
     }
   }
 }
@@ -63,15 +57,15 @@ void rmsnorm_backward(T* d_o, T* dz, T* dweight, const T* dout, const T* o, cons
       // c = (1/dim) Σ_i γ_i · du_i · ô_i
       T c = 0;
       for (int64_t j = 0; j < dim; ++j) {
-        const T du = dout[base + j] * (gated ? gate_value(act, z[base + j]) : T(1));
+        const T du = dout[base + j] * gate_at(act, z, base + j);
         const T o_hat = o[base + j] * r;
         c += weight[j] * du * o_hat;
         dweight_partial[j] += du * o_hat;
-        if (gated) dz[base + j] = dout[base + j] * o_hat * weight[j] * gate_derivative(act, z[base + j]);
+        if (gated) dz[base + j] = dout[base + j] * o_hat * weight[j] * gate_derivative_at(act, z, base + j);
       }
       c /= static_cast<T>(dim);
       for (int64_t j = 0; j < dim; ++j) {
-        const T du = dout[base + j] * (gated ? gate_value(act, z[base + j]) : T(1));
+        const T du = dout[base + j] * gate_at(act, z, base + j);
         d_o[base + j] = r * (weight[j] * du - o[base + j] * r * c);
       }
     }

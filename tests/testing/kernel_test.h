@@ -37,6 +37,7 @@ inline Tensor index_tensor(const std::vector<int32_t>& values) {
 
 // Checks the analytic gradient of `loss` with respect to `input` (both f64) against finite
 // differences on up to `max_entries` entries: the largest relative error must stay below `tolerance`.
+// The error is also recorded as a test property (in --gtest_output=xml reports).
 inline ::testing::AssertionResult gradient_matches(const std::string& what, const std::function<double()>& loss,
                                                    Tensor input, const Tensor& analytic, double tolerance = 1e-5,
                                                    int64_t max_entries = 64) {
@@ -44,6 +45,9 @@ inline ::testing::AssertionResult gradient_matches(const std::string& what, cons
   std::ostringstream report;
   report << what << ": max rel err " << r.max_rel_err << ", max abs err " << r.max_abs_err << " over " << r.checked
          << " entries (limit " << tolerance << ")";
+  std::ostringstream rel_err;
+  rel_err << r.max_rel_err;
+  ::testing::Test::RecordProperty("max_rel_err " + what, rel_err.str());
   if (r.checked > 0 && r.max_rel_err < tolerance) return ::testing::AssertionSuccess() << report.str();
   return ::testing::AssertionFailure() << report.str();
 }
