@@ -141,36 +141,42 @@ Block<T> decayed_gram(const Block<T>& X, const Block<T>& Y, const ChunkDecay<T, 
   return M;
 }
 
-// Backward of decayed_gram, reading dM only at the pairs of `mask`:
-//   ∂X_id = Σ_j dM_ij Y_jd e_ijd,   ∂Y_jd = Σ_i dM_ij X_id e_ijd,   e_ijd = exp(G_id − G_jd),
-//   dX += ∂X,  dY += ∂Y,  dG += X ⊙ ∂X − Y ⊙ ∂Y   (G_i enters e_ij with +, G_j with −).
-// For a scalar decay dG is summed over channels later, which gives Σ_j dM_ij M_ij − Σ_i dM_ij M_ij.
+// Backward of decayed_gram, reading dM only at the pairs of `mask`. With e_ijd = exp(G_id − G_jd)
+// and c_ijd = dM_ij X_id Y_jd e_ijd:
+//   dX_id += Σ_j dM_ij Y_jd e_ijd,   dY_jd += Σ_i dM_ij X_id e_ijd,
+//   dG_id += Σ_j c_ijd,  dG_jd −= Σ_i c_ijd   (G_i enters e_ij with +, G_j with −).
+// A diagonal pair (e = 1) adds and removes the same c_iid, so it is skipped in dG: exact cancelling
+// terms would only leave rounding residue, which under strong decay can exceed dg itself. For a
+// scalar decay dG is summed over channels later.
 template <class T, bool kPerChannel>
 void decayed_gram_backward(const Block<T>& dM, const Block<T>& X, const Block<T>& Y,
                            const ChunkDecay<T, kPerChannel>& decay, Causal mask, Block<T>& dX, Block<T>& dY,
                            Block<T>& dG) {
   const int64_t L = X.rows(), K = X.cols();
-  Block<T> dXm(L, K), dYm(L, K);
   for (int64_t i = 0; i < L; ++i) {
     const T* x = X.row(i);
-    T* dx = dXm.row(i);
+    T* dx = dX.row(i);
+    T* dG_i = dG.row(i);
     for (int64_t j = 0; j <= last_pair(i, mask); ++j) {
       const T m = dM(i, j);
       if (m == T(0)) continue;
       const T* y = Y.row(j);
-      T* dy = dYm.row(j);
+      T* dy = dY.row(j);
+      T* dG_j = dG.row(j);
       const T* f = decay.pair(i, j);
+      const bool diagonal = i == j;
       for (int64_t d = 0; d < K; ++d) {
         const T mf = kPerChannel ? m * f[d] : m * f[0];
         dx[d] += mf * y[d];
         dy[d] += mf * x[d];
+        if (!diagonal) {
+          const T c = mf * x[d] * y[d];
+          dG_i[d] += c;
+          dG_j[d] -= c;
+        }
       }
     }
   }
-  add_hadamard(dG, X, dXm);
-  add_hadamard(dG, Y, dYm, T(-1));
-  add(dX, dXm);
-  add(dY, dYm);
 }
 
 // T = (I + A)^{-1} for a strictly lower triangular A, by forward substitution on T = I − A T:
@@ -253,15 +259,6 @@ void advance_state(Block<T>& S, const Chunk<T, kPerChannel>& c, const Block<T>& 
   add_atb(S, hadamard(c.k, c.decay.to_end), Ut);
 }
 
-template <class T>
-Block<T> initial_state(const DeltaRuleOperands<T>& in, int64_t seq, int64_t h) {
-  Block<T> S(in.key_dim, in.value_dim);
-  if (in.h0) {
-    std::copy_n(in.h0 + state_offset(seq, h, in.heads, in.key_dim, in.value_dim), in.key_dim * in.value_dim, S.data());
-  }
-  return S;
-}
-
 template <class T, bool kPerChannel>
 void forward_head(const DeltaRuleOperands<T>& in, const SeqLayout& seqs, int64_t seq, int64_t h, T* o, T* ht) {
   const auto out = Rows<T>::dense(o, in.heads, in.value_dim);
@@ -304,11 +301,15 @@ void backward_chunk(const DeltaRuleOperands<T>& in, const Chunk<T, kPerChannel>&
   add_ab(dUt, k_to_end, dS);
   add_abt(dk_to_end, Ut, dS);
   add_hadamard(dk, dk_to_end, c.decay.to_end);
-  const Block<T> dG_to_end = hadamard(dk_to_end, k_to_end);  // ∂ through exp(G_L − G_t)
-  add(dG, dG_to_end, T(-1));
+  // Through exp(G_L − G_t): + at G_L, − at G_t. At t = L the two cancel exactly and are skipped,
+  // so that no rounding residue of them reaches dg.
   T* dG_end = dG.row(L - 1);
-  for (int64_t t = 0; t < L; ++t) {
-    for (int64_t d = 0; d < K; ++d) dG_end[d] += dG_to_end(t, d);
+  for (int64_t t = 0; t + 1 < L; ++t) {
+    for (int64_t d = 0; d < K; ++d) {
+      const T through_to_end = dk_to_end(t, d) * k_to_end(t, d);
+      dG(t, d) -= through_to_end;
+      dG_end[d] += through_to_end;
+    }
   }
   for (int64_t d = 0; d < K; ++d) {
     const T g_end = gamma(L - 1, d);

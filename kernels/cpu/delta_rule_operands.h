@@ -9,6 +9,7 @@
 // The kernels gather a run of tokens of one head into a dense row-major Block, compute on Blocks,
 // and store or add the results back.
 #pragma once
+#include <algorithm>
 #include <cstdint>
 #include <vector>
 
@@ -106,6 +107,17 @@ bool worth_threads(const DeltaRuleOperands<T>& in, const SeqLayout& seqs) {
 // Offset of the (sequence, head) state in an [S, H, K, V] buffer.
 inline int64_t state_offset(int64_t seq, int64_t head, int64_t heads, int64_t key_dim, int64_t value_dim) {
   return (seq * heads + head) * key_dim * value_dim;
+}
+
+// The state entering sequence `seq` for head `head`: h0's, or zeros.
+template <class T>
+Block<T> initial_state(const DeltaRuleOperands<T>& in, int64_t seq, int64_t head) {
+  Block<T> S(in.key_dim, in.value_dim);
+  if (in.h0) {
+    const T* h0 = in.h0 + state_offset(seq, head, in.heads, in.key_dim, in.value_dim);
+    std::copy_n(h0, in.key_dim * in.value_dim, S.data());
+  }
+  return S;
 }
 
 }  // namespace linea::cpu

@@ -33,15 +33,6 @@ Token<T> load_token(const DeltaRuleOperands<T>& in, int64_t t, int64_t h) {
   return x;
 }
 
-template <class T>
-Block<T> initial_state(const DeltaRuleOperands<T>& in, int64_t seq, int64_t h) {
-  Block<T> S(in.key_dim, in.value_dim);
-  if (in.h0) {
-    std::copy_n(in.h0 + state_offset(seq, h, in.heads, in.key_dim, in.value_dim), in.key_dim * in.value_dim, S.data());
-  }
-  return S;
-}
-
 // S ← S' = Diag(a) S, and returns u = w⊙v − S'ᵀ(b⊙k).
 template <class T>
 std::vector<T> decay_and_erase(Block<T>& S, const Token<T>& x) {

@@ -1,6 +1,6 @@
 // Hand-written delta-rule backward passes against central finite differences in f64, for every
 // decay kind × gate kind and every input, on small packed problems whose sequences cross the
-// recurrent checkpoint segment and the chunk (64 tokens), plus a sequence of one token.
+// recurrent checkpoint segment and the chunk (64 tokens), plus sequences of one and zero tokens.
 #include <gtest/gtest.h>
 
 #include "tests/testing/delta_rule_problem.h"
@@ -28,8 +28,9 @@ class DeltaRuleGradcheck : public ::testing::TestWithParam<GradCase> {};
 
 TEST_P(DeltaRuleGradcheck, EveryInputMatchesFiniteDifferences) {
   const GradCase c = GetParam();
-  // Sequences of 1, 3 and 70 tokens: 70 crosses the 64-token segment / chunk boundary.
-  const testing::DeltaRuleShape shape{{0, 1, 4, 74}, 2, 3, 4, true};
+  // Sequences of 1, 3, 0 and 70 tokens: 70 crosses the 64-token segment / chunk boundary; the empty
+  // one passes h0 to ht (and dht to dh0).
+  const testing::DeltaRuleShape shape{{0, 1, 4, 4, 74}, 2, 3, 4, true};
   DeltaRuleProblem p = testing::make_delta_rule_problem(c.decay, c.gate, shape, 1.0, 11);
   const testing::DeltaRuleResult r = testing::run_forward_backward(c.impl, p);
   const auto loss = [&] { return testing::delta_rule_loss(c.impl, p); };
