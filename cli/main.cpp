@@ -6,13 +6,6 @@
 
 #include "cli/command.h"
 
-namespace linea::cli {
-std::vector<Command>& command_registry() {
-  static std::vector<Command> registry;
-  return registry;
-}
-}  // namespace linea::cli
-
 namespace {
 void print_usage() {
   auto cmds = linea::cli::command_registry();
