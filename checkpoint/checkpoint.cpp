@@ -3,6 +3,7 @@
 #include <glog/logging.h>
 #include <zlib.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <map>
 #include <set>
@@ -116,6 +117,19 @@ json write_rank_file(const fs::path& path, const CheckpointState& state, int64_t
 
 fs::path save_checkpoint(const fs::path& root, const CheckpointState& state, int keep_last) {
   validate_checkpoint_state(state, keep_last);
+  // Training that resumed from an older checkpoint, because this step's was damaged, reaches
+  // this step again: the damaged one is set aside. A sound one is never replaced.
+  const std::vector<CommittedCheckpoint> existing = list_committed_checkpoints(root);
+  const auto same_step = std::find_if(existing.begin(), existing.end(),
+                                      [&](const CommittedCheckpoint& c) { return c.step == state.step; });
+  if (same_step != existing.end()) {
+    try {
+      load_checkpoint(same_step->directory);
+    } catch (const std::exception& e) {
+      LOG(WARNING) << "checkpoint '" << same_step->directory.string() << "' is damaged (" << e.what() << ")";
+      set_aside_damaged_checkpoint(same_step->directory);
+    }
+  }
   const fs::path temporary = begin_checkpoint(root, state.step);
   const std::string file_name = rank_file_name(0);
   const json datasets = write_rank_file(temporary / file_name, state, 0);

@@ -51,7 +51,8 @@ void validate_checkpoint_state(const CheckpointState& state, int keep_last);
 // Writes `state` as checkpoint `state.step` under `root`, commits it, then deletes all but the
 // newest `keep_last` committed checkpoints. Tensors may live on any device. Returns the committed
 // directory. On failure nothing committed is touched (the partial `.tmp` directory is removed by
-// the next save).
+// the next save). If step N is already committed, a sound checkpoint is kept and this throws
+// std::runtime_error; a damaged one is set aside as `step-N.damaged/` and replaced.
 std::filesystem::path save_checkpoint(const std::filesystem::path& root, const CheckpointState& state, int keep_last);
 
 // Reads and verifies one committed checkpoint directory; tensors come back as CPU tensors with

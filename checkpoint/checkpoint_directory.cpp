@@ -126,6 +126,21 @@ fs::path commit_checkpoint(const fs::path& temporary_directory, std::string_view
   return final_directory;
 }
 
+fs::path set_aside_damaged_checkpoint(const fs::path& directory) {
+  fs::path damaged = directory;
+  damaged += ".damaged";
+  remove_directory(damaged, "an older damaged checkpoint");
+  std::error_code ec;
+  fs::rename(directory, damaged, ec);
+  if (ec) {
+    throw std::runtime_error("cannot rename damaged checkpoint '" + directory.string() + "' to '" + damaged.string() +
+                             "': " + ec.message());
+  }
+  fsync_path(directory.parent_path());
+  LOG(WARNING) << "checkpoint: set damaged checkpoint aside as '" << damaged.string() << "'";
+  return damaged;
+}
+
 std::vector<int64_t> prune_checkpoints(const fs::path& root, int keep_last) {
   if (keep_last < 1) throw std::invalid_argument("keep_last must be >= 1, got " + std::to_string(keep_last));
   const std::vector<CommittedCheckpoint> committed = list_committed_checkpoints(root);

@@ -40,6 +40,11 @@ std::filesystem::path begin_checkpoint(const std::filesystem::path& root, int64_
 // Returns the committed directory.
 std::filesystem::path commit_checkpoint(const std::filesystem::path& temporary_directory, std::string_view marker);
 
+// Renames a committed checkpoint that failed verification to `step-N.damaged/` (replacing an
+// older one of that name): it stops counting as committed, stays for inspection, and step N can
+// be saved again. Returns the new path.
+std::filesystem::path set_aside_damaged_checkpoint(const std::filesystem::path& directory);
+
 // Deletes all but the newest `keep_last` committed checkpoints; returns the steps deleted.
 std::vector<int64_t> prune_checkpoints(const std::filesystem::path& root, int keep_last);
 

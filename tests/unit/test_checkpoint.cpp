@@ -263,6 +263,22 @@ TEST(Checkpoint, ManifestContentIsValidated) {
   EXPECT_NE(message.find("attributes full_shape/offset disagree with the manifest"), std::string::npos) << message;
 }
 
+// After falling back from a damaged step N, training reaches step N again and saves it.
+TEST(Checkpoint, ADamagedStepIsSetAsideWhenSavedAgain) {
+  testing::TemporaryDirectory root;
+  save_checkpoint(root.path(), make_state(10), 5);
+  const fs::path step20 = save_checkpoint(root.path(), make_state(20), 5);
+  EXPECT_THROW(save_checkpoint(root.path(), make_state(20, 99), 5), std::runtime_error);  // sound: kept
+  flip_data_bit(step20 / "rank-00000.h5", "embedding.weight");
+  EXPECT_EQ(load_latest_checkpoint(root.path())->step, 10);
+
+  const CheckpointState again = make_state(20, 99);
+  save_checkpoint(root.path(), again, 5);
+  EXPECT_TRUE(fs::exists(root.path() / "step-000000020.damaged" / "rank-00000.h5"));
+  EXPECT_EQ(committed_steps(root.path()), (std::vector<int64_t>{10, 20}));
+  expect_same_state(again, *load_latest_checkpoint(root.path()));
+}
+
 TEST(Checkpoint, NoValidCheckpointIsAResultUnlessStrict) {
   testing::TemporaryDirectory root;
   EXPECT_FALSE(load_latest_checkpoint(root.path() / "absent").has_value());
