@@ -8,6 +8,9 @@
 #include <utility>
 
 static_assert(std::is_same_v<hid_t, int64_t>, "Hdf5File stores hid_t as int64_t (HDF5 >= 1.10)");
+#ifndef H5_HAVE_THREADSAFE
+#error "Hdf5File is used from the checkpoint writer's thread: it needs HDF5 built thread-safe"
+#endif
 
 namespace linea {
 

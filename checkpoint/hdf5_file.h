@@ -1,4 +1,4 @@
-// Hdf5File: the project's one wrapper over the HDF5 C API (serial HDF5 ≥ 1.10).
+// Hdf5File: the project's one wrapper over the HDF5 C API (serial HDF5 ≥ 1.10.7).
 //
 // An open HDF5 file (closed by the destructor; move-only). Datasets are read and written whole,
 // from and into linea::Tensor: f32, f64, i32 and i64 map to the native HDF5 types; bf16 is stored
@@ -8,6 +8,8 @@
 // Every HDF5 failure becomes a std::runtime_error naming the file, the dataset/attribute and the
 // operation, with HDF5's own reason; HDF5's automatic error printing is turned off. Misuse (bad
 // names, wrong dtypes, unsupported stored types) throws std::invalid_argument / runtime_error too.
+// Different threads may use different files: HDF5 (built thread-safe, as Debian's is) serialises
+// its calls, so one thread's long write delays another thread's HDF5 calls.
 #pragma once
 #include <cstdint>
 #include <filesystem>

@@ -12,6 +12,7 @@
 
 #include "checkpoint/hdf5_file.h"
 #include "kernels/random.h"
+#include "tests/testing/temporary_directory.h"
 
 namespace linea {
 namespace {
@@ -20,14 +21,8 @@ namespace fs = std::filesystem;
 
 class Hdf5FileTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-    dir_ = fs::temp_directory_path() / ("linea_hdf5_" + std::string(info->name()) + "_" + std::to_string(::getpid()));
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-  fs::path dir_;
+  testing::TemporaryDirectory temporary_;
+  const fs::path& dir_ = temporary_.path();
 };
 
 // A tensor of `dtype` whose bytes follow a pattern, including NaN, ±inf and −0 for floats.
