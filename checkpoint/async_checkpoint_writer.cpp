@@ -94,6 +94,7 @@ void AsyncCheckpointWriter::snapshot(const CheckpointState& state) {
   snapshot_.tokens = state.tokens;
   snapshot_.config = state.config;
   snapshot_.data_position = state.data_position;
+  snapshot_.trainer_state = state.trainer_state;
   snapshot_.rng_states = state.rng_states;
   snapshot_.layout = state.layout;
 }

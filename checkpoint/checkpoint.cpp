@@ -67,6 +67,9 @@ void validate_checkpoint_state(const CheckpointState& state, int keep_last) {
   }
   if (!state.data_position.is_object()) bad("data_position must be a JSON object, got " + state.data_position.dump());
   if (!state.rng_states.is_object()) bad("rng_states must be a JSON object, got " + state.rng_states.dump());
+  if (!state.trainer_state.is_object()) {
+    bad("trainer_state must be a JSON object, got " + state.trainer_state.dump());
+  }
   std::set<std::string> names;
   for (const auto& [name, tensor] : state.tensors) {
     check_tensor_name(name);
@@ -141,6 +144,7 @@ fs::path save_checkpoint(const fs::path& root, const CheckpointState& state, int
       {"config", state.config},
       {"data_position", state.data_position},
       {"rng_states", state.rng_states},
+      {"trainer_state", state.trainer_state},
       {"layout", {{"tp", state.layout.tp}, {"dp", state.layout.dp}, {"world", state.layout.world}}},
       {"files", {file_name}},
       {"datasets", datasets},
@@ -320,6 +324,7 @@ CheckpointState load_checkpoint(const fs::path& directory_argument) {
   state.config = reader.string("config");
   state.data_position = reader.object("data_position");
   state.rng_states = reader.object("rng_states");
+  state.trainer_state = reader.object("trainer_state");
   const JsonReader layout(reader.object("layout"), manifest_path, "layout: ");
   state.layout = {layout.integer("tp", 1), layout.integer("dp", 1), layout.integer("world", 1)};
   if (state.layout.world != state.layout.tp * state.layout.dp) {

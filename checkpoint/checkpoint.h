@@ -37,6 +37,7 @@ struct CheckpointState {
   std::string config;                                       // the resolved run configuration (TOML text)
   nlohmann::json data_position = nlohmann::json::object();  // the data loader's position, as it describes it
   nlohmann::json rng_states = nlohmann::json::object();     // every RNG's state, named by the caller
+  nlohmann::json trainer_state = nlohmann::json::object();  // the trainer's scalars (optimizer kind, step ...)
   CheckpointLayout layout;
   std::vector<std::pair<std::string, Tensor>> tensors;  // unique names; loaded back in this order
 };
@@ -44,7 +45,7 @@ struct CheckpointState {
 inline constexpr int64_t kCheckpointFormatVersion = 1;
 
 // Throws std::invalid_argument unless `state` can be saved (steps, tokens and layout in range,
-// data_position and rng_states JSON objects, tensors defined, names unique and usable as HDF5
+// data_position, rng_states and trainer_state JSON objects, tensors defined, names unique and usable as HDF5
 // paths) and keep_last >= 1.
 void validate_checkpoint_state(const CheckpointState& state, int keep_last);
 

@@ -33,6 +33,7 @@ CheckpointState make_state(int64_t step, uint64_t seed = 7) {
   state.tokens = step * 4096;
   state.config = "[model]\nmixer = \"gdn\"\nlayers = 2\n";
   state.data_position = {{"epoch", 1}, {"shard", 3}, {"offset", 123456789012LL}};
+  state.trainer_state = {{"optimizer_step", 7}};
   state.rng_states = {{"init", {0xfedcba9876543210ull, 1ull, 2ull, ~0ull}}, {"dropout", {5, 6, 7, 8}}};
   state.layout = {1, 2, 2};
   state.tensors = {
@@ -52,6 +53,7 @@ void expect_same_state(const CheckpointState& expected, const CheckpointState& g
   EXPECT_EQ(got.tokens, expected.tokens);
   EXPECT_EQ(got.config, expected.config);
   EXPECT_EQ(got.data_position, expected.data_position);
+  EXPECT_EQ(got.trainer_state, expected.trainer_state);
   EXPECT_EQ(got.rng_states, expected.rng_states);
   EXPECT_EQ(got.layout, expected.layout);
   ASSERT_EQ(got.tensors.size(), expected.tensors.size());
@@ -336,6 +338,7 @@ TEST(Checkpoint, BadInputGivesClearErrors) {
   rejects([](CheckpointState& s) { s.tokens = -5; }, "tokens must be >= 0");
   rejects([](CheckpointState& s) { s.layout = {2, 2, 2}; }, "world = tp * dp");
   rejects([](CheckpointState& s) { s.data_position = json::array(); }, "data_position must be a JSON object");
+  rejects([](CheckpointState& s) { s.trainer_state = 3; }, "trainer_state must be a JSON object");
   rejects([](CheckpointState& s) { s.tensors.emplace_back("", Tensor::zeros({1}, DType::f32)); }, "is empty");
   rejects([](CheckpointState& s) { s.tensors.emplace_back("a/../b", Tensor::zeros({1}, DType::f32)); }, "'..'");
   rejects([](CheckpointState& s) { s.tensors.emplace_back("/abs", Tensor::zeros({1}, DType::f32)); }, "start or end");
