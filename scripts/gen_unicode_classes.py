@@ -3,6 +3,8 @@
 regex treats as letters (\\p{L}), numbers (\\p{N}) and whitespace (\\s), taken from the `regex`
 module that GPT-2's encoder.py uses, so data/gpt2_pretokenizer.cpp can follow it without a regex
 engine. Run from the repository root: python3 scripts/gen_unicode_classes.py"""
+import subprocess
+
 import regex
 import unicodedata
 
@@ -35,4 +37,5 @@ lines += ["};", "const int kNumCodePointRanges = sizeof(kCodePointRanges) / size
           "}  // namespace linea::data", ""]
 with open("data/unicode_classes_table.cpp", "w") as f:
     f.write("\n".join(lines))
+subprocess.run(["clang-format", "-i", "data/unicode_classes_table.cpp"], check=True)
 print(f"{len(ranges)} ranges")
