@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "data/config_reader.h"
+#include "worker/lr_schedule.h"
 
 namespace linea {
 
@@ -81,6 +82,11 @@ RunConfig parse(ConfigReader reader) {
   c.optim = parse_optimizer(reader.section("optimizer"), c.source);
   c.train = parse_train(reader.section("train"));
   c.data = parse_data(reader.section("data"));
+  try {
+    LrSchedule(c.optim, c.train.steps);  // checks the schedule against train.steps
+  } catch (const std::invalid_argument& e) {
+    throw std::invalid_argument(c.source + ": " + e.what());
+  }
   reader.check_unknown_keys();
   c.resolved = reader.resolved();
   return c;
