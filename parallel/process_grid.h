@@ -45,7 +45,7 @@ class ProcessGrid {
   int tp_size() const { return tp_size_; }
   int dp_rank() const { return world_rank_ / tp_size_; }
   int dp_size() const { return world_size_ / tp_size_; }
-  int local_rank() const { return local_rank_; }  // among the ranks of this node
+  int local_rank() const { return local_rank_; }  // among the ranks of `parent` on this node
   int local_size() const { return local_size_; }
   const CommunicatorOptions& options() const { return options_; }
 
