@@ -1,7 +1,8 @@
 // MpiCommunicator under mpirun (2 and 4 ranks): every collective against values computed here from
 // a formula or from the gathered inputs, the deterministic reduction (bit-identical on all ranks,
 // equal to the documented rank-order f64 sum, unchanged by piece size and across repeats), argument
-// errors, mismatched calls reported on every rank, and a timeout instead of a hang.
+// errors, MPI errors as exceptions, mismatched calls reported on every rank, and a timeout instead
+// of a hang.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -13,7 +14,9 @@
 
 #include "kernels/random.h"
 #include "parallel/collective_check.h"
+#include "parallel/mpi_comm.h"
 #include "parallel/mpi_communicator.h"
+#include "parallel/mpi_error.h"
 #include "parallel/mpi_wait.h"
 
 namespace linea {
@@ -351,6 +354,19 @@ TEST(MpiCommunicator, MissingRankGivesATimeoutNotAHang) {
   } catch (const std::runtime_error& e) {
     EXPECT_NE(std::string(e.what()).find("unusable after an earlier failure"), std::string::npos) << e.what();
   }
+}
+
+TEST(MpiErrors, BecomeExceptionsNamingTheCall) {
+  try {
+    MpiComm::split(MPI_COMM_WORLD, -5, 0, "a split with a negative color");
+    ADD_FAILURE() << "no MpiError";
+  } catch (const MpiError& e) {
+    const std::string message = e.what();
+    EXPECT_NE(message.find("MPI_Comm_split (a split with a negative color): "), std::string::npos) << message;
+    EXPECT_NE(message.find("(MPI error class "), std::string::npos) << message;
+    EXPECT_NE(e.code(), MPI_SUCCESS);
+  }
+  EXPECT_THROW(MpiCommunicator(MPI_COMM_WORLD, "world", test_options(4)), std::invalid_argument);  // pieces < 8 bytes
 }
 
 }  // namespace
