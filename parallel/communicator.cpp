@@ -78,6 +78,8 @@ void Communicator::run(const CollectiveCall& call, Body&& body) {
   }
   try {
     body();
+  } catch (const std::invalid_argument&) {
+    throw;  // a backend's own argument check, made before it communicates
   } catch (const std::exception& e) {
     failure_ = e.what();
     throw;

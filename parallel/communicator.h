@@ -73,7 +73,8 @@ class Communicator {
   // Validation mode: set by a backend that has an MPI group to compare calls over.
   void set_checker(std::unique_ptr<CollectiveChecker> checker);
 
-  // The engine's part; arguments are already checked (and compared across ranks).
+  // The engine's part; arguments are already checked (and compared across ranks). A backend may
+  // throw std::invalid_argument only before it starts communicating (that leaves it usable).
   virtual void do_all_reduce(const Tensor& x, ReduceOp op) = 0;
   virtual void do_reduce_scatter(const Tensor& input, const Tensor& output, ReduceOp op) = 0;
   virtual void do_all_gather(const Tensor& input, const Tensor& output) = 0;
