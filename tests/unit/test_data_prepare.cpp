@@ -165,7 +165,7 @@ TEST(Prepare, PlainTextWithGpt2Tokenizer) {
   const std::string book = "the cat sat.\nit was\tcontent.\n\n\n  \nsecond  paragraph\n\nthird one \xc3\xa9\n";
   write_file_atomically(dir / "book.txt", book);
 
-  PrepareOptions o = quiet_options(dir / "para", "gpt2:" + (dir / "gpt2").string());
+  PrepareOptions o = quiet_options(dir.path().string() + "/para/", "gpt2:" + (dir / "gpt2").string());
   o.val_docs = 1;
   prepare_corpus(files_source({dir / "book.txt"}), o);
   auto ds = Dataset::open(dir / "para");
