@@ -10,7 +10,8 @@
 // The corpus lives in $LINEA_CACHE/gcide-spm4096 (default ~/.cache/linea/gcide-spm4096); it is
 // built in a sibling partial directory and renamed into place, so a later call (or a concurrent
 // one that lost the race) finds it ready. The whole dictionary: 126 k documents, 31 MB of text,
-// about 11.8 M tokens (1% of them in the val split).
+// 11.56 M tokens (11.44 M train, 0.12 M val; 2.7 bytes of text per token), built with about 20 s
+// of CPU time (BPE training about 4 s; bench/bench_data.cpp measures it).
 #pragma once
 #include <cstdint>
 #include <filesystem>

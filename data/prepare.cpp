@@ -181,7 +181,8 @@ TokenizerChoice TokenizerChoice::parse(const std::string& text) {
 
 PrepareSummary prepare_corpus(const DocumentSourceFactory& documents, const PrepareOptions& o) {
   validate(o);
-  const std::filesystem::path output = std::filesystem::absolute(o.output).lexically_normal();
+  std::filesystem::path output = std::filesystem::absolute(o.output).lexically_normal();
+  if (!output.has_filename()) output = output.parent_path();  // "out/" names "out"
   PartialDirectory partial(output.parent_path() /
                            (output.filename().string() + ".partial-" + std::to_string(::getpid())));
   PrepareSummary summary;

@@ -1,7 +1,6 @@
 #include <gtest/gtest.h>
 
 #include <fstream>
-#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -11,6 +10,7 @@
 #include "data/sentencepiece_tokenizer.h"
 #include "data/unicode_classes.h"
 #include "tests/testing/temp_dir.h"
+#include "tests/testing/tiny_gpt2_vocab.h"
 
 namespace linea::data {
 namespace {
@@ -96,29 +96,9 @@ TEST(Gpt2ByteToUnicode, KnownValues) {
   EXPECT_EQ(m[0xE9], 0xE9u);
 }
 
-// vocab: ids 0..255 are the byte symbols in byte order, then the merges' results, then <|endoftext|>.
 class TinyGpt2 : public ::testing::Test {
  protected:
-  void SetUp() override {
-    nlohmann::json vocab = nlohmann::json::object();
-    for (int b = 0; b < 256; ++b) vocab[symbol(b)] = b;
-    const std::vector<std::pair<std::string, std::string>> merges = {
-        {"\u0120", "t"}, {"h", "e"}, {"\u0120t", "he"}, {"a", "t"}, {"c", "at"}, {"\u0120", "cat"}, {"he", "he"}};
-    std::string merges_txt = "#version: 0.2\n";
-    int id = 256;
-    for (const auto& [a, b] : merges) {
-      if (!vocab.contains(a + b)) vocab[a + b] = id++;
-      merges_txt += a + " " + b + "\n";
-    }
-    vocab["<|endoftext|>"] = id;
-    write_text(dir / "vocab.json", vocab.dump());
-    write_text(dir / "merges.txt", merges_txt);
-  }
-  static std::string symbol(int byte) {
-    std::string s;
-    append_utf8(gpt2_byte_to_unicode()[byte], s);
-    return s;
-  }
+  void SetUp() override { testing::write_tiny_gpt2_vocab(dir.path()); }
   TempDir dir;
 };
 
