@@ -32,7 +32,9 @@ void Block::init(Rng& rng, double std) {
   mlp_.init(rng, std);
 }
 
+// Σ_TP: the sum over the tensor-parallel group of each rank's term (nothing without TP).
 Tensor Block::forward(StepContext& ctx, const Tensor& x) {
+  // h = x + Σ_TP mixer(attn_norm(x)),  out = h + Σ_TP mlp(mlp_norm(h))
   Tensor h = mixer_->forward(ctx, attn_norm_.forward(ctx, x));
   tp_.all_reduce_sum(h);
   ops::add_inplace(h, x);
@@ -44,14 +46,14 @@ Tensor Block::forward(StepContext& ctx, const Tensor& x) {
 
 void Block::backward(StepContext& ctx, const Tensor& dout, Tensor dx) {
   const Shape shape = dout.shape();
-  // ∂L/∂h = dout + mlp_normᵀ(mlpᵀ(dout))
+  // ∂L/∂h = dout + mlp_normᵀ(Σ_TP mlpᵀ(dout))
   Tensor dmlp_in = ctx.temporary(shape);
   mlp_.backward(ctx, dout, dmlp_in);
   tp_.all_reduce_sum(dmlp_in);
   Tensor dh = ctx.temporary(shape);
   mlp_norm_.backward(dmlp_in, dh);
   ops::add_inplace(dh, dout);
-  // ∂L/∂x = dh + attn_normᵀ(mixerᵀ(dh))
+  // ∂L/∂x = dh + attn_normᵀ(Σ_TP mixerᵀ(dh))
   Tensor dmixer_in = ctx.temporary(shape);
   mixer_->backward(ctx, dh, dmixer_in);
   tp_.all_reduce_sum(dmixer_in);

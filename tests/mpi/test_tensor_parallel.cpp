@@ -6,6 +6,7 @@
 //   - over three SGD steps of two micro-batches each, the loss and every gathered full gradient
 //     equal those of a TP = 1 model stepping on the same (global) batches on every rank (f64: to
 //     1e-11 of each tensor's largest entry; f32: 1e-5 at the first step, 1e-4 later);
+//   - so does the gradient norm of the logical tensors (grad_sum_of_squares over TP);
 //   - replicated parameters and their gradients stay bit-identical across the TP group;
 //   - evaluate() gives the TP = 1 loss and leaves gradients alone.
 // Bad layouts (heads, kv heads not divisible, vocabulary smaller than TP, a TensorParallel that
@@ -24,6 +25,7 @@
 #include "parallel/process_grid.h"
 #include "tests/testing/kernel_test.h"
 #include "worker/data_parallel_reducer.h"
+#include "worker/grad_clip.h"
 #include "worker/model.h"
 #include "worker/parameter_shard.h"
 
@@ -183,6 +185,9 @@ void check_matches_one_rank(MixerKind mixer, bool tied, DType dtype, Layout layo
     grid.comm(GridAxis::dp).all_reduce(dp_loss, ReduceOp::avg);
     reducer.reduce(model.params());
     EXPECT_NEAR(dp_loss.data<double>()[0], whole_loss, tolerance * whole_loss);
+    const double whole_sum_of_squares = grad_sum_of_squares(whole.params());
+    EXPECT_NEAR(grad_sum_of_squares(model.params(), model.tensor_parallel()), whole_sum_of_squares,
+                tolerance * whole_sum_of_squares);
 
     for (Parameter& p : model.params().params()) {
       const Parameter& w = *whole.params().find(p.name);
