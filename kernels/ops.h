@@ -43,8 +43,8 @@ void rmsnorm_backward(Tensor dx, Tensor dweight, const Tensor& dout, const Tenso
 void linear_forward(Tensor out, const Tensor& x, const Tensor& weight, const Tensor& bias);
 // dx = dout · W (added to dx when accumulate_dx); dweight += doutᵀ · x; dbias += Σ_n dout.
 // dx, dweight or dbias may be undefined to skip that gradient.
-void linear_backward(Tensor dx, Tensor dweight, Tensor dbias, const Tensor& dout, const Tensor& x, const Tensor& weight,
-                     bool accumulate_dx);
+void linear_backward(Tensor dx, Tensor dweight, Tensor dbias, const Tensor& dout, const Tensor& x,
+                     const Tensor& weight, bool accumulate_dx);
 
 // ---- SwiGLU: out = silu(gate) ⊙ up, silu(a) = a·σ(a) -------------------------------------------
 // gate, up, out: [N, F]
@@ -88,8 +88,9 @@ enum class GateActivation { none, silu, sigmoid };
 void gated_rmsnorm_forward(Tensor out, Tensor rstd, const Tensor& o, const Tensor& z, const Tensor& weight,
                            int64_t heads, GateActivation act, double eps);
 // do, dz overwritten (dz skipped when act == none); dweight accumulated
-void gated_rmsnorm_backward(Tensor d_o, Tensor dz, Tensor dweight, const Tensor& dout, const Tensor& o, const Tensor& z,
-                            const Tensor& weight, const Tensor& rstd, int64_t heads, GateActivation act);
+void gated_rmsnorm_backward(Tensor d_o, Tensor dz, Tensor dweight, const Tensor& dout, const Tensor& o,
+                            const Tensor& z, const Tensor& weight, const Tensor& rstd, int64_t heads,
+                            GateActivation act);
 
 // ---- LM head + cross-entropy, fused, over blocks of rows (never all logits at once) -------------
 // logits = x · Wᵀ ([N, V]); loss_n = logsumexp(logits_n) − logits_n[target_n]; target −1 = ignored.
@@ -97,8 +98,8 @@ void gated_rmsnorm_backward(Tensor d_o, Tensor dz, Tensor dweight, const Tensor&
 // dx = loss_scale · dlogits · W (overwritten) and dweight += loss_scale · dlogitsᵀ · x,
 // with dlogits = softmax − onehot(target), so that loss_scale = 1/count gives the mean's gradient.
 // x: [N, D], weight: [V, D], targets: i32 [N].
-double lm_head_cross_entropy(const Tensor& x, const Tensor& weight, const Tensor& targets, double loss_scale, Tensor dx,
-                             Tensor dweight);
+double lm_head_cross_entropy(const Tensor& x, const Tensor& weight, const Tensor& targets, double loss_scale,
+                             Tensor dx, Tensor dweight);
 
 // Vocabulary-parallel form, in three steps, for R ranks where rank r holds rows
 // [vocab_begin_r, vocab_begin_r + V_r) of the head (targets are ids of the full vocabulary):
