@@ -12,6 +12,7 @@
 // Bad layouts (heads, kv heads not divisible, vocabulary smaller than TP, a TensorParallel that
 // does not match its communicator) throw std::invalid_argument naming the key on every rank.
 #include <gtest/gtest.h>
+#include <omp.h>
 
 #include <algorithm>
 #include <chrono>
@@ -35,6 +36,15 @@ namespace {
 using namespace std::chrono_literals;
 using testing::index_tensor;
 using testing::throws_invalid_argument;
+
+// The ranks share the machine's cores and these models are tiny: OpenMP (and OpenBLAS) threads on
+// top of 4 ranks would only contend (ctest runs this with 2 cores per 4 ranks, spinning threads
+// made it 50× slower).
+class OneThreadPerRank : public ::testing::Environment {
+ public:
+  void SetUp() override { omp_set_num_threads(1); }
+};
+const ::testing::Environment* const kOneThreadPerRank = ::testing::AddGlobalTestEnvironment(new OneThreadPerRank);
 
 CommunicatorOptions test_options() {
   CommunicatorOptions options;
