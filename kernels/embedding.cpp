@@ -2,6 +2,9 @@
 
 #include "kernels/op_arguments.h"
 #include "kernels/ops.h"
+#ifdef LINEA_WITH_CUDA
+#include "kernels/cuda/ops.h"
+#endif
 
 namespace linea::ops {
 
@@ -10,6 +13,12 @@ void embedding_forward(Tensor out, const Tensor& table, const Tensor& ids) {
   args.floating(table, "table", {kAnyDim, kAnyDim}).indices(ids, "ids", {kAnyDim});
   const int64_t n = ids.dim(0), v = table.dim(0), d = table.dim(1);
   args.floating(out, "out", {n, d});
+#ifdef LINEA_WITH_CUDA
+  if (args.on_cuda()) {
+    args.require_indices_in_range(ids, "ids", 0, v);
+    return cuda::embedding_forward(out, table, ids);
+  }
+#endif
   args.dispatch([&](auto zero) {
     using T = decltype(zero);
     args.require_indices_in_range(ids, "ids", 0, v);
@@ -22,6 +31,12 @@ void embedding_backward(Tensor dtable, const Tensor& dout, const Tensor& ids) {
   args.floating(dtable, "dtable", {kAnyDim, kAnyDim}).indices(ids, "ids", {kAnyDim});
   const int64_t n = ids.dim(0), v = dtable.dim(0), d = dtable.dim(1);
   args.floating(dout, "dout", {n, d});
+#ifdef LINEA_WITH_CUDA
+  if (args.on_cuda()) {
+    args.require_indices_in_range(ids, "ids", 0, v);
+    return cuda::embedding_backward(dtable, dout, ids);
+  }
+#endif
   args.dispatch([&](auto zero) {
     using T = decltype(zero);
     args.require_indices_in_range(ids, "ids", 0, v);
