@@ -2,9 +2,13 @@
 // column-major is the transpose of the matrix it holds: so the call below hands cuBLASLt the
 // buffer of B as its first operand and that of A as its second, each transposed iff the row-major
 // op transposes it, with column-major sizes (n, m, k). The bias epilogue adds a vector along the
-// column-major rows, i.e. along the row-major columns, as wanted.
+// column-major rows, i.e. along the row-major columns, as wanted. For the few shapes where
+// cuBLASLt's heuristic offers no kernel (tiny or oddly aligned ones), the same product goes
+// through cublasGemmEx, with the bias (and beta · C) written into C first.
+#include <cublas_v2.h>
 #include <cuda_runtime.h>
 
+#include <climits>
 #include <map>
 #include <memory>
 #include <stdexcept>
@@ -53,6 +57,7 @@ struct Plan {
   cublasLtMatmulDesc_t desc = nullptr;
   std::unique_ptr<Layout> first, second, out;
   cublasLtMatmulAlgo_t algo{};
+  bool found = false;  // false: cuBLASLt offers no algorithm, use cublasGemmEx
   ~Plan() { cublasLtMatmulDescDestroy(desc); }
 };
 
@@ -62,6 +67,7 @@ using PlanKey = std::tuple<bool, bool, int64_t, int64_t, int64_t, int64_t, int64
 // One cuBLASLt handle, workspace and plan cache per thread and device.
 struct Context {
   cublasLtHandle_t handle = nullptr;
+  cublasHandle_t blas = nullptr;  // for the fallback, made when first needed
   std::shared_ptr<void> workspace;
   std::map<PlanKey, std::unique_ptr<Plan>> plans;
   Context() {
@@ -70,7 +76,12 @@ struct Context {
   }
   ~Context() {
     plans.clear();
+    if (blas) cublasDestroy(blas);
     cublasLtDestroy(handle);
+  }
+  cublasHandle_t fallback() {
+    if (!blas) check_cublas(cublasCreate(&blas), "cublasCreate");
+    return blas;
   }
 };
 
@@ -95,7 +106,8 @@ void set_preference(cublasLtMatmulPreference_t pref, cublasLtMatmulPreferenceAtt
                "cublasLtMatmulPreferenceSetAttribute");
 }
 
-// An empty product (k = 0): C = beta · C (+ bias), which cuBLASLt does not take.
+// C = beta · C (+ bias), elementwise: all of an empty product (k = 0, which cuBLASLt does not take)
+// and the first step of the cublasGemmEx fallback.
 template <class T>
 __global__ void scale_kernel(T* c, int64_t m, int64_t n, int64_t ldc, float beta, const T* bias) {
   for (int64_t q = int64_t{blockIdx.x} * blockDim.x + threadIdx.x; q < m * n; q += int64_t{gridDim.x} * blockDim.x) {
@@ -144,11 +156,8 @@ std::unique_ptr<Plan> make_plan(Context& ctx, const PlanKey& key) {
   check_cublas(cublasLtMatmulAlgoGetHeuristic(ctx.handle, plan->desc, plan->first->handle, plan->second->handle,
                                               plan->out->handle, plan->out->handle, pref, 1, &result, &found),
                "cublasLtMatmulAlgoGetHeuristic");
-  if (found == 0) {
-    throw std::runtime_error("cuda::gemm: cuBLASLt has no algorithm for " + shape_text(ta, tb, m, n, k) + " (" +
-                             std::string(dtype_name(types.ab)) + " -> " + std::string(dtype_name(types.c)) + ")");
-  }
-  plan->algo = result.algo;
+  plan->found = found > 0;
+  if (plan->found) plan->algo = result.algo;
   return plan;
 }
 }  // namespace
@@ -182,6 +191,31 @@ void gemm(bool transpose_a, bool transpose_b, int64_t m, int64_t n, int64_t k, f
                     alignment_of(c)};
   std::unique_ptr<Plan>& plan = ctx.plans[key];
   if (!plan) plan = make_plan(ctx, key);
+  if (!plan->found) {
+    for (int64_t size : {m, n, k, lda, ldb, ldc}) {
+      if (size > INT_MAX)
+        throw std::invalid_argument("cuda::gemm: " + shape_text(transpose_a, transpose_b, m, n, k) +
+                                    ": sizes beyond 32 bits need cuBLASLt, which has no kernel");
+    }
+    float gemm_beta = beta;
+    if (bias) {  // C = beta · C + bias first, then C += op(A)·op(B)
+      dispatch_float(types.c, [&](auto zero) {
+        using T = decltype(zero);
+        scale_kernel<<<grid_stride_blocks(m * n), kThreadsPerBlock>>>(static_cast<T*>(c), m, n, ldc, beta,
+                                                                      static_cast<const T*>(bias));
+        check_launch("gemm scale_kernel");
+      });
+      gemm_beta = 1.0f;
+    }
+    const cudaDataType_t ab = cuda_type(types.ab);
+    check_cublas(
+        cublasGemmEx(ctx.fallback(), transpose_b ? CUBLAS_OP_T : CUBLAS_OP_N, transpose_a ? CUBLAS_OP_T : CUBLAS_OP_N,
+                     static_cast<int>(n), static_cast<int>(m), static_cast<int>(k), &alpha, b, ab,
+                     static_cast<int>(ldb), a, ab, static_cast<int>(lda), &gemm_beta, c, cuda_type(types.c),
+                     static_cast<int>(ldc), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+        ("cublasGemmEx " + shape_text(transpose_a, transpose_b, m, n, k)).c_str());
+    return;
+  }
   if (bias) set_attribute(plan->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, bias);
   check_cublas(cublasLtMatmul(ctx.handle, plan->desc, &alpha, b, plan->first->handle, a, plan->second->handle, &beta, c,
                               plan->out->handle, c, plan->out->handle, &plan->algo, ctx.workspace.get(),

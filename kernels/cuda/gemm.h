@@ -5,7 +5,7 @@
 // products kept in f32); bias has C's type. Products accumulate in f32 (CUBLAS_COMPUTE_32F, so f32
 // inputs get no TF32 rounding). Runs on the default stream with a 32 MiB cuBLASLt workspace per
 // thread and device; the algorithm for each shape, type and pointer alignment is chosen once by
-// cuBLASLt's heuristic and kept.
+// cuBLASLt's heuristic and kept (cublasGemmEx serves the shapes it has no kernel for).
 #pragma once
 #include <cstdint>
 
