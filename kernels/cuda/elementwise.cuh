@@ -58,18 +58,16 @@ void map_elements(int64_t n, const std::array<const T*, kIn>& in, const std::arr
   bool aligned = true;
   for (int k = 0; k < kIn; ++k) {
     p.in[k] = in[k];
-    aligned = aligned && reinterpret_cast<uintptr_t>(in[k]) % 16 == 0;
+    aligned = aligned && aligned16({in[k]});
   }
   for (int k = 0; k < kOut; ++k) {
     p.out[k] = out[k];
-    aligned = aligned && reinterpret_cast<uintptr_t>(out[k]) % 16 == 0;
+    aligned = aligned && aligned16({out[k]});
   }
-  if (aligned) {
-    constexpr int W = kPackWidth<T>;
+  dispatch_pack_width<T>(aligned, [&](auto width) {
+    constexpr int W = decltype(width)::value;
     map_kernel<T, W><<<grid_stride_blocks(n / W + 1), kThreadsPerBlock>>>(n, p, f);
-  } else {
-    map_kernel<T, 1><<<grid_stride_blocks(n), kThreadsPerBlock>>>(n, p, f);
-  }
+  });
   check_launch("map_kernel");
 }
 

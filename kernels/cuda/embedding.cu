@@ -50,8 +50,6 @@ __global__ void add_runs_kernel(T* dtable, const T* dout, const int32_t* sorted_
   }
 }
 
-bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
-
 int bits_for(int64_t values) {
   int bits = 1;
   while (bits < 31 && (int64_t{1} << bits) < values) ++bits;
@@ -68,7 +66,7 @@ void embedding_forward(Tensor out, const Tensor& table, const Tensor& ids) {
     T* o = data_of<T>(out);
     const T* t = data_of<T>(table);
     const int32_t* i = data_of<int32_t>(ids);
-    if (dim % W == 0 && aligned16(o) && aligned16(t)) {
+    if (dim % W == 0 && aligned16({o, t})) {
       gather_rows_kernel<T, W><<<grid_stride_blocks(rows * dim / W), kThreadsPerBlock>>>(o, t, i, rows, dim);
     } else {
       gather_rows_kernel<T, 1><<<grid_stride_blocks(rows * dim), kThreadsPerBlock>>>(o, t, i, rows, dim);

@@ -6,7 +6,8 @@
 //   dz_j = dy_j · ô_j · γ_j · act'(z_j)
 //   do_j = r · (γ_j · du_j − ô_j · c),   c = (1/dim) Σ_i γ_i · du_i · ô_i
 //   dγ_j += Σ_groups du_j · ô_j          (deterministic column sums, kernels/cuda/column_sums.cuh)
-// One warp per group: lanes stride over the channels, the sums are warp reductions.
+// One warp per group: lanes stride over the channels (16-byte packs when aligned), the sums are
+// warp reductions.
 #include "kernels/cuda/activations.cuh"
 #include "kernels/cuda/column_sums.cuh"
 #include "kernels/cuda/ops.h"
@@ -38,48 +39,73 @@ struct GroupShape {
   ops::GateActivation act;
 };
 
-template <class T>
+// Lane l of a group's warp handles the packs l, l + 32, … of W channels.
+template <class T, int W>
 __global__ void forward_kernel(T* out, float* rstd, const T* o, const T* z, const T* weight, GroupShape s, float eps) {
   const int lane = threadIdx.x % kWarpSize;
   const int64_t warps = int64_t{gridDim.x} * blockDim.x / kWarpSize;
+  const bool gated = s.act != ops::GateActivation::none;
   for (int64_t g = (int64_t{blockIdx.x} * blockDim.x + threadIdx.x) / kWarpSize; g < s.groups; g += warps) {
     const int64_t base = g * s.dim;
     float sum_sq = 0.0f;
-    for (int64_t j = lane; j < s.dim; j += kWarpSize) {
-      const float v = to_float(o[base + j]);
-      sum_sq += v * v;
+    for (int64_t j = int64_t{lane} * W; j < s.dim; j += kWarpSize * W) {
+      const Pack<T, W> ov = load_pack<W>(o + base + j);
+#pragma unroll
+      for (int e = 0; e < W; ++e) sum_sq += to_float(ov.v[e]) * to_float(ov.v[e]);
     }
     const float r = 1.0f / sqrtf(warp_sum(sum_sq) / static_cast<float>(s.dim) + eps);
     if (lane == 0) rstd[g] = r;
-    for (int64_t j = lane; j < s.dim; j += kWarpSize) {
-      out[base + j] = from_float<T>(to_float(o[base + j]) * r * to_float(weight[j]) * gate_at(s.act, z, base + j));
+    for (int64_t j = int64_t{lane} * W; j < s.dim; j += kWarpSize * W) {
+      const Pack<T, W> ov = load_pack<W>(o + base + j), wv = load_pack<W>(weight + j);
+      Pack<T, W> zv{}, yv;
+      if (gated) zv = load_pack<W>(z + base + j);
+#pragma unroll
+      for (int e = 0; e < W; ++e) {
+        const float gate = gated ? gate_value(s.act, to_float(zv.v[e])) : 1.0f;
+        yv.v[e] = from_float<T>(to_float(ov.v[e]) * r * to_float(wv.v[e]) * gate);
+      }
+      store_pack<W>(out + base + j, yv);
     }
   }
 }
 
-template <class T>
+template <class T, int W>
 __global__ void input_gradient_kernel(T* d_o, T* dz, const T* dout, const T* o, const T* z, const T* weight,
                                       const float* rstd, GroupShape s) {
   const int lane = threadIdx.x % kWarpSize;
   const int64_t warps = int64_t{gridDim.x} * blockDim.x / kWarpSize;
+  const bool gated = s.act != ops::GateActivation::none;
   for (int64_t g = (int64_t{blockIdx.x} * blockDim.x + threadIdx.x) / kWarpSize; g < s.groups; g += warps) {
     const int64_t base = g * s.dim;
     const float r = rstd[g];
     float c = 0.0f;
-    for (int64_t j = lane; j < s.dim; j += kWarpSize) {
-      const float du = to_float(dout[base + j]) * gate_at(s.act, z, base + j);
-      c += to_float(weight[j]) * du * to_float(o[base + j]) * r;
+    for (int64_t j = int64_t{lane} * W; j < s.dim; j += kWarpSize * W) {
+      const Pack<T, W> dy = load_pack<W>(dout + base + j), ov = load_pack<W>(o + base + j);
+      const Pack<T, W> wv = load_pack<W>(weight + j);
+      Pack<T, W> zv{};
+      if (gated) zv = load_pack<W>(z + base + j);
+#pragma unroll
+      for (int e = 0; e < W; ++e) {
+        const float gate = gated ? gate_value(s.act, to_float(zv.v[e])) : 1.0f;
+        c += to_float(wv.v[e]) * to_float(dy.v[e]) * gate * to_float(ov.v[e]) * r;
+      }
     }
     c = warp_sum(c) / static_cast<float>(s.dim);
-    for (int64_t j = lane; j < s.dim; j += kWarpSize) {
-      const float dy = to_float(dout[base + j]), w = to_float(weight[j]), o_hat = to_float(o[base + j]) * r;
-      if (s.act != ops::GateActivation::none) {
-        const float zj = to_float(z[base + j]);
-        d_o[base + j] = from_float<T>(r * (w * dy * gate_value(s.act, zj) - o_hat * c));
-        dz[base + j] = from_float<T>(dy * o_hat * w * gate_derivative(s.act, zj));
-      } else {
-        d_o[base + j] = from_float<T>(r * (w * dy - o_hat * c));
+    for (int64_t j = int64_t{lane} * W; j < s.dim; j += kWarpSize * W) {
+      const Pack<T, W> dy = load_pack<W>(dout + base + j), ov = load_pack<W>(o + base + j);
+      const Pack<T, W> wv = load_pack<W>(weight + j);
+      Pack<T, W> zv{}, dov, dzv;
+      if (gated) zv = load_pack<W>(z + base + j);
+#pragma unroll
+      for (int e = 0; e < W; ++e) {
+        const float y = to_float(dy.v[e]), w = to_float(wv.v[e]), o_hat = to_float(ov.v[e]) * r;
+        const float zj = to_float(zv.v[e]);
+        const float gate = gated ? gate_value(s.act, zj) : 1.0f;
+        dov.v[e] = from_float<T>(r * (w * y * gate - o_hat * c));
+        if (gated) dzv.v[e] = from_float<T>(y * o_hat * w * gate_derivative(s.act, zj));
       }
+      store_pack<W>(d_o + base + j, dov);
+      if (gated) store_pack<W>(dz + base + j, dzv);
     }
   }
 }
@@ -96,11 +122,6 @@ struct WeightGradientTerm {
   }
 };
 
-template <class T>
-const T* data_or_null(const Tensor& t) {
-  return t.defined() ? data_of<T>(t) : nullptr;
-}
-
 int warp_blocks(int64_t groups) { return grid_stride_blocks(groups * kWarpSize); }
 }  // namespace
 
@@ -110,9 +131,12 @@ void gated_rmsnorm_forward(Tensor out, Tensor rstd, const Tensor& o, const Tenso
   if (s.groups == 0) return;
   dispatch_float(o.dtype(), [&](auto zero) {
     using T = decltype(zero);
-    forward_kernel<T><<<warp_blocks(s.groups), kThreadsPerBlock>>>(data_of<T>(out), data_of<float>(rstd), data_of<T>(o),
-                                                                   data_or_null<T>(z), data_of<T>(weight), s,
-                                                                   static_cast<float>(eps));
+    const T* z_data = act == ops::GateActivation::none ? nullptr : data_of<T>(z);
+    const bool packed = s.dim % kPackWidth<T> == 0 && aligned16({out.raw(), o.raw(), z_data, weight.raw()});
+    dispatch_pack_width<T>(packed, [&](auto width) {
+      forward_kernel<T, decltype(width)::value><<<warp_blocks(s.groups), kThreadsPerBlock>>>(
+          data_of<T>(out), data_of<float>(rstd), data_of<T>(o), z_data, data_of<T>(weight), s, static_cast<float>(eps));
+    });
     check_launch("gated_rmsnorm forward_kernel");
   });
 }
@@ -129,8 +153,13 @@ void gated_rmsnorm_backward(Tensor d_o, Tensor dz, Tensor dweight, const Tensor&
     float* partials = static_cast<float*>(scratch({column_sum_partials_bytes(s.groups, s.dim)})[0]);
     add_column_sums(data_of<T>(dweight), partials, s.groups, s.dim,
                     WeightGradientTerm<T>{data_of<T>(dout), data_of<T>(o), z_data, data_of<float>(rstd), s});
-    input_gradient_kernel<T><<<warp_blocks(s.groups), kThreadsPerBlock>>>(
-        data_of<T>(d_o), dz_data, data_of<T>(dout), data_of<T>(o), z_data, data_of<T>(weight), data_of<float>(rstd), s);
+    const bool packed =
+        s.dim % kPackWidth<T> == 0 && aligned16({d_o.raw(), dz_data, dout.raw(), o.raw(), z_data, weight.raw()});
+    dispatch_pack_width<T>(packed, [&](auto width) {
+      input_gradient_kernel<T, decltype(width)::value>
+          <<<warp_blocks(s.groups), kThreadsPerBlock>>>(data_of<T>(d_o), dz_data, data_of<T>(dout), data_of<T>(o),
+                                                        z_data, data_of<T>(weight), data_of<float>(rstd), s);
+    });
     check_launch("gated_rmsnorm input_gradient_kernel");
   });
 }

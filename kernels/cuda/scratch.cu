@@ -20,7 +20,7 @@ struct Buffer {
 };
 }  // namespace
 
-std::vector<void*> scratch(std::initializer_list<size_t> piece_bytes) {
+std::vector<void*> scratch(const std::vector<size_t>& piece_bytes) {
   thread_local std::map<int, Buffer> buffers;  // by device
   int device = 0;
   check_cuda(cudaGetDevice(&device), "cudaGetDevice");

@@ -7,11 +7,10 @@
 // (cudaFree waits for the kernels still using it).
 #pragma once
 #include <cstddef>
-#include <initializer_list>
 #include <vector>
 
 namespace linea::cuda {
 
-std::vector<void*> scratch(std::initializer_list<size_t> piece_bytes);
+std::vector<void*> scratch(const std::vector<size_t>& piece_bytes);
 
 }  // namespace linea::cuda
