@@ -12,6 +12,7 @@
 #   LINEA_GPU_LOGS    where logs and benchmark JSON lines go (default: $LINEA_BUILD_DIR/logs)
 #   LINEA_GPU_ALL=1   build everything and run every gpu-labelled test (the NCCL MPI tests too)
 #   LINEA_GPU_BENCH=0 skip the benchmarks
+#   LINEA_GPU_SANITIZE=1 also run every tests/gpu binary under compute-sanitizer's memcheck
 # Exit status: nonzero when the build or a test fails (the benchmarks still run after a test
 # failure, so that one call brings back everything).
 set -uo pipefail
@@ -109,6 +110,16 @@ ctest_args=(-L gpu)
 ctest --test-dir "$build" "${ctest_args[@]}" --output-on-failure --output-junit "$logs/ctest-gpu.xml" \
   2>&1 | tee "$logs/ctest-gpu.log"
 test_status=${PIPESTATUS[0]}
+if [ "${LINEA_GPU_SANITIZE:-0}" = 1 ]; then
+  sanitizer=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
+  for src in tests/gpu/test_*.cpp; do
+    name=$(basename "$src" .cpp)
+    step "compute-sanitizer memcheck $name"
+    "$sanitizer" --tool memcheck --error-exitcode 1 "$build/tests/$name" --gtest_brief=1 2>&1 |
+      tee -a "$logs/sanitizer.log" | tail -3
+    [ "${PIPESTATUS[0]}" = 0 ] || test_status=1
+  done
+fi
 if [ "${LINEA_GPU_BENCH:-1}" = 1 ]; then
   for bench in "$build"/bench_gpu_*; do
     [ -x "$bench" ] || continue
