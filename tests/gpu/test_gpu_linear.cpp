@@ -49,7 +49,9 @@ TEST_P(GpuLinear, ForwardAndBackward) {
     EXPECT_TRUE(assert_close("out", out, to_host(gout), tolerance(dt)));
     EXPECT_TRUE(assert_close("dx", dx, to_host(gdx), tolerance(dt)));
     EXPECT_TRUE(assert_close("dweight", dw, to_host(gdw), tolerance(dt)));
-    if (c.bias) EXPECT_TRUE(assert_close("dbias", db, to_host(gdb), tolerance(dt)));
+    if (c.bias) {
+      EXPECT_TRUE(assert_close("dbias", db, to_host(gdb), tolerance(dt)));
+    }
   }
 }
 

@@ -18,6 +18,7 @@ using testing::random_values;
 using testing::to_device;
 using testing::to_host;
 using testing::tolerance;
+using ops::GateActivation;
 
 class GpuNorm : public testing::GpuDtypeTest {};
 
@@ -98,7 +99,9 @@ TEST_P(GpuNorm, GatedRmsNorm) {
       EXPECT_TRUE(assert_close("rstd", rstd, to_host(grstd), 1e-5));
       EXPECT_TRUE(assert_close("do", d_o, to_host(gdo), tolerance(dt)));
       EXPECT_TRUE(assert_close("dweight", dw, to_host(gdw), tolerance(dt)));
-      if (act != GateActivation::none) EXPECT_TRUE(assert_close("dz", dz, to_host(gdz), tolerance(dt)));
+      if (act != GateActivation::none) {
+        EXPECT_TRUE(assert_close("dz", dz, to_host(gdz), tolerance(dt)));
+      }
     }
   }
 }
