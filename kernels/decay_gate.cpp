@@ -2,6 +2,9 @@
 
 #include "kernels/op_arguments.h"
 #include "kernels/ops.h"
+#ifdef LINEA_WITH_CUDA
+#include "kernels/cuda/ops.h"
+#endif
 
 namespace linea::ops {
 
@@ -17,6 +20,9 @@ void decay_gate_forward(Tensor g, const Tensor& a, const Tensor& A_log, const Te
   OpArguments args("decay_gate_forward");
   const int64_t per_head = decays_per_head(args, a, A_log);
   args.floating(dt_bias, "dt_bias", {a.dim(1)}).floating(g, "g", a.shape());
+#ifdef LINEA_WITH_CUDA
+  if (args.on_cuda()) return cuda::decay_gate_forward(g, a, A_log, dt_bias);
+#endif
   args.dispatch([&](auto zero) {
     using T = decltype(zero);
     cpu::decay_gate_forward(g.data<T>(), a.data<T>(), A_log.data<T>(), dt_bias.data<T>(), a.dim(0), A_log.dim(0),
@@ -33,6 +39,9 @@ void decay_gate_backward(Tensor da, Tensor dA_log, Tensor ddt_bias, const Tensor
       .floating(da, "da", a.shape())
       .floating(dA_log, "dA_log", A_log.shape())
       .floating(ddt_bias, "ddt_bias", dt_bias.shape());
+#ifdef LINEA_WITH_CUDA
+  if (args.on_cuda()) return cuda::decay_gate_backward(da, dA_log, ddt_bias, dg, a, A_log, dt_bias);
+#endif
   args.dispatch([&](auto zero) {
     using T = decltype(zero);
     cpu::decay_gate_backward(da.data<T>(), dA_log.data<T>(), ddt_bias.data<T>(), dg.data<T>(), a.data<T>(),

@@ -5,6 +5,9 @@
 
 #include "kernels/op_arguments.h"
 #include "kernels/ops.h"
+#ifdef LINEA_WITH_CUDA
+#include "kernels/cuda/ops.h"
+#endif
 
 namespace linea::ops {
 
@@ -13,15 +16,24 @@ namespace {
 // The checks both forms make, then kernel(T{}, n, d, vocab_begin, V) on the element type. The whole
 // table (vocab_begin unset): every id must be one of its rows. A vocabulary shard: any id ≥ 0 (ids
 // outside the shard are the other ranks' business).
-template <class Kernel>
+// On CUDA only the whole table is implemented: cuda_kernel() runs it.
+template <class Kernel, class CudaKernel>
 void run(const char* op, const Tensor& table, const char* table_name, const Tensor& rows, const char* rows_name,
-         const Tensor& ids, std::optional<int64_t> vocab_begin, Kernel&& kernel) {
+         const Tensor& ids, std::optional<int64_t> vocab_begin, Kernel&& kernel,
+         [[maybe_unused]] CudaKernel&& cuda_kernel) {
   OpArguments args(op);
   args.floating(table, table_name, {kAnyDim, kAnyDim}).indices(ids, "ids", {kAnyDim});
   const int64_t n = ids.dim(0), v = table.dim(0), d = table.dim(1);
   args.floating(rows, rows_name, {n, d});
   const int64_t begin = vocab_begin.value_or(0);
   args.require(begin >= 0, "vocab_begin", "expected a row index >= 0, got " + std::to_string(begin));
+#ifdef LINEA_WITH_CUDA
+  if (args.on_cuda()) {
+    args.require(!vocab_begin.has_value(), "vocab_begin", "vocabulary shards are not implemented on cuda yet");
+    args.require_indices_in_range(ids, "ids", 0, v);
+    return cuda_kernel();
+  }
+#endif
   args.dispatch([&](auto zero) {
     const int64_t id_end = vocab_begin ? std::numeric_limits<int32_t>::max() + int64_t{1} : v;
     args.require_indices_in_range(ids, "ids", 0, id_end);
@@ -30,17 +42,30 @@ void run(const char* op, const Tensor& table, const char* table_name, const Tens
 }
 
 void lookup(const char* op, Tensor out, const Tensor& table, const Tensor& ids, std::optional<int64_t> vocab_begin) {
-  run(op, table, "table", out, "out", ids, vocab_begin, [&](auto zero, int64_t n, int64_t d, int64_t begin, int64_t v) {
-    using T = decltype(zero);
-    cpu::embedding_forward(out.data<T>(), table.data<T>(), ids.data<int32_t>(), n, d, begin, v);
-  });
+  run(
+      op, table, "table", out, "out", ids, vocab_begin,
+      [&](auto zero, int64_t n, int64_t d, int64_t begin, int64_t v) {
+        using T = decltype(zero);
+        cpu::embedding_forward(out.data<T>(), table.data<T>(), ids.data<int32_t>(), n, d, begin, v);
+      },
+      [&] {
+#ifdef LINEA_WITH_CUDA
+        cuda::embedding_forward(out, table, ids);
+#endif
+      });
 }
 
 void scatter(const char* op, Tensor dtable, const Tensor& dout, const Tensor& ids, std::optional<int64_t> vocab_begin) {
-  run(op, dtable, "dtable", dout, "dout", ids, vocab_begin,
+  run(
+      op, dtable, "dtable", dout, "dout", ids, vocab_begin,
       [&](auto zero, int64_t n, int64_t d, int64_t begin, int64_t v) {
         using T = decltype(zero);
         cpu::embedding_backward(dtable.data<T>(), dout.data<T>(), ids.data<int32_t>(), n, d, begin, v);
+      },
+      [&] {
+#ifdef LINEA_WITH_CUDA
+        cuda::embedding_backward(dtable, dout, ids);
+#endif
       });
 }
 

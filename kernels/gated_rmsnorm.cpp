@@ -3,6 +3,9 @@
 #include "kernels/cpu/rmsnorm.h"
 #include "kernels/op_arguments.h"
 #include "kernels/ops.h"
+#ifdef LINEA_WITH_CUDA
+#include "kernels/cuda/ops.h"
+#endif
 
 namespace linea::ops {
 
@@ -11,9 +14,12 @@ void gated_rmsnorm_forward(Tensor out, Tensor rstd, const Tensor& o, const Tenso
   OpArguments args("gated_rmsnorm_forward");
   args.floating(o, "o", {kAnyDim, kAnyDim});
   const int64_t n = o.dim(0), dv = args.head_width(o, "o", heads);
-  args.floating(weight, "weight", {dv}).floating(out, "out", o.shape()).floating(rstd, "rstd", {n, heads});
+  args.floating(weight, "weight", {dv}).floating(out, "out", o.shape()).statistics(rstd, "rstd", {n, heads});
   if (act != GateActivation::none) args.floating(z, "z", o.shape());
   args.require(std::isfinite(eps) && eps >= 0, "eps", "expected a finite value ≥ 0, got " + std::to_string(eps));
+#ifdef LINEA_WITH_CUDA
+  if (args.on_cuda()) return cuda::gated_rmsnorm_forward(out, rstd, o, z, weight, heads, act, eps);
+#endif
   args.dispatch([&](auto zero) {
     using T = decltype(zero);
     const T* z_data = act == GateActivation::none ? nullptr : z.data<T>();
@@ -29,10 +35,13 @@ void gated_rmsnorm_backward(Tensor d_o, Tensor dz, Tensor dweight, const Tensor&
   const int64_t n = o.dim(0), dv = args.head_width(o, "o", heads);
   args.floating(dout, "dout", o.shape())
       .floating(weight, "weight", {dv})
-      .floating(rstd, "rstd", {n, heads})
+      .statistics(rstd, "rstd", {n, heads})
       .floating(d_o, "d_o", o.shape())
       .floating(dweight, "dweight", {dv});
   if (act != GateActivation::none) args.floating(z, "z", o.shape()).floating(dz, "dz", o.shape());
+#ifdef LINEA_WITH_CUDA
+  if (args.on_cuda()) return cuda::gated_rmsnorm_backward(d_o, dz, dweight, dout, o, z, weight, rstd, heads, act);
+#endif
   args.dispatch([&](auto zero) {
     using T = decltype(zero);
     const bool gated = act != GateActivation::none;

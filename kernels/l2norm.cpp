@@ -4,6 +4,9 @@
 
 #include "kernels/op_arguments.h"
 #include "kernels/ops.h"
+#ifdef LINEA_WITH_CUDA
+#include "kernels/cuda/ops.h"
+#endif
 
 namespace linea::ops {
 
@@ -11,8 +14,11 @@ void l2norm_forward(Tensor out, Tensor rstd, const Tensor& x, int64_t heads, dou
   OpArguments args("l2norm_forward");
   args.floating(x, "x", {kAnyDim, kAnyDim});
   const int64_t dh = args.head_width(x, "x", heads);
-  args.floating(out, "out", x.shape()).floating(rstd, "rstd", {x.dim(0), heads});
+  args.floating(out, "out", x.shape()).statistics(rstd, "rstd", {x.dim(0), heads});
   args.require(std::isfinite(eps) && eps >= 0, "eps", "expected a finite value ≥ 0, got " + std::to_string(eps));
+#ifdef LINEA_WITH_CUDA
+  if (args.on_cuda()) return cuda::l2norm_forward(out, rstd, x, heads, eps);
+#endif
   args.dispatch([&](auto zero) {
     using T = decltype(zero);
     cpu::l2norm_forward(out.data<T>(), rstd.data<T>(), x.data<T>(), x.dim(0) * heads, dh, static_cast<T>(eps));
@@ -23,7 +29,12 @@ void l2norm_backward(Tensor dx, const Tensor& dout, const Tensor& out, const Ten
   OpArguments args("l2norm_backward");
   args.floating(out, "out", {kAnyDim, kAnyDim});
   const int64_t dh = args.head_width(out, "out", heads);
-  args.floating(dout, "dout", out.shape()).floating(rstd, "rstd", {out.dim(0), heads}).floating(dx, "dx", out.shape());
+  args.floating(dout, "dout", out.shape())
+      .statistics(rstd, "rstd", {out.dim(0), heads})
+      .floating(dx, "dx", out.shape());
+#ifdef LINEA_WITH_CUDA
+  if (args.on_cuda()) return cuda::l2norm_backward(dx, dout, out, rstd, heads);
+#endif
   args.dispatch([&](auto zero) {
     using T = decltype(zero);
     cpu::l2norm_backward(dx.data<T>(), dout.data<T>(), out.data<T>(), rstd.data<T>(), out.dim(0) * heads, dh);

@@ -2,6 +2,9 @@
 
 #include "kernels/op_arguments.h"
 #include "kernels/ops.h"
+#ifdef LINEA_WITH_CUDA
+#include "kernels/cuda/ops.h"
+#endif
 
 namespace linea::ops {
 
@@ -18,6 +21,9 @@ void linear_forward(Tensor out, const Tensor& x, const Tensor& weight, const Ten
   args.floating(weight, "weight", {kAnyDim, x.dim(1)});
   const int64_t n = x.dim(0), in = x.dim(1), o = weight.dim(0);
   args.optional_floating(bias, "bias", {o}).floating(out, "out", {n, o});
+#ifdef LINEA_WITH_CUDA
+  if (args.on_cuda()) return cuda::linear_forward(out, x, weight, bias);
+#endif
   args.dispatch([&](auto zero) {
     using T = decltype(zero);
     cpu::linear_forward(out.data<T>(), x.data<T>(), weight.data<T>(), data_or_null<T>(bias), n, in, o);
@@ -34,6 +40,9 @@ void linear_backward(Tensor dx, Tensor dweight, Tensor dbias, const Tensor& dout
       .optional_floating(dx, "dx", {n, in})
       .optional_floating(dweight, "dweight", {o, in})
       .optional_floating(dbias, "dbias", {o});
+#ifdef LINEA_WITH_CUDA
+  if (args.on_cuda()) return cuda::linear_backward(dx, dweight, dbias, dout, x, weight, accumulate_dx);
+#endif
   args.dispatch([&](auto zero) {
     using T = decltype(zero);
     cpu::linear_backward(data_or_null<T>(dx), data_or_null<T>(dweight), data_or_null<T>(dbias), dout.data<T>(),

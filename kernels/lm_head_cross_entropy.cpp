@@ -5,6 +5,9 @@
 
 #include "kernels/op_arguments.h"
 #include "kernels/ops.h"
+#ifdef LINEA_WITH_CUDA
+#include "kernels/cuda/ops.h"
+#endif
 
 namespace linea::ops {
 
@@ -19,6 +22,12 @@ double lm_head_cross_entropy(const Tensor& x, const Tensor& weight, const Tensor
       .optional_floating(dx, "dx", x.shape())
       .optional_floating(dweight, "dweight", weight.shape());
   args.require(std::isfinite(loss_scale), "loss_scale", "expected a finite value, got " + std::to_string(loss_scale));
+#ifdef LINEA_WITH_CUDA
+  if (args.on_cuda()) {
+    args.require_indices_in_range(targets, "targets", 0, v, -1);
+    return cuda::lm_head_cross_entropy(x, weight, targets, loss_scale, dx, dweight, cuda::lm_head_default_tiling(n, v));
+  }
+#endif
   return args.dispatch([&](auto zero) {
     using T = decltype(zero);
     args.require_indices_in_range(targets, "targets", 0, v, -1);

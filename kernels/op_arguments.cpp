@@ -48,14 +48,29 @@ OpArguments& OpArguments::floating(const Tensor& t, std::string_view name, const
 
 OpArguments& OpArguments::optional_floating(const Tensor& t, std::string_view name, const Shape& shape) {
   if (!t.defined()) return *this;
-  if (t.dtype() != DType::f32 && t.dtype() != DType::f64) {
-    fail(name, "expected an f32 or f64 tensor, got " + t.describe());
+  const bool on_cpu = t.device() == Device::cpu;
+  const DType wide = on_cpu ? DType::f64 : DType::bf16;  // the dtype allowed beside f32 on t's device
+  if (t.dtype() != DType::f32 && t.dtype() != wide) {
+    fail(name, std::string("expected an f32 or ") + std::string(dtype_name(wide)) + " tensor, got " + t.describe());
   }
   if (!dtype_) {
     dtype_ = t.dtype();
     dtype_from_ = name;
   } else if (t.dtype() != *dtype_) {
     fail(name, "expected " + std::string(dtype_name(*dtype_)) + " (like " + dtype_from_ + "), got " + t.describe());
+  }
+  check_device(t, name);
+  check_shape(t, name, shape);
+  return *this;
+}
+
+OpArguments& OpArguments::statistics(const Tensor& t, std::string_view name, const Shape& shape) {
+  if (!t.defined()) fail(name, "required tensor is undefined");
+  if (!dtype_) fail(name, "no floating-point argument precedes it");
+  const DType expected = *dtype_ == DType::bf16 ? DType::f32 : *dtype_;
+  if (t.dtype() != expected) {
+    fail(name, "expected " + std::string(dtype_name(expected)) + " (statistics of " + std::string(dtype_name(*dtype_)) +
+                   " " + dtype_from_ + "), got " + t.describe());
   }
   check_device(t, name);
   check_shape(t, name, shape);
@@ -82,8 +97,8 @@ int64_t OpArguments::head_width(const Tensor& t, std::string_view name, int64_t 
 
 void OpArguments::require_indices_in_range(const Tensor& t, std::string_view name, int64_t lo, int64_t hi,
                                            std::optional<int64_t> allowed) const {
-  if (t.device() != Device::cpu) fail(name, "range check needs a cpu tensor, got " + t.describe());
-  const int32_t* v = t.data<int32_t>();
+  const Tensor host = t.device() == Device::cpu ? t : t.clone();
+  const int32_t* v = host.data<int32_t>();
   for (int64_t i = 0; i < t.numel(); ++i) {
     if ((v[i] < lo || v[i] >= hi) && !(allowed && v[i] == *allowed)) {
       fail(name, "entry " + std::to_string(i) + " is " + std::to_string(v[i]) + ", expected a value in [" +

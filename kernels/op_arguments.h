@@ -4,9 +4,11 @@
 // An op names itself, adds each tensor argument with the shape it expects (kAnyDim matches any
 // extent) and calls dispatch(fn). Every failed check throws std::invalid_argument
 // "OP: ARGUMENT: expected …, got …". The floating-point arguments of one call must all be defined
-// (unless added as optional), share one dtype (f32 or f64) and one device; index arguments are
-// i32 on that device. dispatch(fn) returns fn(float{}) or fn(double{}) for CPU tensors and throws
-// std::runtime_error "OP: not implemented on cuda yet" for CUDA ones.
+// (unless added as optional), share one dtype and one device: f32 or f64 on the CPU, f32 or bf16
+// on CUDA. Statistics saved for backward (rstd) have the call's dtype, except in bf16 calls, where
+// they are f32. Index arguments are i32 on that device. An op with a CUDA implementation checks
+// on_cuda() and calls it; dispatch(fn) returns fn(float{}) or fn(double{}) for CPU tensors and
+// throws std::runtime_error "OP: not implemented on cuda yet" for CUDA ones.
 #pragma once
 #include <cstdint>
 #include <optional>
@@ -28,6 +30,9 @@ class OpArguments {
   OpArguments& floating(const Tensor& t, std::string_view name, const Shape& shape);
   // The same, except that an undefined tensor is accepted (and then ignored).
   OpArguments& optional_floating(const Tensor& t, std::string_view name, const Shape& shape);
+  // Per-row statistics saved for backward (rstd): the dtype of the floating-point arguments
+  // added before it, or f32 when that dtype is bf16.
+  OpArguments& statistics(const Tensor& t, std::string_view name, const Shape& shape);
   // An i32 tensor of `shape`.
   OpArguments& indices(const Tensor& t, std::string_view name, const Shape& shape);
 
@@ -41,9 +46,13 @@ class OpArguments {
     if (!ok) fail(name, message);
   }
   [[noreturn]] void fail(std::string_view name, const std::string& message) const;
-  // Every value of the CPU i32 tensor `t` lies in [lo, hi) (or is `allowed`, e.g. −1 for ignored).
+  // Every value of the i32 tensor `t` lies in [lo, hi) (or is `allowed`, e.g. −1 for ignored).
+  // A CUDA tensor is copied to the host for the check (a synchronisation).
   void require_indices_in_range(const Tensor& t, std::string_view name, int64_t lo, int64_t hi,
                                 std::optional<int64_t> allowed = std::nullopt) const;
+
+  // True when the tensors are on a CUDA device.
+  bool on_cuda() const { return device_ == Device::cuda; }
 
   template <class Fn>
   decltype(auto) dispatch(Fn&& fn) const {

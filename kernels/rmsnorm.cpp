@@ -4,6 +4,9 @@
 
 #include "kernels/op_arguments.h"
 #include "kernels/ops.h"
+#ifdef LINEA_WITH_CUDA
+#include "kernels/cuda/ops.h"
+#endif
 
 namespace linea::ops {
 
@@ -12,8 +15,11 @@ void rmsnorm_forward(Tensor out, Tensor rstd, const Tensor& x, const Tensor& wei
   OpArguments args("rmsnorm_forward");
   args.floating(x, "x", {kAnyDim, kAnyDim});
   const int64_t n = x.dim(0), d = x.dim(1);
-  args.floating(weight, "weight", {d}).floating(out, "out", {n, d}).floating(rstd, "rstd", {n});
+  args.floating(weight, "weight", {d}).floating(out, "out", {n, d}).statistics(rstd, "rstd", {n});
   args.require(std::isfinite(eps) && eps >= 0, "eps", "expected a finite value ≥ 0, got " + std::to_string(eps));
+#ifdef LINEA_WITH_CUDA
+  if (args.on_cuda()) return cuda::gated_rmsnorm_forward(out, rstd, x, Tensor(), weight, 1, GateActivation::none, eps);
+#endif
   args.dispatch([&](auto zero) {
     using T = decltype(zero);
     cpu::rmsnorm_forward<T>(out.data<T>(), rstd.data<T>(), x.data<T>(), nullptr, weight.data<T>(), n, 1, d,
@@ -28,9 +34,15 @@ void rmsnorm_backward(Tensor dx, Tensor dweight, const Tensor& dout, const Tenso
   const int64_t n = x.dim(0), d = x.dim(1);
   args.floating(dout, "dout", {n, d})
       .floating(weight, "weight", {d})
-      .floating(rstd, "rstd", {n})
+      .statistics(rstd, "rstd", {n})
       .floating(dx, "dx", {n, d})
       .floating(dweight, "dweight", {d});
+#ifdef LINEA_WITH_CUDA
+  if (args.on_cuda()) {
+    return cuda::gated_rmsnorm_backward(dx, Tensor(), dweight, dout, x, Tensor(), weight, rstd, 1,
+                                        GateActivation::none);
+  }
+#endif
   args.dispatch([&](auto zero) {
     using T = decltype(zero);
     cpu::rmsnorm_backward<T>(dx.data<T>(), nullptr, dweight.data<T>(), dout.data<T>(), x.data<T>(), nullptr,

@@ -5,6 +5,9 @@
 
 #include "kernels/op_arguments.h"
 #include "kernels/ops.h"
+#ifdef LINEA_WITH_CUDA
+#include "kernels/cuda/ops.h"
+#endif
 
 namespace linea::ops {
 
@@ -15,6 +18,12 @@ void rope_apply(Tensor x, const Tensor& positions, int64_t heads, double base, b
   const int64_t head_dim = args.head_width(x, "x", heads);
   args.require(head_dim % 2 == 0, "x", "expected an even head dimension, got " + std::to_string(head_dim));
   args.require(std::isfinite(base) && base > 0, "base", "expected a finite value > 0, got " + std::to_string(base));
+#ifdef LINEA_WITH_CUDA
+  if (args.on_cuda()) {
+    args.require_indices_in_range(positions, "positions", 0, int64_t{std::numeric_limits<int32_t>::max()} + 1);
+    return cuda::rope_apply(x, positions, heads, base, inverse);
+  }
+#endif
   args.dispatch([&](auto zero) {
     using T = decltype(zero);
     args.require_indices_in_range(positions, "positions", 0, int64_t{std::numeric_limits<int32_t>::max()} + 1);

@@ -1,6 +1,9 @@
 #include "kernels/cpu/short_conv.h"
 #include "kernels/op_arguments.h"
 #include "kernels/ops.h"
+#ifdef LINEA_WITH_CUDA
+#include "kernels/cuda/ops.h"
+#endif
 
 namespace linea::ops {
 
@@ -22,6 +25,9 @@ void short_conv_silu_forward(Tensor out, const Tensor& x, const Tensor& weight, 
   OpArguments args("short_conv_silu_forward");
   check_conv_arguments(args, x, weight, seqs);
   args.floating(out, "out", x.shape());
+#ifdef LINEA_WITH_CUDA
+  if (args.on_cuda()) return cuda::short_conv_silu_forward(out, x, weight, seqs);
+#endif
   args.dispatch([&](auto zero) {
     using T = decltype(zero);
     cpu::short_conv_silu_forward(out.data<T>(), x.data<T>(), weight.data<T>(), seqs, x.dim(1), weight.dim(1));
@@ -33,6 +39,9 @@ void short_conv_silu_backward(Tensor dx, Tensor dweight, const Tensor& dout, con
   OpArguments args("short_conv_silu_backward");
   check_conv_arguments(args, x, weight, seqs);
   args.floating(dout, "dout", x.shape()).floating(dx, "dx", x.shape()).floating(dweight, "dweight", weight.shape());
+#ifdef LINEA_WITH_CUDA
+  if (args.on_cuda()) return cuda::short_conv_silu_backward(dx, dweight, dout, x, weight, seqs);
+#endif
   args.dispatch([&](auto zero) {
     using T = decltype(zero);
     cpu::short_conv_silu_backward(dx.data<T>(), dweight.data<T>(), dout.data<T>(), x.data<T>(), weight.data<T>(), seqs,

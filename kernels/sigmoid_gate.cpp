@@ -4,6 +4,9 @@
 
 #include "kernels/op_arguments.h"
 #include "kernels/ops.h"
+#ifdef LINEA_WITH_CUDA
+#include "kernels/cuda/ops.h"
+#endif
 
 namespace linea::ops {
 
@@ -18,6 +21,9 @@ void sigmoid_gate_forward(Tensor beta, const Tensor& logits, double scale) {
   args.floating(logits, "logits", Shape(static_cast<size_t>(logits.ndim()), kAnyDim));
   args.floating(beta, "beta", logits.shape());
   check_scale(args, scale);
+#ifdef LINEA_WITH_CUDA
+  if (args.on_cuda()) return cuda::sigmoid_gate_forward(beta, logits, scale);
+#endif
   args.dispatch([&](auto zero) {
     using T = decltype(zero);
     cpu::sigmoid_gate_forward(beta.data<T>(), logits.data<T>(), logits.numel(), static_cast<T>(scale));
@@ -29,6 +35,9 @@ void sigmoid_gate_backward(Tensor dlogits, const Tensor& dbeta, const Tensor& be
   args.floating(beta, "beta", Shape(static_cast<size_t>(beta.ndim()), kAnyDim));
   args.floating(dbeta, "dbeta", beta.shape()).floating(dlogits, "dlogits", beta.shape());
   check_scale(args, scale);
+#ifdef LINEA_WITH_CUDA
+  if (args.on_cuda()) return cuda::sigmoid_gate_backward(dlogits, dbeta, beta, scale);
+#endif
   args.dispatch([&](auto zero) {
     using T = decltype(zero);
     cpu::sigmoid_gate_backward(dlogits.data<T>(), dbeta.data<T>(), beta.data<T>(), beta.numel(), static_cast<T>(scale));

@@ -2,6 +2,9 @@
 
 #include "kernels/op_arguments.h"
 #include "kernels/ops.h"
+#ifdef LINEA_WITH_CUDA
+#include "kernels/cuda/ops.h"
+#endif
 
 namespace linea::ops {
 
@@ -9,6 +12,9 @@ void swiglu_forward(Tensor out, const Tensor& gate, const Tensor& up) {
   OpArguments args("swiglu_forward");
   args.floating(gate, "gate", {kAnyDim, kAnyDim});
   args.floating(up, "up", gate.shape()).floating(out, "out", gate.shape());
+#ifdef LINEA_WITH_CUDA
+  if (args.on_cuda()) return cuda::swiglu_forward(out, gate, up);
+#endif
   args.dispatch([&](auto zero) {
     using T = decltype(zero);
     cpu::swiglu_forward(out.data<T>(), gate.data<T>(), up.data<T>(), gate.numel());
@@ -22,6 +28,9 @@ void swiglu_backward(Tensor dgate, Tensor dup, const Tensor& dout, const Tensor&
       .floating(dout, "dout", gate.shape())
       .floating(dgate, "dgate", gate.shape())
       .floating(dup, "dup", gate.shape());
+#ifdef LINEA_WITH_CUDA
+  if (args.on_cuda()) return cuda::swiglu_backward(dgate, dup, dout, gate, up);
+#endif
   args.dispatch([&](auto zero) {
     using T = decltype(zero);
     cpu::swiglu_backward(dgate.data<T>(), dup.data<T>(), dout.data<T>(), gate.data<T>(), up.data<T>(), gate.numel());

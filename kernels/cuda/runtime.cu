@@ -1,17 +1,11 @@
 #include <cuda_runtime.h>
 
-#include <stdexcept>
 #include <string>
 
+#include "kernels/cuda/check.h"
 #include "kernels/cuda/runtime.h"
 
 namespace linea::cuda {
-
-namespace {
-void check(cudaError_t err, const char* what) {
-  if (err != cudaSuccess) throw std::runtime_error(std::string(what) + ": " + cudaGetErrorString(err));
-}
-}  // namespace
 
 int device_count() {
   int n = 0;
@@ -23,19 +17,19 @@ int device_count() {
 }
 
 void set_device(int device) {
-  check(cudaSetDevice(device), ("cudaSetDevice(" + std::to_string(device) + ")").c_str());
+  check_cuda(cudaSetDevice(device), ("cudaSetDevice(" + std::to_string(device) + ")").c_str());
 }
 
 std::shared_ptr<void> allocate(size_t bytes) {
   void* p = nullptr;
-  check(cudaMalloc(&p, bytes), "cudaMalloc");
+  check_cuda(cudaMalloc(&p, bytes), ("cudaMalloc of " + std::to_string(bytes) + " bytes").c_str());
   return std::shared_ptr<void>(p, [](void* q) { cudaFree(q); });
 }
 
-void memset_zero(void* data, size_t bytes) { check(cudaMemset(data, 0, bytes), "cudaMemset"); }
+void memset_zero(void* data, size_t bytes) { check_cuda(cudaMemset(data, 0, bytes), "cudaMemset"); }
 
 void copy(void* dst, const void* src, size_t bytes) {
-  check(cudaMemcpy(dst, src, bytes, cudaMemcpyDefault), "cudaMemcpy");
+  check_cuda(cudaMemcpy(dst, src, bytes, cudaMemcpyDefault), "cudaMemcpy");
 }
 
 }  // namespace linea::cuda

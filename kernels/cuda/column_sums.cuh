@@ -1,0 +1,67 @@
+// Deterministic column sums for parameter gradients: out[at(j)] += Σ_{r<rows} f(r, j), j < width.
+//
+// f is a functor `__device__ float operator()(int64_t r, int64_t j) const` (a row-major matrix
+// that is never stored); `at` maps a column to its place in out (the identity by default), so that
+// columns can be ordered for coalesced reads whatever out's layout. The rows are cut into fixed blocks of
+// kColumnSumRows, independent of the launch: one thread per (block b, column j) sums f over b's rows in row order into
+// partials[b · width + j]; then one thread per column adds Σ_b partials[b · width + j], in block
+// order, to out[at(j)]. No atomics: the result is the same bit for bit on every run.
+#pragma once
+#include <cstdint>
+
+#include "kernels/cuda/check.h"
+#include "kernels/cuda/element_types.cuh"
+#include "kernels/cuda/launch.h"
+
+namespace linea::cuda {
+
+inline constexpr int64_t kColumnSumRows = 64;
+
+// Bytes of float partials that add_column_sums needs for `rows` × `width`.
+inline size_t column_sum_partials_bytes(int64_t rows, int64_t width) {
+  return static_cast<size_t>(ceil_div(rows, kColumnSumRows) * width) * sizeof(float);
+}
+
+template <class F>
+__global__ void column_partials_kernel(float* partials, int64_t rows, int64_t width, F f) {
+  const int64_t j = int64_t{blockIdx.x} * blockDim.x + threadIdx.x;
+  if (j >= width) return;
+  const int64_t blocks = (rows + kColumnSumRows - 1) / kColumnSumRows;
+  for (int64_t b = blockIdx.y; b < blocks; b += gridDim.y) {
+    const int64_t end = min(rows, (b + 1) * kColumnSumRows);
+    float sum = 0.0f;
+    for (int64_t r = b * kColumnSumRows; r < end; ++r) sum += f(r, j);
+    partials[b * width + j] = sum;
+  }
+}
+
+template <class Out, class At>
+__global__ void add_partials_kernel(Out* out, const float* partials, int64_t blocks, int64_t width, At at) {
+  const int64_t j = int64_t{blockIdx.x} * blockDim.x + threadIdx.x;
+  if (j >= width) return;
+  float sum = 0.0f;
+  for (int64_t b = 0; b < blocks; ++b) sum += partials[b * width + j];
+  Out& cell = out[at(j)];
+  cell = from_float<Out>(to_float(cell) + sum);
+}
+
+struct SameColumn {
+  __device__ int64_t operator()(int64_t j) const { return j; }
+};
+
+// `partials` holds column_sum_partials_bytes(rows, width) of scratch.
+template <class Out, class F, class At = SameColumn>
+void add_column_sums(Out* out, float* partials, int64_t rows, int64_t width, const F& f, const At& at = At{}) {
+  if (rows == 0 || width == 0) return;
+  const int64_t blocks = ceil_div(rows, kColumnSumRows);
+  constexpr int64_t kMaxGridY = 65535;
+  const dim3 grid(static_cast<unsigned>(ceil_div(width, kThreadsPerBlock)),
+                  static_cast<unsigned>(blocks < kMaxGridY ? blocks : kMaxGridY));
+  column_partials_kernel<<<grid, kThreadsPerBlock>>>(partials, rows, width, f);
+  check_launch("column_partials_kernel");
+  add_partials_kernel<<<static_cast<unsigned>(ceil_div(width, kThreadsPerBlock)), kThreadsPerBlock>>>(
+      out, partials, blocks, width, at);
+  check_launch("add_partials_kernel");
+}
+
+}  // namespace linea::cuda

@@ -1,0 +1,56 @@
+// The CUDA implementations of the ops in kernels/ops.h, called by them after their argument checks
+// when the tensors are on a CUDA device: same arguments, same math, same conventions (parameter
+// gradients accumulated, input gradients overwritten). Tensors are f32 or bf16 (one dtype per
+// call, rstd f32); all arithmetic accumulates in f32. Everything runs on the default stream, in
+// order; parameter-gradient sums are deterministic (no atomics). Each kernel file states its math.
+#pragma once
+#include <cstdint>
+
+#include "kernels/ops.h"
+
+namespace linea::cuda {
+
+void add_inplace(Tensor y, const Tensor& x);
+
+void embedding_forward(Tensor out, const Tensor& table, const Tensor& ids);
+void embedding_backward(Tensor dtable, const Tensor& dout, const Tensor& ids);
+
+// rmsnorm_* is gated_rmsnorm_* with one head and no gate.
+void gated_rmsnorm_forward(Tensor out, Tensor rstd, const Tensor& o, const Tensor& z, const Tensor& weight,
+                           int64_t heads, ops::GateActivation act, double eps);
+void gated_rmsnorm_backward(Tensor d_o, Tensor dz, Tensor dweight, const Tensor& dout, const Tensor& o, const Tensor& z,
+                            const Tensor& weight, const Tensor& rstd, int64_t heads, ops::GateActivation act);
+
+void linear_forward(Tensor out, const Tensor& x, const Tensor& weight, const Tensor& bias);
+void linear_backward(Tensor dx, Tensor dweight, Tensor dbias, const Tensor& dout, const Tensor& x, const Tensor& weight,
+                     bool accumulate_dx);
+
+void swiglu_forward(Tensor out, const Tensor& gate, const Tensor& up);
+void swiglu_backward(Tensor dgate, Tensor dup, const Tensor& dout, const Tensor& gate, const Tensor& up);
+
+void rope_apply(Tensor x, const Tensor& positions, int64_t heads, double base, bool inverse);
+
+void l2norm_forward(Tensor out, Tensor rstd, const Tensor& x, int64_t heads, double eps);
+void l2norm_backward(Tensor dx, const Tensor& dout, const Tensor& out, const Tensor& rstd, int64_t heads);
+
+void short_conv_silu_forward(Tensor out, const Tensor& x, const Tensor& weight, const SeqLayout& seqs);
+void short_conv_silu_backward(Tensor dx, Tensor dweight, const Tensor& dout, const Tensor& x, const Tensor& weight,
+                              const SeqLayout& seqs);
+
+void sigmoid_gate_forward(Tensor beta, const Tensor& logits, double scale);
+void sigmoid_gate_backward(Tensor dlogits, const Tensor& dbeta, const Tensor& beta, double scale);
+
+void decay_gate_forward(Tensor g, const Tensor& a, const Tensor& A_log, const Tensor& dt_bias);
+void decay_gate_backward(Tensor da, Tensor dA_log, Tensor ddt_bias, const Tensor& dg, const Tensor& a,
+                         const Tensor& A_log, const Tensor& dt_bias);
+
+// How lm_head_cross_entropy tiles the logits: blocks of `rows` rows × `vocab` vocabulary entries
+// (at most rows × vocab f32 logits exist at once); lm_head_default_tiling is what ops:: uses.
+struct LmHeadTiling {
+  int64_t rows = 0, vocab = 0;
+};
+LmHeadTiling lm_head_default_tiling(int64_t n, int64_t v);
+double lm_head_cross_entropy(const Tensor& x, const Tensor& weight, const Tensor& targets, double loss_scale, Tensor dx,
+                             Tensor dweight, LmHeadTiling tiling);
+
+}  // namespace linea::cuda

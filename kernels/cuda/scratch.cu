@@ -1,0 +1,45 @@
+#include <cuda_runtime.h>
+
+#include <map>
+#include <memory>
+#include <string>
+
+#include "kernels/cuda/check.h"
+#include "kernels/cuda/runtime.h"
+#include "kernels/cuda/scratch.h"
+
+namespace linea::cuda {
+
+namespace {
+constexpr size_t kAlignment = 256;
+constexpr size_t align_up(size_t bytes) { return (bytes + kAlignment - 1) / kAlignment * kAlignment; }
+
+struct Buffer {
+  std::shared_ptr<void> memory;
+  size_t bytes = 0;
+};
+}  // namespace
+
+std::vector<void*> scratch(const std::vector<size_t>& piece_bytes) {
+  thread_local std::map<int, Buffer> buffers;  // by device
+  int device = 0;
+  check_cuda(cudaGetDevice(&device), "cudaGetDevice");
+  size_t total = 0;
+  for (size_t bytes : piece_bytes) total += align_up(bytes);
+  Buffer& buffer = buffers[device];
+  if (buffer.bytes < total) {
+    buffer.memory.reset();  // free the old buffer before taking a larger one
+    buffer.bytes = 0;
+    buffer.memory = allocate(total);
+    buffer.bytes = total;
+  }
+  std::vector<void*> pieces;
+  char* next = static_cast<char*>(buffer.memory.get());
+  for (size_t bytes : piece_bytes) {
+    pieces.push_back(next);
+    next += align_up(bytes);
+  }
+  return pieces;
+}
+
+}  // namespace linea::cuda

@@ -1,0 +1,16 @@
+// Scratch device memory for the CUDA ops (partial sums, sort buffers, logits blocks).
+//
+// Every op runs on the default stream, so one call's kernels finish, in stream order, before the
+// next call's start: a single grow-only buffer per thread and device serves every call. A call
+// asks for all of its pieces at once; each piece is 256-byte aligned, and the pointers stay valid
+// until the next call of scratch() on the same thread and device. Growing frees the old buffer
+// (cudaFree waits for the kernels still using it).
+#pragma once
+#include <cstddef>
+#include <vector>
+
+namespace linea::cuda {
+
+std::vector<void*> scratch(const std::vector<size_t>& piece_bytes);
+
+}  // namespace linea::cuda

@@ -1,0 +1,132 @@
+#!/usr/bin/env bash
+# Configures, builds and runs linea's GPU tests (ctest -L gpu) and GPU benchmarks on a CUDA
+# machine, in one call. Made for the H200 machines lent through the device tool (Ubuntu 24.04,
+# nvcc 13, no network, no glog/toml++): the Debian packages that machine lacks travel as .deb files
+# in $LINEA_GPU_DEBS and are unpacked with `dpkg -x` into a private prefix, never into /.
+# docs/gpu.md says how to fetch them and how to call this.
+#
+# Environment:
+#   LINEA_GPU_DEBS    folder of .deb files to unpack (default: .gpu-deps; skipped when absent)
+#   LINEA_GPU_PREFIX  where they are unpacked (default: /tmp/linea-deps)
+#   LINEA_BUILD_DIR   build folder (default: build-gpu)
+#   LINEA_GPU_LOGS    where logs and benchmark JSON lines go (default: $LINEA_BUILD_DIR/logs)
+#   LINEA_GPU_ALL=1   build everything and run every gpu-labelled test (the NCCL MPI tests too)
+#   LINEA_GPU_BENCH=0 skip the benchmarks
+#   LINEA_GPU_SANITIZE=1 also run every tests/gpu binary under compute-sanitizer's memcheck
+# Exit status: nonzero when the build or a test fails (the benchmarks still run after a test
+# failure, so that one call brings back everything).
+set -uo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root"
+debs=${LINEA_GPU_DEBS:-$root/.gpu-deps}
+prefix=${LINEA_GPU_PREFIX:-/tmp/linea-deps}
+build=${LINEA_BUILD_DIR:-$root/build-gpu}
+logs=${LINEA_GPU_LOGS:-$build/logs}
+mkdir -p "$logs"
+step() { echo "[gpu.sh] $*"; }
+
+step "machine"
+{
+  nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader || true
+  command -v nvcc && nvcc --version | tail -2
+  cmake --version | head -1
+  c++ --version | head -1
+  nproc
+} 2>&1 | tee "$logs/machine.txt"
+
+# ---- dependencies that the machine lacks, unpacked into $prefix --------------------------------
+multiarch=x86_64-linux-gnu
+if [ -d "$debs" ]; then
+  step "unpacking $(ls "$debs"/*.deb | wc -l) packages from $debs into $prefix"
+  mkdir -p "$prefix"
+  for deb in "$debs"/*.deb; do dpkg -x "$deb" "$prefix" || exit 1; done
+  # The packages name their install prefix /usr in a few places: point those at $prefix/usr.
+  sed -i "s|\"/usr/share/glog/cmake\"|\"$prefix/usr/share/glog/cmake\"|" \
+    "$prefix/usr/lib/$multiarch/cmake/glog/glog-modules.cmake" 2>/dev/null
+  for pc in "$prefix"/usr/lib/$multiarch/pkgconfig/*.pc; do
+    [ -f "$pc" ] && sed -i "s|^prefix=/usr\$|prefix=$prefix/usr|" "$pc"
+  done
+fi
+export CMAKE_PREFIX_PATH="$prefix/usr${CMAKE_PREFIX_PATH:+:$CMAKE_PREFIX_PATH}"
+export PKG_CONFIG_PATH="$prefix/usr/lib/$multiarch/pkgconfig:$prefix/pkgconfig${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}"
+export LD_LIBRARY_PATH="$prefix/usr/lib/$multiarch${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+
+# OpenBLAS: CMakeLists.txt asks pkg-config for `openblas`; Debian and Ubuntu keep that file in a
+# folder per threading flavour (openblas-openmp, openblas-pthread). Add those folders, and when
+# none holds an openblas.pc, describe the installed library in one.
+for dir in /usr/lib/$multiarch/openblas-*/pkgconfig; do
+  [ -d "$dir" ] && PKG_CONFIG_PATH="$PKG_CONFIG_PATH:$dir"
+done
+if ! pkg-config --exists openblas; then
+  lib=$(ls /usr/lib/$multiarch/libopenblas.so /usr/lib/$multiarch/openblas-*/libopenblas.so 2>/dev/null | head -1)
+  header=$(ls /usr/include/$multiarch/openblas-*/cblas.h /usr/include/openblas/cblas.h /usr/include/cblas.h \
+    2>/dev/null | head -1)
+  if [ -n "$lib" ] && [ -n "$header" ]; then
+    step "writing openblas.pc for $lib ($header)"
+    mkdir -p "$prefix/pkgconfig"
+    printf 'Name: openblas\nDescription: OpenBLAS (found by scripts/gpu.sh)\nVersion: 0\nLibs: -L%s -lopenblas\nCflags: -I%s\n' \
+      "$(dirname "$lib")" "$(dirname "$header")" >"$prefix/pkgconfig/openblas.pc"
+  fi
+fi
+export PKG_CONFIG_PATH
+
+# HDF5 (serial): FindHDF5 asks the h5cc wrapper, which Ubuntu ships separately (hdf5-helpers);
+# without it, name the serial installation's root.
+cmake_args=()
+if ! command -v h5cc >/dev/null && [ -d /usr/lib/$multiarch/hdf5/serial ]; then
+  cmake_args+=(-DHDF5_ROOT=/usr/lib/$multiarch/hdf5/serial)
+fi
+nvcc_path=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
+
+# ---- configure and build -------------------------------------------------------------------------
+step "configure into $build"
+cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DLINEA_CUDA=ON \
+  -DCMAKE_CUDA_COMPILER="$nvcc_path" -DCMAKE_POLICY_VERSION_MINIMUM=3.5 "${cmake_args[@]}" \
+  >"$logs/configure.log" 2>&1
+status=$?
+if [ $status -ne 0 ]; then
+  tail -40 "$logs/configure.log"
+  step "configure failed (log: $logs/configure.log)"
+  exit $status
+fi
+targets=(bench_gpu_ops)
+for src in tests/gpu/test_*.cpp; do targets+=("$(basename "$src" .cpp)"); done
+[ "${LINEA_GPU_ALL:-0}" = 1 ] && targets=(all)
+step "build ${targets[*]}"
+start=$(date +%s)
+cmake --build "$build" -j "$(nproc)" --target "${targets[@]}" >"$logs/build.log" 2>&1
+status=$?
+step "build took $(($(date +%s) - start)) s"
+if [ $status -ne 0 ]; then
+  grep -E "error|FAILED" -A5 "$logs/build.log" | head -60
+  step "build failed (log: $logs/build.log)"
+  exit $status
+fi
+
+# ---- tests and benchmarks --------------------------------------------------------------------------
+step "ctest -L gpu"
+ctest_args=(-L gpu)
+[ "${LINEA_GPU_ALL:-0}" = 1 ] || ctest_args+=(-LE mpi)  # the MPI tests are built with everything only
+ctest --test-dir "$build" "${ctest_args[@]}" --output-on-failure --output-junit "$logs/ctest-gpu.xml" \
+  2>&1 | tee "$logs/ctest-gpu.log"
+test_status=${PIPESTATUS[0]}
+if [ "${LINEA_GPU_SANITIZE:-0}" = 1 ]; then
+  sanitizer=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
+  for src in tests/gpu/test_*.cpp; do
+    name=$(basename "$src" .cpp)
+    step "compute-sanitizer memcheck $name"
+    "$sanitizer" --tool memcheck --error-exitcode 1 "$build/tests/$name" --gtest_brief=1 2>&1 |
+      tee -a "$logs/sanitizer.log" | tail -3
+    [ "${PIPESTATUS[0]}" = 0 ] || test_status=1
+  done
+fi
+if [ "${LINEA_GPU_BENCH:-1}" = 1 ]; then
+  for bench in "$build"/bench_gpu_*; do
+    [ -x "$bench" ] || continue
+    name=$(basename "$bench")
+    step "$name"
+    "$bench" 2>&1 | tee "$logs/$name.jsonl"
+  done
+fi
+step "done: tests exit status $test_status; logs in $logs"
+exit "$test_status"

@@ -1,0 +1,79 @@
+// What the GPU tests share: a fixture that skips every test when no CUDA device is present, and
+// the moves between a CPU reference and a device run of one op.
+//
+// A case starts from f64 host tensors holding values that the device's dtype represents exactly
+// (representable()); the CPU reference runs on them in f64, the device op on copies in f32 or bf16
+// (to_device()), and the device results come back as f64 (to_host()) for fla's relative-RMS
+// comparison at the dtype's tolerance.
+#pragma once
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "kernels/device_memory.h"
+#include "kernels/random.h"
+#include "kernels/tensor.h"
+#include "tests/testing/assert_close.h"
+
+namespace linea::testing {
+
+class GpuTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!cuda_device_available()) GTEST_SKIP() << "no CUDA device";
+  }
+};
+
+// A GPU test run once with f32 and once with bf16 activations.
+class GpuDtypeTest : public GpuTest, public ::testing::WithParamInterface<DType> {};
+
+inline std::string dtype_test_name(const ::testing::TestParamInfo<DType>& info) {
+  return std::string(dtype_name(info.param));
+}
+
+// fla's err_ratio limits: f32 results against an f64 reference, bf16 results (one rounding of the
+// output, f32 arithmetic inside).
+inline double tolerance(DType dtype) { return dtype == DType::bf16 ? 5e-3 : 1e-5; }
+
+// f64 host tensor whose entries are exactly representable in `dtype` (f32 or bf16).
+inline Tensor representable(const Tensor& f64, DType dtype) {
+  Tensor out = Tensor::empty(f64.shape(), DType::f64);
+  const double* src = f64.data<double>();
+  double* dst = out.data<double>();
+  for (int64_t i = 0; i < f64.numel(); ++i) {
+    const float f = static_cast<float>(src[i]);
+    dst[i] = dtype == DType::bf16 ? static_cast<float>(bf16(f)) : f;
+  }
+  return out;
+}
+
+// Uniform entries in [lo, hi), representable in `dtype`.
+inline Tensor random_values(const Shape& shape, DType dtype, Rng& rng, double lo = -1.0, double hi = 1.0) {
+  Tensor t = Tensor::empty(shape, DType::f64);
+  fill_uniform(t, rng, lo, hi);
+  return representable(t, dtype);
+}
+
+// A device tensor of `dtype` holding the f64 host tensor's values (i32 tensors are copied as is).
+inline Tensor to_device(const Tensor& host, DType dtype) {
+  Tensor staged = Tensor::empty(host.shape(), dtype);
+  const int64_t n = host.numel();
+  if (dtype == DType::i32) {
+    staged.copy_from(host);
+  } else if (dtype == DType::f32) {
+    for (int64_t i = 0; i < n; ++i) staged.data<float>()[i] = static_cast<float>(host.data<double>()[i]);
+  } else {
+    for (int64_t i = 0; i < n; ++i) staged.data<bf16>()[i] = bf16(static_cast<float>(host.data<double>()[i]));
+  }
+  Tensor device = Tensor::empty(host.shape(), dtype, Device::cuda);
+  device.copy_from(staged);
+  return device;
+}
+
+// A device (or host) floating tensor as f64 on the host.
+inline Tensor to_host(const Tensor& t) { return to_f64(t); }
+
+// The dtype of statistics (rstd) in a device call with `dtype` activations.
+inline constexpr DType kStatistics = DType::f32;
+
+}  // namespace linea::testing

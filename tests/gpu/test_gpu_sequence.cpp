@@ -1,0 +1,135 @@
+// CUDA ops over tokens and sequences against the CPU reference (f64 on the same inputs), in f32 and
+// bf16: embedding lookup and its scatter-add backward (ids repeated, a repeatable result, bad ids
+// reported), RoPE forward and inverse at large positions, and the short causal convolution + SiLU
+// across packed sequences (an empty one included) for several kernel widths.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <vector>
+
+#include "kernels/ops.h"
+#include "tests/gpu/gpu_test.h"
+
+namespace linea {
+namespace {
+
+using testing::assert_close;
+using testing::random_values;
+using testing::to_device;
+using testing::to_host;
+using testing::tolerance;
+
+class GpuSequence : public testing::GpuDtypeTest {};
+
+Tensor ids_tensor(int64_t n, int64_t v, Rng& rng) {
+  Tensor t = Tensor::empty({n}, DType::i32);
+  for (int64_t i = 0; i < n; ++i) t.data<int32_t>()[i] = static_cast<int32_t>(rng.next_u64() % v);
+  return t;
+}
+
+TEST_P(GpuSequence, Embedding) {
+  const DType dt = GetParam();
+  Rng rng(1);
+  struct Case {
+    int64_t n, v, d;
+  };
+  for (const Case c : {Case{1, 1, 1}, Case{40, 3, 7}, Case{1000, 50, 64}, Case{4096, 1000, 256}}) {
+    const Tensor table = random_values({c.v, c.d}, dt, rng), ids = ids_tensor(c.n, c.v, rng);
+    const Tensor dout = random_values({c.n, c.d}, dt, rng), dtable0 = random_values({c.v, c.d}, dt, rng);
+    Tensor out = Tensor::empty({c.n, c.d}, DType::f64), dtable = dtable0.clone();
+    ops::embedding_forward(out, table, ids);
+    ops::embedding_backward(dtable, dout, ids);
+
+    Tensor gids = to_device(ids, DType::i32), gout = Tensor::empty({c.n, c.d}, dt, Device::cuda);
+    Tensor gdtable = to_device(dtable0, dt);
+    ops::embedding_forward(gout, to_device(table, dt), gids);
+    ops::embedding_backward(gdtable, to_device(dout, dt), gids);
+    EXPECT_TRUE(assert_close("out", out, to_host(gout), 0.0, 0.0)) << "a lookup is a copy";
+    EXPECT_TRUE(assert_close("dtable", dtable, to_host(gdtable), tolerance(dt)));
+  }
+}
+
+TEST_P(GpuSequence, EmbeddingBackwardIsRepeatable) {
+  const DType dt = GetParam();
+  Rng rng(2);
+  const int64_t n = 20000, v = 17, d = 96;  // ~1200 tokens per id
+  Tensor ids = to_device(ids_tensor(n, v, rng), DType::i32), dout = to_device(random_values({n, d}, dt, rng), dt);
+  auto run = [&] {
+    Tensor dtable = Tensor::zeros({v, d}, dt, Device::cuda);
+    ops::embedding_backward(dtable, dout, ids);
+    return dtable.clone();
+  };
+  const Tensor first = run(), second = run();
+  EXPECT_EQ(0, std::memcmp(first.raw(), second.raw(), first.nbytes()));
+}
+
+TEST_P(GpuSequence, EmbeddingBadIdIsReported) {
+  const DType dt = GetParam();
+  Tensor ids = Tensor::empty({2}, DType::i32);
+  ids.data<int32_t>()[0] = 0;
+  ids.data<int32_t>()[1] = 4;
+  Tensor table = Tensor::zeros({4, 3}, dt, Device::cuda), out = Tensor::empty({2, 3}, dt, Device::cuda);
+  try {
+    ops::embedding_forward(out, table, to_device(ids, DType::i32));
+    ADD_FAILURE() << "no error for id 4 of a 4-row table";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("ids: entry 1 is 4"), std::string::npos) << e.what();
+  }
+}
+
+TEST_P(GpuSequence, Rope) {
+  const DType dt = GetParam();
+  Rng rng(3);
+  struct Case {
+    int64_t n, heads, dh;
+    int32_t max_position;
+  };
+  for (const Case c : {Case{1, 1, 2, 1}, Case{33, 3, 16, 40}, Case{256, 4, 64, 32768}, Case{100, 2, 128, 1 << 20}}) {
+    const Tensor x = random_values({c.n, c.heads * c.dh}, dt, rng);
+    Tensor positions = Tensor::empty({c.n}, DType::i32);
+    for (int64_t i = 0; i < c.n; ++i)
+      positions.data<int32_t>()[i] = static_cast<int32_t>(rng.next_u64() % c.max_position);
+    Tensor gpos = to_device(positions, DType::i32);
+    for (bool inverse : {false, true}) {
+      Tensor ref = x.clone(), gx = to_device(x, dt);
+      ops::rope_apply(ref, positions, c.heads, 10000.0, inverse);
+      ops::rope_apply(gx, gpos, c.heads, 10000.0, inverse);
+      EXPECT_TRUE(assert_close(inverse ? "inverse" : "forward", ref, to_host(gx), tolerance(dt)));
+    }
+  }
+}
+
+TEST_P(GpuSequence, ShortConvSilu) {
+  const DType dt = GetParam();
+  Rng rng(4);
+  struct Case {
+    SeqLayout seqs;
+    int64_t channels, width;
+  };
+  const std::vector<Case> cases = {{SeqLayout::uniform(1, 1), 1, 1},
+                                   {SeqLayout{{0, 5, 5, 37, 100}}, 48, 4},
+                                   {SeqLayout{{0, 2, 3, 64}}, 33, 3},
+                                   {SeqLayout::uniform(4, 300), 256, 4}};
+  for (const Case& c : cases) {
+    const int64_t n = c.seqs.num_tokens();
+    const Shape s{n, c.channels};
+    const Tensor x = random_values(s, dt, rng, -2, 2), w = random_values({c.channels, c.width}, dt, rng);
+    const Tensor dout = random_values(s, dt, rng), dw0 = random_values({c.channels, c.width}, dt, rng);
+    Tensor out = Tensor::empty(s, DType::f64), dx = Tensor::empty(s, DType::f64), dw = dw0.clone();
+    ops::short_conv_silu_forward(out, x, w, c.seqs);
+    ops::short_conv_silu_backward(dx, dw, dout, x, w, c.seqs);
+
+    Tensor gx = to_device(x, dt), gw = to_device(w, dt), gdw = to_device(dw0, dt);
+    Tensor gout = Tensor::empty(s, dt, Device::cuda), gdx = Tensor::empty(s, dt, Device::cuda);
+    ops::short_conv_silu_forward(gout, gx, gw, c.seqs);
+    ops::short_conv_silu_backward(gdx, gdw, to_device(dout, dt), gx, gw, c.seqs);
+    EXPECT_TRUE(assert_close("out", out, to_host(gout), tolerance(dt)));
+    EXPECT_TRUE(assert_close("dx", dx, to_host(gdx), tolerance(dt)));
+    EXPECT_TRUE(assert_close("dweight", dw, to_host(gdw), tolerance(dt)));
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Dtypes, GpuSequence, ::testing::Values(DType::f32, DType::bf16), testing::dtype_test_name);
+
+}  // namespace
+}  // namespace linea
