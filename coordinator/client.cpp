@@ -3,11 +3,10 @@
 #include <glog/logging.h>
 #include <unistd.h>
 
-#include <boost/asio.hpp>
 #include <charconv>
 #include <cstdlib>
-#include <utility>  // before Boost.Asio 1.74, whose awaitable.hpp needs std::exchange
 
+#include "coordinator/asio.h"
 #include "coordinator/token_file.h"
 
 namespace linea::coordinator {

@@ -14,7 +14,6 @@
 // killed, and their runs are relaunched (they resume from their last checkpoint) unless finished.
 // Jobs get LINEA_COORDINATOR, LINEA_COORDINATOR_TOKEN_FILE, LINEA_RUN_ID and LINEA_ATTEMPT.
 #pragma once
-#include <boost/asio.hpp>
 #include <chrono>
 #include <cstdint>
 #include <map>
@@ -23,8 +22,8 @@
 #include <optional>
 #include <string>
 #include <string_view>
-#include <utility>  // before Boost.Asio 1.74, whose awaitable.hpp needs std::exchange
 
+#include "coordinator/asio.h"
 #include "coordinator/journal.h"
 #include "coordinator/launch_template.h"
 #include "coordinator/line_server.h"

@@ -8,7 +8,6 @@
 // A reply with "ok": false closes the connection after it is written; otherwise the next line is
 // read. Nothing a peer sends can stop the server.
 #pragma once
-#include <boost/asio.hpp>
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -17,7 +16,8 @@
 #include <set>
 #include <string>
 #include <string_view>
-#include <utility>  // before Boost.Asio 1.74, whose awaitable.hpp needs std::exchange
+
+#include "coordinator/asio.h"
 
 namespace linea::coordinator {
 
