@@ -1,8 +1,9 @@
 // coordinator_fake_worker: a stand-in for `linea train` in the coordinator's tests, launched by the
 // coordinator as `coordinator_fake_worker CONFIG key=value...`. It behaves like the trainer where the
 // coordinator can see it: resumes from its last committed checkpoint, appends one metrics.jsonl line
-// per step (the last one with "finished": true), reports through HeartbeatClient::from_env(), and
-// can be told to fail:
+// per step and, at the end, a {"finished": true} line (also when a relaunch finds nothing left to
+// do, as a trainer asked to continue a finished run would), reports through
+// HeartbeatClient::from_env(), and can be told to fail:
 //   run.dir, run.name        it works in RUN_DIR/RUN_NAME (as the trainer does)
 //   fake.steps               steps in all (default 20)
 //   fake.step_ms             time per step (default 20)
@@ -10,8 +11,8 @@
 //   fake.crash_at            SIGKILL itself after this step (default: never)
 //   fake.hang_at             SIGSTOP itself after this step (default: never)
 //   fake.fault_attempts      how many attempts (from 0) fail; later ones run clean (default 1)
-// The loss is a fixed function of the step, so a resumed run logs the same numbers. On success it
-// appends a line to RUN_DIR/completions (a test counts completions there).
+// The loss is a fixed function of the step, so a resumed run logs the same numbers. A test counts
+// the "finished" lines to see how many times a run was trained to completion.
 #include <toml++/toml.h>
 #include <unistd.h>
 
@@ -94,16 +95,14 @@ int main(int argc, char** argv) {
     }
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     const double tokens_per_s = 1000.0 / seconds;
-    const bool last = step + 1 == steps;
     metrics << "{\"step\": " << step << ", \"loss\": " << loss_at(step) << ", \"tokens_per_s\": " << tokens_per_s
             << ", \"step_time_s\": " << seconds;
     if (step % 5 == 4) metrics << ", \"val_loss\": " << loss_at(step) + 0.1;
-    metrics << (last ? ", \"finished\": true}" : "}") << std::endl;
+    metrics << "}" << std::endl;
     if (coordinator) coordinator->heartbeat({step, loss_at(step), tokens_per_s, std::nullopt, checkpoint});
     if (faulty && step == crash_at) std::raise(SIGKILL);
     if (faulty && step == hang_at) std::raise(SIGSTOP);
   }
-  coordinator.reset();  // flush the last heartbeat
-  std::ofstream(run_dir + "/completions", std::ios::app) << "attempt " << attempt << "\n";
+  metrics << "{\"finished\": true, \"attempt\": " << attempt << "}" << std::endl;
   return 0;
 }

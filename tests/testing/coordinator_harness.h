@@ -129,12 +129,12 @@ inline nlohmann::json fake_run(const TempDir& dir, const std::string& name, cons
   return {{"name", name}, {"config", config}, {"overrides", overrides}, {"run_dir", dir / ("runs/" + name)}};
 }
 
-// Lines in the fake worker's completions file: how many times a run finished.
+// How many times the fake worker trained a run to completion: its "finished" lines in metrics.jsonl.
 inline int completions(const TempDir& dir, const std::string& name) {
-  std::ifstream in(dir / ("runs/" + name + "/completions"));
-  int lines = 0;
-  for (std::string line; std::getline(in, line);) ++lines;
-  return lines;
+  std::ifstream in(dir / ("runs/" + name + "/metrics.jsonl"));
+  int finished = 0;
+  for (std::string line; std::getline(in, line);) finished += line.find("\"finished\": true") != std::string::npos;
+  return finished;
 }
 
 // A raw TCP connection for sending arbitrary bytes.
