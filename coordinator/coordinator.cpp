@@ -406,6 +406,21 @@ void Coordinator::begin_teardown(const std::string& run, ExitOutcome reason, con
   }
 }
 
+void Coordinator::refresh_progress_from_metrics(RunRecord& run) {
+  try {
+    const MetricsLog log = read_metrics_log(run.spec.run_dir + "/metrics.jsonl");
+    if (log.points.empty()) return;
+    const MetricsPoint& last = log.points.back();
+    std::optional<double> val_loss;
+    for (const MetricsPoint& p : log.points)
+      if (p.val_loss) val_loss = p.val_loss;
+    run.progress =
+        RunProgress{last.step, last.loss, std::isfinite(last.tokens_per_s) ? last.tokens_per_s : 0, val_loss};
+  } catch (const std::runtime_error& e) {
+    LOG(WARNING) << "coordinator: " << e.what();
+  }
+}
+
 bool Coordinator::finished_by_metrics(const RunRecord& run) const {
   try {
     return read_metrics_log(run.spec.run_dir + "/metrics.jsonl").finished;
@@ -512,6 +527,7 @@ void Coordinator::recover_left_running_jobs() {
   const double now = unix_now();
   for (const std::string& name : table_.order()) {
     RunRecord& r = *table_.find(name);
+    if (r.attempt >= 0) refresh_progress_from_metrics(r);
     if (r.state != RunState::running) continue;
     if (finished_by_metrics(r)) {
       LOG(INFO) << "coordinator: run " << name << " finished while the coordinator was away";

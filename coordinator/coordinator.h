@@ -90,6 +90,8 @@ class Coordinator {
   void launch_ready_runs();
   void launch(RunRecord& run);
   bool finished_by_metrics(const RunRecord& run) const;
+  // The status a restarted coordinator shows before the first heartbeat: the last metrics line.
+  void refresh_progress_from_metrics(RunRecord& run);
   void begin_teardown(const std::string& run, ExitOutcome reason, const std::string& detail);
   void write_run_summary(const RunRecord& run);
   void write_finished_sweeps();

@@ -49,15 +49,20 @@ struct Range {
 std::vector<double> nice_ticks(double lo, double hi, int target) {
   if (!(hi > lo)) return {lo};
   const double raw = (hi - lo) / std::max(1, target);
-  const double magnitude = std::pow(10.0, std::floor(std::log10(raw)));
-  double step = magnitude;
-  for (double m : {1.0, 2.0, 5.0, 10.0}) {
-    step = m * magnitude;
-    if (step >= raw) break;
+  const int exponent = static_cast<int>(std::floor(std::log10(raw)));
+  const double scale = std::pow(10.0, std::abs(exponent));  // exact for the exponents plots meet
+  // Tick k is k·m units of 10^exponent; dividing by a power of ten (rather than multiplying by its
+  // inexact inverse) makes 2.2 come out as the double nearest 2.2.
+  auto at = [&](double units) { return exponent >= 0 ? units * scale : units / scale; };
+  double m = 10;
+  for (double candidate : {1.0, 2.0, 5.0, 10.0}) {
+    if (at(candidate) >= raw) {
+      m = candidate;
+      break;
+    }
   }
   std::vector<double> ticks;
-  for (double t = std::ceil(lo / step) * step; t <= hi + step * 1e-9; t += step)
-    ticks.push_back(std::abs(t) < step * 1e-9 ? 0.0 : t);
+  for (double k = std::ceil(lo / at(m)); at(k * m) <= hi + at(m) * 1e-9; ++k) ticks.push_back(at(k * m) + 0.0);
   return ticks;
 }
 

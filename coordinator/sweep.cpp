@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <charconv>
 #include <cmath>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -150,10 +151,21 @@ std::string SweepReader::label_of(const toml::node& value, const std::string& ke
 }
 
 std::string SweepReader::literal_of(const toml::node& value, const std::string& key) const {
-  if (const auto* s = value.as_string()) {
-    std::ostringstream os;
-    os << *s;  // a TOML string literal, escaped as needed
-    return os.str();
+  if (const auto* s = value.as_string()) {  // a TOML basic string
+    std::string text = "\"";
+    for (unsigned char c : s->get()) {
+      if (c == '"' || c == '\\') {
+        text += '\\';
+        text += static_cast<char>(c);
+      } else if (c < 0x20 || c == 0x7f) {
+        char escaped[8];
+        std::snprintf(escaped, sizeof escaped, "\\u%04x", c);
+        text += escaped;
+      } else {
+        text += static_cast<char>(c);
+      }
+    }
+    return text + "\"";
   }
   if (const auto* i = value.as_integer()) return std::to_string(i->get());
   if (const auto* f = value.as_floating_point()) {
@@ -214,12 +226,15 @@ SweepPlan SweepReader::read(std::string_view text) {
     throw std::invalid_argument(source_ + ":" + position_text(e.source().begin) + ": " + std::string(e.description()));
   }
   for (const auto& [key, node] : root)
-    if (key.str() != "sweep") fail(std::string(key.str()), "unknown key (a sweep file holds only the [sweep] table)");
+    if (key.str() != "sweep")
+      throw std::invalid_argument(source_ + ": unknown key '" + std::string(key.str()) +
+                                  "' (a sweep file holds only the [sweep] table)");
   const toml::table* sweep = root["sweep"].as_table();
   if (!sweep) fail("sweep", "expected a [sweep] table");
   for (const auto& [key, node] : *sweep)
     if (std::find(std::begin(kSweepKeys), std::end(kSweepKeys), key.str()) == std::end(kSweepKeys))
-      fail("sweep." + std::string(key.str()), "unknown key (expected name, base, dir, baseline, set or grid)");
+      throw std::invalid_argument(source_ + ": unknown key 'sweep." + std::string(key.str()) +
+                                  "' (expected name, base, dir, baseline, set or grid)");
   auto string_field = [&](const char* key, std::string fallback) {
     const toml::node* node = sweep->get(key);
     if (!node) return fallback;
@@ -264,8 +279,20 @@ SweepPlan SweepReader::read(std::string_view text) {
       AxisValue v;
       if (axis.bundled) {
         flatten(*value.as_table(), "", where, v.settings);
+        std::string given_label;
+        for (auto it = v.settings.begin(); it != v.settings.end();) {
+          if (it->first != "label") {
+            ++it;
+            continue;
+          }
+          const auto* text = it->second->as_string();
+          if (!text || sanitize(text->get()).empty()) fail(where + ".label", "expected a non-empty string");
+          given_label = sanitize(text->get());
+          it = v.settings.erase(it);
+        }
         if (v.settings.empty()) fail(where, "expected tables with at least one \"section.key\" = value");
         for (const auto& [k, setting] : v.settings) v.label += (v.label.empty() ? "" : "-") + label_of(*setting, where);
+        if (!given_label.empty()) v.label = given_label;
       } else {
         v.settings.emplace_back(key, &value);
         v.label = label_of(value, where);

@@ -10,10 +10,12 @@
 //   [sweep.grid]                           # one axis per key; runs = the product of all axes
 //   "model.mixer" = ["gdn", "kda"]
 //   "optimizer.lr" = [3e-4, 1e-3]
-//   context = [{"data.seq_len" = 2048, "data.batch" = 16}, {"data.seq_len" = 4096, "data.batch" = 8}]
+//   context = [{label = "2k", "train.seq_len" = 2048, "train.batch_size" = 16},
+//              {label = "4k", "train.seq_len" = 4096, "train.batch_size" = 8}]
 //
 // An axis whose values are tables sets several keys together (a zipped axis, e.g. context length
-// with the batch that keeps tokens per step fixed). Each run is named "<sweep>/<label>", the label
+// with the batch that keeps tokens per step fixed); its optional `label` names the value in run
+// names (else the values joined by '-'). Each run is named "<sweep>/<label>", the label
 // joining "<axis>-<value>" with '_' (the axis is the key's last component, or the whole key where
 // two axes share it; a "base" axis contributes the config's file stem), e.g. "mixers-340m/mixer-gdn_lr-0.001".
 // Every run gets the overrides run.dir=DIR/NAME and run.name=<label>, and its process count from
