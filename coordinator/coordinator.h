@@ -27,13 +27,14 @@
 #include "coordinator/journal.h"
 #include "coordinator/launch_template.h"
 #include "coordinator/line_server.h"
+#include "coordinator/protocol.h"
 #include "coordinator/run_table.h"
 
 namespace linea::coordinator {
 
 struct CoordinatorOptions {
   std::string host = "127.0.0.1";
-  uint16_t port = 47431;  // 0: any free port (see Coordinator::port())
+  uint16_t port = kDefaultPort;  // 0: any free port (see Coordinator::port())
   int64_t slots = 1;
   std::string state_dir;   // journal, lock, default token file
   std::string token_file;  // must exist with owner-only permissions

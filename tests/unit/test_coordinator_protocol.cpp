@@ -13,6 +13,7 @@
 namespace linea::testing {
 namespace {
 
+using namespace std::chrono_literals;
 using coordinator::kMaxMessageBytes;
 
 class ProtocolTest : public ::testing::Test {
@@ -164,6 +165,21 @@ TEST_F(ProtocolTest, RandomMutationsNeverStopTheServer) {
   }
   EXPECT_GT(errors, 100);
   expect_still_serving();
+}
+
+TEST_F(ProtocolTest, HeartbeatClientCountsDeliveriesAndRefusals) {
+  server_.request({{"type", "submit"}, {"runs", {fake_run(dir_, "known", {"fake.steps=1"})}}});
+  {
+    coordinator::HeartbeatClient ghost(server_.endpoint(), token_, "ghost", 0, 1);  // no such run
+    ghost.heartbeat({1, 2.0, 3.0, std::nullopt, -1});
+    ASSERT_TRUE(wait_until([&] { return ghost.failed() == 2; }, 5s));  // the registration and the heartbeat
+    EXPECT_EQ(ghost.sent(), 0);
+  }
+  coordinator::HeartbeatClient stale(server_.endpoint(), token_, "known", 99, 1);  // not the current attempt
+  stale.heartbeat({1, 2.0, 3.0, 2.5, 0});
+  ASSERT_TRUE(wait_until([&] { return stale.sent() == 2; }, 5s));  // accepted, and ignored
+  EXPECT_EQ(stale.failed(), 0);
+  EXPECT_NE(server_.run_status("known")["attempt"], 99);
 }
 
 TEST(CoordinatorSetup, RefusesATokenFileOthersCanRead) {
