@@ -89,16 +89,17 @@ int main(int argc, char** argv) {
   for (int64_t step = checkpoint + 1; step < steps; ++step) {
     const auto start = std::chrono::steady_clock::now();
     std::this_thread::sleep_for(std::chrono::milliseconds(step_ms));
-    if (checkpoint_every > 0 && (step + 1) % checkpoint_every == 0) {
-      linea::coordinator::write_file_atomically(run_dir + "/checkpoint", std::to_string(step) + "\n");
-      checkpoint = step;
-    }
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     const double tokens_per_s = 1000.0 / seconds;
     metrics << "{\"step\": " << step << ", \"loss\": " << loss_at(step) << ", \"tokens_per_s\": " << tokens_per_s
             << ", \"step_time_s\": " << seconds;
     if (step % 5 == 4) metrics << ", \"val_loss\": " << loss_at(step) + 0.1;
     metrics << "}" << std::endl;
+    // The step is logged before its checkpoint commits, so a kill in between loses no metrics line.
+    if (checkpoint_every > 0 && (step + 1) % checkpoint_every == 0) {
+      linea::coordinator::write_file_atomically(run_dir + "/checkpoint", std::to_string(step) + "\n");
+      checkpoint = step;
+    }
     if (coordinator) coordinator->heartbeat({step, loss_at(step), tokens_per_s, std::nullopt, checkpoint});
     if (faulty && step == crash_at) std::raise(SIGKILL);
     if (faulty && step == hang_at) std::raise(SIGSTOP);
