@@ -1,6 +1,5 @@
 #include "coordinator/coordinator.h"
 
-#include <dirent.h>
 #include <glog/logging.h>
 #include <sys/types.h>
 #include <sys/wait.h>
@@ -42,20 +41,6 @@ void require_option(bool ok, const char* option, const char* expected, T got) {
     os << option << ": expected " << expected << ", got " << got;
     throw std::invalid_argument(os.str());
   }
-}
-
-// Every process of this user whose environment holds `entry` (a job of an earlier coordinator).
-std::vector<pid_t> processes_with_environment_entry(const std::string& entry) {
-  std::vector<pid_t> pids;
-  std::unique_ptr<DIR, int (*)(DIR*)> proc(::opendir("/proc"), ::closedir);
-  if (!proc) return pids;
-  while (const dirent* d = ::readdir(proc.get())) {
-    char* end = nullptr;
-    const long pid = std::strtol(d->d_name, &end, 10);
-    if (*end != '\0' || pid <= 0 || pid == ::getpid()) continue;
-    if (process_has_environment_entry(static_cast<pid_t>(pid), entry)) pids.push_back(static_cast<pid_t>(pid));
-  }
-  return pids;
 }
 
 std::string this_executable() {

@@ -41,6 +41,19 @@ std::optional<ProcStat> read_proc_stat(pid_t pid) {
 
 std::string errno_text(int err) { return std::strerror(err); }
 
+// Every process id listed in /proc (this one included).
+std::vector<pid_t> all_processes() {
+  std::vector<pid_t> pids;
+  std::unique_ptr<DIR, int (*)(DIR*)> proc(::opendir("/proc"), ::closedir);
+  if (!proc) return pids;
+  while (const dirent* entry = ::readdir(proc.get())) {
+    char* end = nullptr;
+    const long pid = std::strtol(entry->d_name, &end, 10);
+    if (*end == '\0' && pid > 0) pids.push_back(static_cast<pid_t>(pid));
+  }
+  return pids;
+}
+
 }  // namespace
 
 pid_t spawn_job(const JobCommand& command) {
@@ -89,15 +102,17 @@ pid_t spawn_job(const JobCommand& command) {
 
 std::vector<pid_t> session_processes(pid_t sid) {
   std::vector<pid_t> pids;
-  std::unique_ptr<DIR, int (*)(DIR*)> proc(::opendir("/proc"), ::closedir);
-  if (!proc) return pids;
-  while (const dirent* entry = ::readdir(proc.get())) {
-    char* end = nullptr;
-    const long pid = std::strtol(entry->d_name, &end, 10);
-    if (*end != '\0' || pid <= 0) continue;
-    const auto st = read_proc_stat(static_cast<pid_t>(pid));
-    if (st && st->session == sid && st->state != 'Z' && st->state != 'X') pids.push_back(static_cast<pid_t>(pid));
+  for (pid_t pid : all_processes()) {
+    const auto st = read_proc_stat(pid);
+    if (st && st->session == sid && st->state != 'Z' && st->state != 'X') pids.push_back(pid);
   }
+  return pids;
+}
+
+std::vector<pid_t> processes_with_environment_entry(std::string_view entry) {
+  std::vector<pid_t> pids;
+  for (pid_t pid : all_processes())
+    if (pid != ::getpid() && process_has_environment_entry(pid, entry)) pids.push_back(pid);
   return pids;
 }
 

@@ -32,8 +32,10 @@ std::optional<int> try_reap(pid_t pid);
 // "exited with status 3", "killed by signal 9 (Killed)".
 std::string describe_wait_status(int status);
 
-// True when process `pid` exists and has the entry "NAME=VALUE" in its environment (a check that an
-// old pid still belongs to the job that was launched with it).
+// True when process `pid` exists and has the entry "NAME=VALUE" in its environment.
 bool process_has_environment_entry(pid_t pid, std::string_view entry);
+// Every other process (of those this user may inspect) with that entry in its environment: the jobs
+// an earlier coordinator launched, found by the variable it gave them.
+std::vector<pid_t> processes_with_environment_entry(std::string_view entry);
 
 }  // namespace linea::coordinator
