@@ -10,7 +10,7 @@ packages=(
   libgoogle-glog-dev
   libgtest-dev libgmock-dev
   libtomlplusplus-dev nlohmann-json3-dev
-  libopenblas-dev
+  libopenblas-openmp-dev
   libsentencepiece-dev
   zlib1g-dev libzstd-dev
   dict-gcide

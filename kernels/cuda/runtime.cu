@@ -22,6 +22,10 @@ int device_count() {
   return n;
 }
 
+void set_device(int device) {
+  check(cudaSetDevice(device), ("cudaSetDevice(" + std::to_string(device) + ")").c_str());
+}
+
 std::shared_ptr<void> allocate(size_t bytes) {
   void* p = nullptr;
   check(cudaMalloc(&p, bytes), "cudaMalloc");

@@ -5,7 +5,8 @@
 
 namespace linea::cuda {
 
-int device_count();  // 0 when no driver or device is present
+int device_count();           // 0 when no driver or device is present
+void set_device(int device);  // cudaSetDevice for the calling thread
 std::shared_ptr<void> allocate(size_t bytes);
 void memset_zero(void* data, size_t bytes);
 void copy(void* dst, const void* src, size_t bytes);  // any direction (unified addressing)

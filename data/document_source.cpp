@@ -1,0 +1,114 @@
+#include "data/document_source.h"
+
+#include <glob.h>
+
+#include <algorithm>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <stdexcept>
+
+namespace linea::data {
+
+namespace {
+
+bool is_blank(const std::string& line) {
+  return std::all_of(line.begin(), line.end(), [](char c) { return c == ' ' || (c >= '\t' && c <= '\r'); });
+}
+
+bool ends_with(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+}  // namespace
+
+bool is_jsonl_name(const std::filesystem::path& path) {
+  std::string name = path.filename().string();
+  for (const char* suffix : {".gz", ".zst", ".zstd"}) {
+    if (ends_with(name, suffix)) name.resize(name.size() - std::string(suffix).size());
+  }
+  return ends_with(name, ".jsonl") || ends_with(name, ".json") || ends_with(name, ".ndjson");
+}
+
+FileDocumentSource::FileDocumentSource(std::vector<std::filesystem::path> files, TextDocuments text_documents,
+                                       std::string text_field)
+    : files_(std::move(files)), text_documents_(text_documents), text_field_(std::move(text_field)) {}
+
+bool FileDocumentSource::next(std::string& doc) {
+  for (;;) {
+    if (!lines_) {
+      if (file_index_ == files_.size()) return false;
+      const std::filesystem::path& file = files_[file_index_++];
+      jsonl_ = is_jsonl_name(file);
+      if (!jsonl_ && text_documents_ == TextDocuments::file) {
+        doc = read_decompressed(file);
+        if (!is_blank(doc)) return true;
+        continue;
+      }
+      lines_ = std::make_unique<LineReader>(file);
+    }
+    if (jsonl_ ? next_json_line(doc) : next_paragraph(doc)) return true;
+    lines_.reset();
+  }
+}
+
+bool FileDocumentSource::next_json_line(std::string& doc) {
+  while (lines_->next(line_)) {
+    if (is_blank(line_)) continue;
+    const auto where = [&] {
+      return "input " + lines_->path().string() + " line " + std::to_string(lines_->line_number());
+    };
+    nlohmann::json record;
+    try {
+      record = nlohmann::json::parse(line_);
+    } catch (const nlohmann::json::parse_error& e) {
+      throw std::runtime_error(where() + ": not valid JSON (" + e.what() + ")");
+    }
+    const auto field = record.is_object() ? record.find(text_field_) : record.end();
+    if (field == record.end() || !field->is_string()) {
+      throw std::runtime_error(where() + ": expected a JSON object with a string field \"" + text_field_ + "\"");
+    }
+    doc = field->get<std::string>();
+    if (!doc.empty()) return true;
+  }
+  return false;
+}
+
+bool FileDocumentSource::next_paragraph(std::string& doc) {
+  doc.clear();
+  while (lines_->next(line_)) {
+    if (is_blank(line_)) {
+      if (!doc.empty()) return true;
+      continue;
+    }
+    if (!doc.empty()) doc += '\n';
+    doc += line_;
+  }
+  return !doc.empty();
+}
+
+std::vector<std::filesystem::path> expand_inputs(const std::vector<std::string>& patterns) {
+  std::vector<std::filesystem::path> files;
+  std::set<std::filesystem::path> seen;
+  for (const auto& pattern : patterns) {
+    std::vector<std::filesystem::path> matches;
+    if (pattern.find_first_of("*?[") != std::string::npos) {
+      glob_t g{};
+      const int rc = ::glob(pattern.c_str(), 0, nullptr, &g);
+      for (size_t i = 0; rc == 0 && i < g.gl_pathc; ++i) matches.emplace_back(g.gl_pathv[i]);
+      ::globfree(&g);
+      if (matches.empty()) throw std::invalid_argument("--input " + pattern + ": the pattern matches no file");
+    } else {
+      matches.emplace_back(pattern);
+    }
+    for (auto& m : matches) {
+      if (!std::filesystem::is_regular_file(m)) {
+        throw std::invalid_argument("--input " + m.string() + ": not a regular file");
+      }
+      if (seen.insert(std::filesystem::weakly_canonical(m)).second) files.push_back(std::move(m));
+    }
+  }
+  if (files.empty()) throw std::invalid_argument("--input: no input files given");
+  return files;
+}
+
+}  // namespace linea::data

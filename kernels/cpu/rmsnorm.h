@@ -1,0 +1,28 @@
+// RMSNorm over groups of channels with an optional output gate; serves ops::rmsnorm_* (one group
+// per row, no gate) and ops::gated_rmsnorm_* (one group per head).
+//
+// A row of `heads · dim` values holds `heads` groups of `dim` channels; γ (weight, [dim]) is shared
+// by the groups. For one group o with gate input z:
+//   r = 1 / sqrt(Σ_j o_j² / dim + eps)          (saved as rstd[row · heads + head])
+//   u_j = o_j · r · γ_j,   y_j = u_j · act(z_j)   (act ≡ 1 when GateActivation::none; z unused)
+// Backward, with ô = o · r and du_j = dy_j · act(z_j):
+//   dz_j = dy_j · u_j · act'(z_j)
+//   do_j = r · (γ_j · du_j − ô_j · (1/dim) Σ_i γ_i · du_i · ô_i)
+//   dγ_j += Σ_{rows, groups} du_j · ô_j          (accumulated, deterministic row-block order)
+#pragma once
+#include <cstdint>
+
+#include "kernels/ops.h"
+
+namespace linea::cpu {
+
+template <class T>
+void rmsnorm_forward(T* out, T* rstd, const T* o, const T* z, const T* weight, int64_t rows, int64_t heads, int64_t dim,
+                     ops::GateActivation act, T eps);
+
+// dz may be null when act == none; do and dz are overwritten, dweight accumulated.
+template <class T>
+void rmsnorm_backward(T* d_o, T* dz, T* dweight, const T* dout, const T* o, const T* z, const T* weight, const T* rstd,
+                      int64_t rows, int64_t heads, int64_t dim, ops::GateActivation act);
+
+}  // namespace linea::cpu

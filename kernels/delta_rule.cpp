@@ -1,0 +1,202 @@
+// Checks the delta-rule arguments and dispatches to the CPU kernels (kernels/cpu/delta_rule_*).
+#include "kernels/delta_rule.h"
+
+#include <stdexcept>
+#include <string>
+
+#include "kernels/cpu/delta_rule_chunked.h"
+#include "kernels/cpu/delta_rule_recurrent.h"
+
+namespace linea::ops {
+
+namespace {
+
+struct Dims {
+  int64_t tokens = 0, heads = 0, key_dim = 0, value_dim = 0, seqs = 0;
+};
+
+[[noreturn]] void fail(const std::string& op, const std::string& what) {
+  throw std::invalid_argument(op + ": " + what);
+}
+
+// A tensor that must be defined with this shape, on the CPU, of the call's dtype.
+void check_operand(const std::string& op, const Tensor& t, const char* name, const Shape& shape, DType dtype) {
+  if (!t.defined()) fail(op, std::string(name) + " is required but undefined");
+  check_shape(t, shape, op + ": " + name);
+  if (t.dtype() != dtype) {
+    fail(op, std::string(name) + " has dtype " + std::string(dtype_name(t.dtype())) + ", expected " +
+                 std::string(dtype_name(dtype)) + " like q");
+  }
+  if (t.device() != Device::cpu) {
+    throw std::runtime_error(op + ": " + name + " is on " + std::string(device_name(t.device())) +
+                             "; the delta rule has only a CPU implementation so far");
+  }
+}
+
+void check_optional(const std::string& op, const Tensor& t, const char* name, const Shape& shape, DType dtype) {
+  if (t.defined()) check_operand(op, t, name, shape, dtype);
+}
+
+void check_absent(const std::string& op, const Tensor& t, const char* name, const char* why) {
+  if (t.defined()) fail(op, std::string(name) + " must be undefined " + why);
+}
+
+Shape decay_shape(const DeltaRuleSpec& spec, const Dims& d) {
+  if (spec.decay == DecayKind::scalar) return {d.tokens, d.heads};
+  return {d.tokens, d.heads, d.key_dim};
+}
+
+Dims check_inputs(const std::string& op, const DeltaRuleSpec& spec, const SeqLayout& seqs, const DeltaRuleInputs& in) {
+  if (!in.q.defined() || in.q.ndim() != 3) fail(op, "q must be [N, H, K], got " + in.q.describe());
+  if (!in.v.defined() || in.v.ndim() != 3) fail(op, "v must be [N, H, V], got " + in.v.describe());
+  const DType dtype = in.q.dtype();
+  if (dtype != DType::f32 && dtype != DType::f64) fail(op, "q must be f32 or f64, got " + in.q.describe());
+  Dims d{in.q.dim(0), in.q.dim(1), in.q.dim(2), in.v.dim(2), seqs.num_seqs()};
+  if (d.heads < 1 || d.key_dim < 1 || d.value_dim < 1) fail(op, "H, K and V must be positive");
+  try {
+    seqs.validate(d.tokens);
+  } catch (const std::invalid_argument& e) {
+    fail(op, std::string("seqs: ") + e.what());
+  }
+  check_operand(op, in.q, "q", {d.tokens, d.heads, d.key_dim}, dtype);
+  check_operand(op, in.k, "k", {d.tokens, d.heads, d.key_dim}, dtype);
+  check_operand(op, in.v, "v", {d.tokens, d.heads, d.value_dim}, dtype);
+  if (spec.gate == GateKind::beta) {
+    check_operand(op, in.beta, "beta", {d.tokens, d.heads}, dtype);
+    check_absent(op, in.b, "b", "for GateKind::beta");
+    check_absent(op, in.w, "w", "for GateKind::beta");
+  } else {
+    check_operand(op, in.b, "b", {d.tokens, d.heads, d.key_dim}, dtype);
+    check_operand(op, in.w, "w", {d.tokens, d.heads, d.value_dim}, dtype);
+    check_absent(op, in.beta, "beta", "for GateKind::erase_write");
+  }
+  if (spec.decay == DecayKind::none) {
+    check_absent(op, in.g, "g", "for DecayKind::none");
+  } else {
+    check_operand(op, in.g, "g", decay_shape(spec, d), dtype);
+  }
+  check_optional(op, in.h0, "h0", {d.seqs, d.heads, d.key_dim, d.value_dim}, dtype);
+  return d;
+}
+
+template <class T>
+cpu::DeltaRuleOperands<T> operands(const DeltaRuleSpec& spec, const DeltaRuleInputs& in, const Dims& d) {
+  using Rows = cpu::Rows<const T>;
+  cpu::DeltaRuleOperands<T> x;
+  x.heads = d.heads;
+  x.key_dim = d.key_dim;
+  x.value_dim = d.value_dim;
+  x.decay = spec.decay;
+  x.scale = static_cast<T>(spec.scale);
+  x.q = Rows::dense(in.q.data<T>(), d.heads, d.key_dim);
+  x.k = Rows::dense(in.k.data<T>(), d.heads, d.key_dim);
+  x.v = Rows::dense(in.v.data<T>(), d.heads, d.value_dim);
+  if (spec.gate == GateKind::beta) {
+    x.erase = x.write = Rows::broadcast(in.beta.data<T>(), d.heads);
+  } else {
+    x.erase = Rows::dense(in.b.data<T>(), d.heads, d.key_dim);
+    x.write = Rows::dense(in.w.data<T>(), d.heads, d.value_dim);
+  }
+  if (spec.decay == DecayKind::scalar) x.log_decay = Rows::broadcast(in.g.data<T>(), d.heads);
+  if (spec.decay == DecayKind::channel) x.log_decay = Rows::dense(in.g.data<T>(), d.heads, d.key_dim);
+  if (in.h0.defined()) x.h0 = in.h0.data<T>();
+  return x;
+}
+
+// Zeroes the gradients (the kernels accumulate) and views them like the inputs.
+template <class T>
+cpu::DeltaRuleGradients<T> gradients(const DeltaRuleSpec& spec, DeltaRuleGrads& g, const Dims& d) {
+  using Rows = cpu::Rows<T>;
+  cpu::DeltaRuleGradients<T> x;
+  for (Tensor* t : {&g.dq, &g.dk, &g.dv, &g.dbeta, &g.db, &g.dw, &g.dg, &g.dh0}) {
+    if (t->defined()) t->zero();
+  }
+  x.dq = Rows::dense(g.dq.data<T>(), d.heads, d.key_dim);
+  x.dk = Rows::dense(g.dk.data<T>(), d.heads, d.key_dim);
+  x.dv = Rows::dense(g.dv.data<T>(), d.heads, d.value_dim);
+  if (spec.gate == GateKind::beta) {
+    x.derase = x.dwrite = Rows::broadcast(g.dbeta.data<T>(), d.heads);
+  } else {
+    x.derase = Rows::dense(g.db.data<T>(), d.heads, d.key_dim);
+    x.dwrite = Rows::dense(g.dw.data<T>(), d.heads, d.value_dim);
+  }
+  if (spec.decay == DecayKind::scalar) x.dlog_decay = Rows::broadcast(g.dg.data<T>(), d.heads);
+  if (spec.decay == DecayKind::channel) x.dlog_decay = Rows::dense(g.dg.data<T>(), d.heads, d.key_dim);
+  if (g.dh0.defined()) x.dh0 = g.dh0.data<T>();
+  return x;
+}
+
+template <class T>
+void forward(DeltaRuleImpl impl, const DeltaRuleSpec& spec, const SeqLayout& seqs, const DeltaRuleInputs& in,
+             const Dims& d, Tensor& o, Tensor& ht) {
+  const cpu::DeltaRuleOperands<T> x = operands<T>(spec, in, d);
+  T* ht_data = ht.defined() ? ht.data<T>() : nullptr;
+  if (impl == DeltaRuleImpl::recurrent) {
+    cpu::delta_rule_recurrent_forward(x, seqs, o.data<T>(), ht_data);
+  } else {
+    cpu::delta_rule_chunked_forward(x, seqs, o.data<T>(), ht_data);
+  }
+}
+
+template <class T>
+void backward(DeltaRuleImpl impl, const DeltaRuleSpec& spec, const SeqLayout& seqs, const DeltaRuleInputs& in,
+              const Dims& d, const Tensor& d_o, const Tensor& dht, DeltaRuleGrads& grads) {
+  const cpu::DeltaRuleOperands<T> x = operands<T>(spec, in, d);
+  const cpu::DeltaRuleGradients<T> dx = gradients<T>(spec, grads, d);
+  const T* dht_data = dht.defined() ? dht.data<T>() : nullptr;
+  if (impl == DeltaRuleImpl::recurrent) {
+    cpu::delta_rule_recurrent_backward(x, seqs, d_o.data<T>(), dht_data, dx);
+  } else {
+    cpu::delta_rule_chunked_backward(x, seqs, d_o.data<T>(), dht_data, dx);
+  }
+}
+
+}  // namespace
+
+void delta_rule_forward(DeltaRuleImpl impl, const DeltaRuleSpec& spec, const SeqLayout& seqs, const DeltaRuleInputs& in,
+                        Tensor o, Tensor ht) {
+  const std::string op = "delta_rule_forward";
+  const Dims d = check_inputs(op, spec, seqs, in);
+  const DType dtype = in.q.dtype();
+  check_operand(op, o, "o", {d.tokens, d.heads, d.value_dim}, dtype);
+  check_optional(op, ht, "ht", {d.seqs, d.heads, d.key_dim, d.value_dim}, dtype);
+  if (dtype == DType::f32) {
+    forward<float>(impl, spec, seqs, in, d, o, ht);
+  } else {
+    forward<double>(impl, spec, seqs, in, d, o, ht);
+  }
+}
+
+void delta_rule_backward(DeltaRuleImpl impl, const DeltaRuleSpec& spec, const SeqLayout& seqs,
+                         const DeltaRuleInputs& in, const Tensor& d_o, const Tensor& dht, DeltaRuleGrads& grads) {
+  const std::string op = "delta_rule_backward";
+  const Dims d = check_inputs(op, spec, seqs, in);
+  const DType dtype = in.q.dtype();
+  check_operand(op, d_o, "d_o", {d.tokens, d.heads, d.value_dim}, dtype);
+  check_optional(op, dht, "dht", {d.seqs, d.heads, d.key_dim, d.value_dim}, dtype);
+  check_operand(op, grads.dq, "dq", {d.tokens, d.heads, d.key_dim}, dtype);
+  check_operand(op, grads.dk, "dk", {d.tokens, d.heads, d.key_dim}, dtype);
+  check_operand(op, grads.dv, "dv", {d.tokens, d.heads, d.value_dim}, dtype);
+  if (spec.gate == GateKind::beta) {
+    check_operand(op, grads.dbeta, "dbeta", {d.tokens, d.heads}, dtype);
+    check_absent(op, grads.db, "db", "for GateKind::beta");
+    check_absent(op, grads.dw, "dw", "for GateKind::beta");
+  } else {
+    check_operand(op, grads.db, "db", {d.tokens, d.heads, d.key_dim}, dtype);
+    check_operand(op, grads.dw, "dw", {d.tokens, d.heads, d.value_dim}, dtype);
+    check_absent(op, grads.dbeta, "dbeta", "for GateKind::erase_write");
+  }
+  if (spec.decay == DecayKind::none) {
+    check_absent(op, grads.dg, "dg", "for DecayKind::none");
+  } else {
+    check_operand(op, grads.dg, "dg", decay_shape(spec, d), dtype);
+  }
+  check_optional(op, grads.dh0, "dh0", {d.seqs, d.heads, d.key_dim, d.value_dim}, dtype);
+  if (dtype == DType::f32) {
+    backward<float>(impl, spec, seqs, in, d, d_o, dht, grads);
+  } else {
+    backward<double>(impl, spec, seqs, in, d, d_o, dht, grads);
+  }
+}
+
+}  // namespace linea::ops

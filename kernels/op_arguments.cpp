@@ -1,0 +1,96 @@
+#include "kernels/op_arguments.h"
+
+namespace linea::ops {
+
+namespace {
+bool shape_matches(const Shape& got, const Shape& expected) {
+  if (got.size() != expected.size()) return false;
+  for (size_t i = 0; i < got.size(); ++i) {
+    if (expected[i] != kAnyDim && expected[i] != got[i]) return false;
+  }
+  return true;
+}
+
+std::string pattern_string(const Shape& shape) {
+  std::string s = "[";
+  for (size_t i = 0; i < shape.size(); ++i) {
+    s += (i ? ", " : "");
+    s += shape[i] == kAnyDim ? "*" : std::to_string(shape[i]);
+  }
+  return s + "]";
+}
+}  // namespace
+
+void OpArguments::fail(std::string_view name, const std::string& message) const {
+  throw std::invalid_argument(op_ + ": " + std::string(name) + ": " + message);
+}
+
+void OpArguments::check_shape(const Tensor& t, std::string_view name, const Shape& shape) const {
+  if (!shape_matches(t.shape(), shape)) {
+    fail(name, "expected shape " + pattern_string(shape) + ", got " + shape_string(t.shape()));
+  }
+}
+
+void OpArguments::check_device(const Tensor& t, std::string_view name) {
+  if (!device_) {
+    device_ = t.device();
+    device_from_ = name;
+  } else if (t.device() != *device_) {
+    fail(name, "expected a " + std::string(device_name(*device_)) + " tensor (like " + device_from_ + "), got " +
+                   t.describe());
+  }
+}
+
+OpArguments& OpArguments::floating(const Tensor& t, std::string_view name, const Shape& shape) {
+  if (!t.defined()) fail(name, "required tensor is undefined");
+  return optional_floating(t, name, shape);
+}
+
+OpArguments& OpArguments::optional_floating(const Tensor& t, std::string_view name, const Shape& shape) {
+  if (!t.defined()) return *this;
+  if (t.dtype() != DType::f32 && t.dtype() != DType::f64) {
+    fail(name, "expected an f32 or f64 tensor, got " + t.describe());
+  }
+  if (!dtype_) {
+    dtype_ = t.dtype();
+    dtype_from_ = name;
+  } else if (t.dtype() != *dtype_) {
+    fail(name, "expected " + std::string(dtype_name(*dtype_)) + " (like " + dtype_from_ + "), got " + t.describe());
+  }
+  check_device(t, name);
+  check_shape(t, name, shape);
+  return *this;
+}
+
+OpArguments& OpArguments::indices(const Tensor& t, std::string_view name, const Shape& shape) {
+  if (!t.defined()) fail(name, "required tensor is undefined");
+  if (t.dtype() != DType::i32) fail(name, "expected an i32 tensor, got " + t.describe());
+  check_device(t, name);
+  check_shape(t, name, shape);
+  return *this;
+}
+
+int64_t OpArguments::head_width(const Tensor& t, std::string_view name, int64_t heads,
+                                std::string_view heads_name) const {
+  require(heads >= 1, heads_name, "expected at least one head, got " + std::to_string(heads));
+  const int64_t width = t.dim(-1);
+  require(width % heads == 0, name,
+          "width " + std::to_string(width) + " is not a multiple of " + std::string(heads_name) + " = " +
+              std::to_string(heads));
+  return width / heads;
+}
+
+void OpArguments::require_indices_in_range(const Tensor& t, std::string_view name, int64_t lo, int64_t hi,
+                                           std::optional<int64_t> allowed) const {
+  if (t.device() != Device::cpu) fail(name, "range check needs a cpu tensor, got " + t.describe());
+  const int32_t* v = t.data<int32_t>();
+  for (int64_t i = 0; i < t.numel(); ++i) {
+    if ((v[i] < lo || v[i] >= hi) && !(allowed && v[i] == *allowed)) {
+      fail(name, "entry " + std::to_string(i) + " is " + std::to_string(v[i]) + ", expected a value in [" +
+                     std::to_string(lo) + ", " + std::to_string(hi) + ")" +
+                     (allowed ? " or " + std::to_string(*allowed) : std::string()));
+    }
+  }
+}
+
+}  // namespace linea::ops

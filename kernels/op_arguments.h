@@ -1,0 +1,67 @@
+// OpArguments: the checks every op of ops.h makes on its tensor arguments, then the dispatch on
+// their element type.
+//
+// An op names itself, adds each tensor argument with the shape it expects (kAnyDim matches any
+// extent) and calls dispatch(fn). Every failed check throws std::invalid_argument
+// "OP: ARGUMENT: expected …, got …". The floating-point arguments of one call must all be defined
+// (unless added as optional), share one dtype (f32 or f64) and one device; index arguments are
+// i32 on that device. dispatch(fn) returns fn(float{}) or fn(double{}) for CPU tensors and throws
+// std::runtime_error "OP: not implemented on cuda yet" for CUDA ones.
+#pragma once
+#include <cstdint>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+
+#include "kernels/tensor.h"
+
+namespace linea::ops {
+
+inline constexpr int64_t kAnyDim = -1;
+
+class OpArguments {
+ public:
+  explicit OpArguments(std::string op) : op_(std::move(op)) {}
+
+  // A floating-point tensor that must be defined and have `shape`.
+  OpArguments& floating(const Tensor& t, std::string_view name, const Shape& shape);
+  // The same, except that an undefined tensor is accepted (and then ignored).
+  OpArguments& optional_floating(const Tensor& t, std::string_view name, const Shape& shape);
+  // An i32 tensor of `shape`.
+  OpArguments& indices(const Tensor& t, std::string_view name, const Shape& shape);
+
+  // Checks that heads ≥ 1 and that the last dimension of t (named `name`) splits into `heads`
+  // equal parts; returns the part's width. `heads_name` names where the head count came from.
+  int64_t head_width(const Tensor& t, std::string_view name, int64_t heads,
+                     std::string_view heads_name = "heads") const;
+
+  // Throws "OP: NAME: MESSAGE" unless ok.
+  void require(bool ok, std::string_view name, const std::string& message) const {
+    if (!ok) fail(name, message);
+  }
+  [[noreturn]] void fail(std::string_view name, const std::string& message) const;
+  // Every value of the CPU i32 tensor `t` lies in [lo, hi) (or is `allowed`, e.g. −1 for ignored).
+  void require_indices_in_range(const Tensor& t, std::string_view name, int64_t lo, int64_t hi,
+                                std::optional<int64_t> allowed = std::nullopt) const;
+
+  template <class Fn>
+  decltype(auto) dispatch(Fn&& fn) const {
+    if (!dtype_) fail("arguments", "no floating-point tensor to dispatch on");
+    if (device_ != Device::cpu) throw std::runtime_error(op_ + ": not implemented on cuda yet");
+    if (*dtype_ == DType::f32) return fn(float{});
+    return fn(double{});
+  }
+
+ private:
+  void check_shape(const Tensor& t, std::string_view name, const Shape& shape) const;
+  void check_device(const Tensor& t, std::string_view name);
+
+  std::string op_;
+  std::optional<DType> dtype_;  // of the first floating-point argument
+  std::string dtype_from_;      // that argument's name
+  std::optional<Device> device_;
+  std::string device_from_;
+};
+
+}  // namespace linea::ops

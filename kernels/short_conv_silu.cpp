@@ -1,0 +1,43 @@
+#include "kernels/cpu/short_conv.h"
+#include "kernels/op_arguments.h"
+#include "kernels/ops.h"
+
+namespace linea::ops {
+
+namespace {
+// Checks x: [N, C], weight: [C, W] with W ≥ 1 and that `seqs` covers the N tokens.
+void check_conv_arguments(OpArguments& args, const Tensor& x, const Tensor& weight, const SeqLayout& seqs) {
+  args.floating(x, "x", {kAnyDim, kAnyDim});
+  args.floating(weight, "weight", {x.dim(1), kAnyDim});
+  args.require(weight.dim(1) >= 1, "weight", "expected a kernel width ≥ 1, got " + weight.describe());
+  try {
+    seqs.validate(x.dim(0));
+  } catch (const std::invalid_argument& e) {
+    args.fail("seqs", e.what());
+  }
+}
+}  // namespace
+
+void short_conv_silu_forward(Tensor out, const Tensor& x, const Tensor& weight, const SeqLayout& seqs) {
+  OpArguments args("short_conv_silu_forward");
+  check_conv_arguments(args, x, weight, seqs);
+  args.floating(out, "out", x.shape());
+  args.dispatch([&](auto zero) {
+    using T = decltype(zero);
+    cpu::short_conv_silu_forward(out.data<T>(), x.data<T>(), weight.data<T>(), seqs, x.dim(1), weight.dim(1));
+  });
+}
+
+void short_conv_silu_backward(Tensor dx, Tensor dweight, const Tensor& dout, const Tensor& x, const Tensor& weight,
+                              const SeqLayout& seqs) {
+  OpArguments args("short_conv_silu_backward");
+  check_conv_arguments(args, x, weight, seqs);
+  args.floating(dout, "dout", x.shape()).floating(dx, "dx", x.shape()).floating(dweight, "dweight", weight.shape());
+  args.dispatch([&](auto zero) {
+    using T = decltype(zero);
+    cpu::short_conv_silu_backward(dx.data<T>(), dweight.data<T>(), dout.data<T>(), x.data<T>(), weight.data<T>(), seqs,
+                                  x.dim(1), weight.dim(1));
+  });
+}
+
+}  // namespace linea::ops

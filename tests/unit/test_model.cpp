@@ -1,0 +1,214 @@
+// The whole Model: forward/backward against finite differences in f64 for tiny hybrids (two
+// delta-rule layers and one attention layer) of every linear mixer on packed documents; the loss
+// at init; documents in one packed batch do not see each other; gradients accumulate over
+// micro-batches; evaluate() matches forward_backward() and leaves gradients alone; f32 agrees with
+// f64; bad token ids and targets are rejected.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "tests/testing/kernel_test.h"
+#include "worker/model.h"
+
+namespace linea {
+namespace {
+
+using testing::index_tensor;
+using testing::throws_invalid_argument;
+
+// ∂loss/∂param against central differences on a few entries. eps = 1e-6: L2-normalising a 4-wide
+// q or k makes the loss strongly curved where that vector is short, and the truncation error of
+// the difference quotient grows as eps². Each entry must agree to 1e-5 relative, or to 1e-8
+// absolute for gradients so small that rounding in the loss (≈ 1e-16 · loss / eps) dominates.
+::testing::AssertionResult matches_finite_differences(const std::string& name, const std::function<double()>& loss,
+                                                      Tensor value, const Tensor& analytic) {
+  const testing::GradCheck r = testing::gradcheck(loss, value, analytic, 3, 1e-6);
+  if (r.max_rel_err < 1e-5 || r.max_abs_err < 1e-8) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure() << name << ": max rel err " << r.max_rel_err << ", max abs err "
+                                       << r.max_abs_err;
+}
+
+// Two linear layers around one softmax layer (attention at layer 1), small enough for finite
+// differences over every parameter tensor.
+ModelConfig tiny_hybrid(MixerKind mixer, bool tied) {
+  ModelConfig c;
+  c.d_model = 8;
+  c.layers = 3;
+  c.vocab = 11;
+  c.tie_embeddings = tied;
+  c.mlp_hidden = 12;
+  c.init_std = 0.2;  // large enough that every nonlinearity matters, small enough for central differences
+  c.mixer = mixer;
+  c.hybrid = "[1]";
+  c.attention_layers = {1};
+  c.linear.heads = 2;
+  c.linear.d_k = 4;
+  c.linear.d_v = 3;
+  c.linear.conv = 3;
+  c.linear.decay_rank = 2;
+  c.linear.gate_rank = 2;
+  c.attention.heads = 2;
+  c.attention.kv_heads = 1;
+  c.attention.head_dim = 4;
+  return c;
+}
+
+struct Batch {
+  SeqLayout seqs;
+  Tensor ids, targets;
+};
+
+// Three packed documents of 4, 7 and 5 tokens with next-token targets; the last token of each
+// document has no target (−1).
+Batch packed_batch(int64_t vocab, uint64_t seed) {
+  Batch b;
+  b.seqs = SeqLayout{{0, 4, 11, 16}};
+  Rng rng(seed);
+  std::vector<int32_t> ids(16), targets(16);
+  for (auto& id : ids) id = static_cast<int32_t>(rng.next_u64() % static_cast<uint64_t>(vocab));
+  for (int64_t s = 0; s < b.seqs.num_seqs(); ++s) {
+    for (int64_t t = b.seqs.begin(s); t < b.seqs.end(s); ++t) targets[t] = t + 1 < b.seqs.end(s) ? ids[t + 1] : -1;
+  }
+  b.ids = index_tensor(ids);
+  b.targets = index_tensor(targets);
+  return b;
+}
+
+void check_model_gradients(MixerKind mixer, bool tied) {
+  Model model(tiny_hybrid(mixer, tied), DType::f64);
+  model.init_parameters(3);
+  Rng rng(4);
+  for (Parameter& p : model.params().params()) {
+    if (p.role == ParamRole::vector) fill_uniform(p.value, rng, 0.5, 1.5);
+  }
+  const Batch batch = packed_batch(11, 5);
+  model.params().zero_grads();
+  const double loss = model.forward_backward(batch.ids, batch.targets, batch.seqs, 1.0);
+  EXPECT_TRUE(std::isfinite(loss));
+  const Tensor grads = model.params().grads().clone();
+  const auto eval = [&] { return model.evaluate(batch.ids, batch.targets, batch.seqs); };
+  EXPECT_DOUBLE_EQ(eval(), loss);
+  for (Parameter& p : model.params().params()) {
+    const Tensor analytic = Tensor::view(grads.data<double>() + p.offset, p.shape, DType::f64);
+    EXPECT_TRUE(matches_finite_differences(p.name, eval, p.value, analytic));
+  }
+}
+
+TEST(Model, GradientsDeltaNetHybrid) { check_model_gradients(MixerKind::deltanet, false); }
+TEST(Model, GradientsGatedDeltaNetHybrid) { check_model_gradients(MixerKind::gdn, true); }
+TEST(Model, GradientsKDAHybrid) { check_model_gradients(MixerKind::kda, false); }
+TEST(Model, GradientsGatedDeltaNet2Hybrid) { check_model_gradients(MixerKind::gdn2, true); }
+
+TEST(Model, LossAtInitIsLogVocab) {
+  ModelConfig c = tiny_hybrid(MixerKind::gdn, false);
+  c.d_model = 32;
+  c.vocab = 512;
+  c.init_std = 0.02;
+  c.mlp_hidden = 0;
+  c.linear.d_k = 16;
+  c.linear.d_v = 16;
+  c.linear.decay_rank = c.linear.gate_rank = 0;
+  c.attention.head_dim = 16;
+  for (MixerKind mixer : {MixerKind::deltanet, MixerKind::gdn, MixerKind::kda, MixerKind::gdn2}) {
+    c.mixer = mixer;
+    Model model(c, DType::f32);
+    model.init_parameters(1);
+    // 2 × 256 random tokens: the sample mean of the loss is within ≈ 0.01 of its expectation,
+    // log V + Var(logit)/2 = log V + (0.02² · d)/2 ≈ log V + 0.006.
+    const SeqLayout seqs = SeqLayout::uniform(2, 256);
+    Rng rng(2);
+    std::vector<int32_t> ids(512), targets(512);
+    for (auto& id : ids) id = static_cast<int32_t>(rng.next_u64() % 512);
+    for (auto& t : targets) t = static_cast<int32_t>(rng.next_u64() % 512);
+    const double loss = model.forward_backward(index_tensor(ids), index_tensor(targets), seqs, 1.0);
+    EXPECT_NEAR(loss, std::log(512.0), 0.03) << mixer_kind_name(mixer);
+  }
+}
+
+TEST(Model, PackedDocumentsAreIndependent) {
+  // The loss of a packed batch is the token-weighted mean of each document's loss on its own: no
+  // conv, attention or recurrent state crosses a boundary (and RoPE positions restart).
+  for (MixerKind mixer : {MixerKind::deltanet, MixerKind::gdn, MixerKind::kda, MixerKind::gdn2}) {
+    Model model(tiny_hybrid(mixer, false), DType::f64);
+    model.init_parameters(6);
+    const Batch batch = packed_batch(11, 7);
+    double weighted = 0;
+    int64_t targets = 0;
+    for (int64_t s = 0; s < batch.seqs.num_seqs(); ++s) {
+      const int64_t b = batch.seqs.begin(s), e = batch.seqs.end(s);
+      const SeqLayout one = SeqLayout::uniform(1, e - b);
+      const double loss = model.evaluate(batch.ids.slice(b, e), batch.targets.slice(b, e), one);
+      weighted += loss * double(e - b - 1);
+      targets += e - b - 1;
+    }
+    EXPECT_NEAR(model.evaluate(batch.ids, batch.targets, batch.seqs), weighted / double(targets), 1e-12)
+        << mixer_kind_name(mixer);
+  }
+}
+
+TEST(Model, GradientsAccumulateAndEvaluateLeavesThemAlone) {
+  Model model(tiny_hybrid(MixerKind::kda, false), DType::f64);
+  model.init_parameters(8);
+  const Batch batch = packed_batch(11, 9);
+  model.params().zero_grads();
+  model.forward_backward(batch.ids, batch.targets, batch.seqs, 1.0);
+  const Tensor once = model.params().grads().clone();
+  model.params().zero_grads();
+  model.forward_backward(batch.ids, batch.targets, batch.seqs, 0.25);
+  model.evaluate(batch.ids, batch.targets, batch.seqs);
+  model.forward_backward(batch.ids, batch.targets, batch.seqs, 0.75);
+  const Tensor twice = model.params().grads();
+  for (int64_t i = 0; i < once.numel(); ++i) {
+    ASSERT_NEAR(twice.data<double>()[i], once.data<double>()[i], 1e-12 * (1 + std::abs(once.data<double>()[i])));
+  }
+}
+
+TEST(Model, Float32AgreesWithFloat64) {
+  const ModelConfig c = tiny_hybrid(MixerKind::gdn2, false);
+  Model f32(c, DType::f32), f64(c, DType::f64);
+  f32.init_parameters(10);
+  f64.init_parameters(10);
+  const Batch batch = packed_batch(11, 11);
+  f32.params().zero_grads();
+  f64.params().zero_grads();
+  const double l32 = f32.forward_backward(batch.ids, batch.targets, batch.seqs, 1.0);
+  const double l64 = f64.forward_backward(batch.ids, batch.targets, batch.seqs, 1.0);
+  EXPECT_NEAR(l32, l64, 1e-4 * l64);
+  EXPECT_TRUE(testing::assert_close("grads", f64.params().grads(), testing::to_f64(f32.params().grads()), 1e-4));
+}
+
+TEST(Model, RejectsBadInput) {
+  Model model(tiny_hybrid(MixerKind::gdn, false), DType::f64);
+  model.init_parameters(12);
+  const SeqLayout seqs = SeqLayout::uniform(1, 3);
+  EXPECT_TRUE(throws_invalid_argument(
+      [&] {
+        model.evaluate(index_tensor({1, 11, 2}), index_tensor({1, 2, 3}), seqs);
+      },
+      {"token id 11", "position 1"}));
+  EXPECT_TRUE(throws_invalid_argument(
+      [&] {
+        model.evaluate(index_tensor({1, 2, 3}), index_tensor({1, -2, 3}), seqs);
+      },
+      {"target -2", "position 1"}));
+  EXPECT_TRUE(throws_invalid_argument(
+      [&] {
+        model.evaluate(index_tensor({1, 2}), index_tensor({1, 2}), seqs);
+      },
+      {"ids must be i32 [3]"}));
+  // No target at all: nothing to learn, nothing added.
+  model.params().zero_grads();
+  EXPECT_EQ(model.forward_backward(index_tensor({1, 2, 3}), index_tensor({-1, -1, -1}), seqs, 1.0), 0.0);
+  const Tensor g = model.params().grads();
+  for (int64_t i = 0; i < g.numel(); ++i) ASSERT_EQ(g.data<double>()[i], 0.0);
+  // A config that cannot be built names its key.
+  ModelConfig bad = tiny_hybrid(MixerKind::gdn, false);
+  bad.attention.kv_heads = 3;
+  EXPECT_TRUE(throws_invalid_argument([&] { Model m(bad, DType::f64); }, {"model.attention.kv_heads"}));
+}
+
+}  // namespace
+}  // namespace linea

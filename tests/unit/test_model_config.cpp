@@ -1,0 +1,290 @@
+// ConfigReader (typed getters, overrides, unknown keys, resolved config), ModelConfig validation
+// (every error names the file and the dotted key), hybrid layouts, and the parameter counts of the
+// configs in configs/models/ against formulas written out independently of the model code.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "data/config_reader.h"
+#include "tests/testing/kernel_test.h"
+#include "worker/model_config.h"
+#include "worker/parameter_count.h"
+
+namespace linea {
+namespace {
+
+using testing::throws_invalid_argument;
+
+ModelConfig parse_model(const std::string& text, const std::vector<std::string>& overrides = {}) {
+  ConfigReader reader = ConfigReader::from_string(text, "test.toml", overrides);
+  ModelConfig config = ModelConfig::parse(reader.section("model"));
+  reader.check_unknown_keys({"model"});
+  return config;
+}
+
+const std::string kSmall = R"(
+[model]
+d_model = 64
+layers = 4
+vocab = 100
+mixer = "gdn"
+hybrid = "3:1"
+
+[model.linear]
+heads = 2
+d_k = 16
+d_v = 32
+
+[model.attention]
+heads = 4
+)";
+
+// ---- ConfigReader ------------------------------------------------------------------------------
+
+TEST(ConfigReader, TypedGettersDefaultsAndRanges) {
+  ConfigReader reader = ConfigReader::from_string(R"(
+[train]
+steps = 100
+lr = 3      # an integer literal is a valid float
+name = "run"
+flags = [1, 2, 3]
+[train.inner]
+on = true
+)",
+                                                  "run.toml");
+  ConfigSection train = reader.section("train");
+  EXPECT_EQ(train.integer("steps", 1, 1), 100);
+  EXPECT_EQ(train.integer("warmup", 7), 7);
+  EXPECT_DOUBLE_EQ(train.number("lr", 0.1), 3.0);
+  EXPECT_EQ(train.string("name", ""), "run");
+  EXPECT_EQ(train.integer_list("flags", {}), (std::vector<int64_t>{1, 2, 3}));
+  EXPECT_TRUE(train.section("inner").boolean("on", false));
+  EXPECT_TRUE(train.has("steps"));
+  EXPECT_FALSE(train.has("warmup"));
+  EXPECT_NO_THROW(reader.check_unknown_keys());
+  // Defaults appear in the resolved configuration, next to the values read from the file.
+  const std::string resolved = reader.resolved();
+  EXPECT_NE(resolved.find("warmup = 7"), std::string::npos) << resolved;
+  EXPECT_NE(resolved.find("steps = 100"), std::string::npos) << resolved;
+
+  EXPECT_TRUE(throws_invalid_argument([&] { train.integer("steps", 1, 1, 50); },
+                                      {"run.toml: train.steps: expected an integer in [1, 50], got 100"}));
+  EXPECT_TRUE(throws_invalid_argument([&] { train.integer("name", 1); },
+                                      {"run.toml: train.name: expected an integer, got a string"}));
+  EXPECT_TRUE(throws_invalid_argument([&] { train.boolean("steps", false); },
+                                      {"train.steps: expected a boolean", "got an integer"}));
+  EXPECT_TRUE(throws_invalid_argument([&] { train.number("lr", 0, 0, 1); }, {"train.lr: expected a number in [0, 1]"}));
+  EXPECT_TRUE(throws_invalid_argument([&] { train.required_integer("missing"); }, {"train.missing: missing"}));
+  EXPECT_TRUE(throws_invalid_argument(
+      [&] {
+        train.choice("name", "a", {"a", "b"});
+      },
+      {"train.name: expected one of a, b; got 'run'"}));
+  EXPECT_TRUE(throws_invalid_argument([&] { train.integer_list("name", {}); }, {"expected an array of integers"}));
+}
+
+TEST(ConfigReader, UnknownKeysAreReportedWithSuggestions) {
+  ConfigReader reader = ConfigReader::from_string("[model]\nd_modle = 3\n[other]\nx = 1\n", "m.toml");
+  ConfigSection model = reader.section("model");
+  model.integer("d_model", 1);
+  EXPECT_TRUE(throws_invalid_argument([&] { reader.check_unknown_keys({"model"}); },
+                                      {"m.toml: unknown key 'model.d_modle'", "did you mean 'model.d_model'?"}));
+  // Restricted to [model], the unread [other] table is someone else's business; unrestricted, it is reported.
+  EXPECT_TRUE(throws_invalid_argument([&] { reader.check_unknown_keys(); }, {"'other.x'"}));
+}
+
+TEST(ConfigReader, OverridesParseTomlLiteralsOrBareStrings) {
+  ConfigReader reader = ConfigReader::from_string(
+      "[model]\nlayers = 2\nhybrid = \"pure\"\n", "m.toml",
+      {"model.layers=12", "model.hybrid=3:1", "model.norm_eps = 1e-5", "model.tie_embeddings=true",
+       "model.linear.heads=4", "model.list=[1, 3]", "model.name=\"quoted\"", "model.word=gdn"});
+  ConfigSection model = reader.section("model");
+  EXPECT_EQ(model.integer("layers", 0), 12);
+  EXPECT_EQ(model.string("hybrid", ""), "3:1");
+  EXPECT_DOUBLE_EQ(model.number("norm_eps", 0), 1e-5);
+  EXPECT_TRUE(model.boolean("tie_embeddings", false));
+  EXPECT_EQ(model.section("linear").integer("heads", 0), 4);
+  EXPECT_EQ(model.integer_list("list", {}), (std::vector<int64_t>{1, 3}));
+  EXPECT_EQ(model.string("name", ""), "quoted");
+  EXPECT_EQ(model.string("word", ""), "gdn");
+  EXPECT_NO_THROW(reader.check_unknown_keys());
+
+  EXPECT_TRUE(throws_invalid_argument([&] { reader.apply_override("model.layers"); }, {"expected section.key=value"}));
+  EXPECT_TRUE(throws_invalid_argument([&] { reader.apply_override("model.layers="); }, {"missing value"}));
+  EXPECT_TRUE(throws_invalid_argument([&] { reader.apply_override("model..x=1"); }, {"not a dotted key"}));
+  EXPECT_TRUE(
+      throws_invalid_argument([&] { reader.apply_override("model.layers.x=1"); }, {"'model.layers' is not a table"}));
+  EXPECT_TRUE(throws_invalid_argument([&] { reader.apply_override("model=1"); }, {"'model' is a table"}));
+  // A wrong type set on the command line says so.
+  reader.apply_override("model.layers=many");
+  EXPECT_TRUE(throws_invalid_argument(
+      [&] { model.integer("layers", 0); },
+      {"m.toml: model.layers: expected an integer, got a string", "set on the command line by 'model.layers=many'"}));
+}
+
+TEST(ConfigReader, FileAndParseErrorsNameTheFile) {
+  EXPECT_TRUE(throws_invalid_argument([] { ConfigReader::from_file("/nonexistent/x.toml"); },
+                                      {"cannot open config file '/nonexistent/x.toml'"}));
+  EXPECT_TRUE(throws_invalid_argument([] { ConfigReader::from_string("[model]\nlayers = = 3\n", "bad.toml"); },
+                                      {"bad.toml:2:", "TOML parse error"}));
+}
+
+// ---- ModelConfig -------------------------------------------------------------------------------
+
+TEST(ModelConfig, ParsesAndDerivesDefaults) {
+  const ModelConfig c = parse_model(kSmall);
+  EXPECT_EQ(c.mixer, MixerKind::gdn);
+  EXPECT_EQ(c.attention_layers, (std::vector<int64_t>{3}));
+  EXPECT_EQ(c.mlp_hidden, 256);  // 256 · ceil(int(64 · 8/3) / 256)
+  EXPECT_EQ(c.linear.decay_rank, 32);
+  EXPECT_EQ(c.attention.head_dim, 16);
+  EXPECT_EQ(c.attention.kv_heads, 4);
+  EXPECT_TRUE(c.linear.output_gate);
+  EXPECT_FALSE(c.tie_embeddings);
+  EXPECT_EQ(default_mlp_hidden(1024), 2816);
+  EXPECT_EQ(default_mlp_hidden(2048), 5632);
+
+  const ModelConfig d = parse_model(kSmall, {"model.mixer=deltanet", "model.hybrid=pure"});
+  EXPECT_FALSE(d.linear.output_gate);  // DeltaNet's default
+  EXPECT_TRUE(d.attention_layers.empty());
+  const ModelConfig t = parse_model(kSmall, {"model.mixer=attention", "model.hybrid=pure"});
+  EXPECT_EQ(t.attention_layers, (std::vector<int64_t>{0, 1, 2, 3}));
+  const ModelConfig listed = parse_model(kSmall, {"model.hybrid=[2, 0]"});
+  EXPECT_EQ(listed.attention_layers, (std::vector<int64_t>{0, 2}));
+}
+
+TEST(ModelConfig, ErrorsNameTheFileAndKey) {
+  const auto fails = [](const std::vector<std::string>& overrides, const std::vector<std::string>& fragments) {
+    return throws_invalid_argument([&] { parse_model(kSmall, overrides); }, fragments);
+  };
+  EXPECT_TRUE(fails({"model.d_modle=3"}, {"test.toml: unknown key 'model.d_modle'", "did you mean 'model.d_model'"}));
+  EXPECT_TRUE(fails({"model.layers=\"24\""}, {"test.toml: model.layers: expected an integer >= 1, got a string"}));
+  EXPECT_TRUE(fails({"model.layers=0"}, {"test.toml: model.layers: expected an integer >= 1, got 0"}));
+  EXPECT_TRUE(fails({"model.mixer=mamba"}, {"model.mixer: expected one of deltanet, gdn, kda, gdn2, attention"}));
+  EXPECT_TRUE(fails({"model.norm_eps=0"}, {"model.norm_eps: expected a positive number"}));
+  EXPECT_TRUE(fails({"model.linear.d_k=0", "model.linear.heads=3"},
+                    {"model.linear.heads: d_model 64 is not divisible by 3 heads; set model.linear.d_k"}));
+  EXPECT_TRUE(
+      fails({"model.attention.kv_heads=3"}, {"model.attention.kv_heads: heads 4 is not a multiple of kv_heads 3"}));
+  EXPECT_TRUE(fails({"model.attention.head_dim=15"}, {"model.attention.head_dim: RoPE needs an even head_dim"}));
+  EXPECT_TRUE(fails({"model.linear.conv=-1"}, {"model.linear.conv: expected an integer >= 0"}));
+  EXPECT_TRUE(fails({"model.hybrid=3:2"}, {"test.toml: model.hybrid: expected \"pure\", a ratio \"r:1\"", "'3:2'"}));
+  EXPECT_TRUE(fails({"model.hybrid=x:1"}, {"model.hybrid", "'x:1'"}));
+  EXPECT_TRUE(fails({"model.hybrid=0:1"}, {"model.hybrid", "'0:1'"}));
+  EXPECT_TRUE(fails({"model.hybrid=4:1"}, {"model.hybrid: ratio 4:1 places no attention layer among 4 layers"}));
+  EXPECT_TRUE(fails({"model.hybrid=[1, 4]"}, {"model.hybrid: attention layer 4 is outside [0, 4)"}));
+  EXPECT_TRUE(fails({"model.hybrid=[1, 1]"}, {"model.hybrid: attention layer 1 is listed twice"}));
+  EXPECT_TRUE(fails({"model.mixer=attention"}, {"model.hybrid: a hybrid layout needs a linear mixer"}));
+  EXPECT_TRUE(throws_invalid_argument([] { parse_model("[model]\nd_model = 8\nlayers = 1\nvocab = 5\n"); },
+                                      {"test.toml: model.mixer: missing"}));
+}
+
+TEST(ModelConfig, HybridRules) {
+  EXPECT_EQ(hybrid_attention_layers("3:1", 24), (std::vector<int64_t>{3, 7, 11, 15, 19, 23}));
+  EXPECT_EQ(hybrid_attention_layers("6:1", 21), (std::vector<int64_t>{6, 13, 20}));
+  EXPECT_EQ(hybrid_attention_layers("6:1", 28), (std::vector<int64_t>{6, 13, 20, 27}));
+  EXPECT_EQ(hybrid_attention_layers("6:1", 24), (std::vector<int64_t>{6, 13, 20}));
+  EXPECT_EQ(hybrid_attention_layers("1:1", 6), (std::vector<int64_t>{1, 3, 5}));
+  EXPECT_EQ(hybrid_attention_layers("24:1", 25), (std::vector<int64_t>{24}));
+  EXPECT_TRUE(hybrid_attention_layers("pure", 24).empty());
+  EXPECT_THROW(hybrid_attention_layers("3:1", 3), std::invalid_argument);
+  EXPECT_THROW(hybrid_attention_layers("3", 24), std::invalid_argument);
+  EXPECT_THROW(hybrid_attention_layers("3:1:1", 24), std::invalid_argument);
+}
+
+// ---- parameter counts --------------------------------------------------------------------------
+
+// The parameter count of a config written out from reference/mixers.md §1 and §4, layer by layer.
+int64_t expected_parameters(const ModelConfig& c) {
+  const int64_t d = c.d_model;
+  int64_t total = c.vocab * d * (c.tie_embeddings ? 1 : 2) + d;  // embedding, head, final norm
+  const LinearMixerConfig& l = c.linear;
+  const int64_t H = l.heads, HK = l.heads * l.d_k, HV = l.heads * l.d_v;
+  for (int64_t layer = 0; layer < c.layers; ++layer) {
+    total += 2 * d + 3 * d * c.mlp_hidden;  // two RMSNorms, SwiGLU
+    if (c.is_attention_layer(layer)) {
+      const AttentionConfig& a = c.attention;
+      total += 2 * d * a.heads * a.head_dim + 2 * d * a.kv_heads * a.head_dim;
+      continue;
+    }
+    total += d * (2 * HK + HV) + HV * d + l.d_v + l.conv * (2 * HK + HV);  // q, k, v, o, o_norm, convs
+    switch (c.mixer) {
+      case MixerKind::deltanet: total += d * H + (l.output_gate ? d * HV : 0); break;
+      case MixerKind::gdn:
+        total += 2 * d * H + 2 * H + (l.output_gate ? d * HV : 0);  // a, b, A_log, dt_bias, g
+        break;
+      case MixerKind::kda:
+      case MixerKind::gdn2:
+        total += (c.mixer == MixerKind::kda ? d * H : d * (HK + HV));  // β, or erase and write gates
+        total += d * l.decay_rank + l.decay_rank * HK + H + HK;        // f_proj, A_log, dt_bias
+        total += l.output_gate ? d * l.gate_rank + l.gate_rank * HV + HV : 0;
+        break;
+      case MixerKind::attention: break;
+    }
+  }
+  return total;
+}
+
+std::filesystem::path source_dir() {
+  if (const char* dir = std::getenv("LINEA_SOURCE_DIR")) return dir;
+  return std::filesystem::path(__FILE__).parent_path().parent_path().parent_path();
+}
+
+TEST(ParameterCount, ConfigsMatchTheirFormulaAndName) {
+  int checked = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(source_dir() / "configs" / "models")) {
+    const std::string name = entry.path().stem().string();
+    ConfigReader reader = ConfigReader::from_file(entry.path().string());
+    const ModelConfig config = ModelConfig::parse(reader.section("model"));
+    reader.check_unknown_keys();
+    const ParameterCount count = count_parameters(config);
+    EXPECT_EQ(count.total, expected_parameters(config)) << name;
+    int64_t by_group = 0, by_role = 0;
+    for (const auto& g : count.groups) by_group += g.count;
+    for (const auto& r : count.roles) by_role += r.count;
+    EXPECT_EQ(by_group, count.total) << name;
+    EXPECT_EQ(by_role, count.total) << name;
+    // "340M" and "1.3B" in flame's sense: the non-embedding part plus one vocabulary table
+    // (untied heads add another 33M / 66M on top), within the spread of the seed papers' shapes.
+    const double sized = double(count.non_embedding + config.vocab * config.d_model);
+    if (name.find("-340m") != std::string::npos) {
+      EXPECT_NEAR(sized / 340e6, 1.0, 0.20) << name << ": " << sized;
+      ++checked;
+    } else if (name.find("-1.3b") != std::string::npos) {
+      EXPECT_NEAR(sized / 1.3e9, 1.0, 0.20) << name << ": " << sized;
+      ++checked;
+    }
+  }
+  EXPECT_GE(checked, 10);
+}
+
+TEST(ParameterCount, KnownTotals) {
+  // Hand-computed: transformer 340M = 24·(4·1024² + 3·1024·2816 + 2·1024) + 2·32000·1024 + 1024.
+  ModelConfig t;
+  t.d_model = 1024, t.layers = 24, t.vocab = 32000, t.mixer = MixerKind::attention;
+  t.attention.heads = 16, t.attention.head_dim = 64;
+  EXPECT_EQ(count_parameters(t).total, 373867520);
+  // GDN 1.3B (flame's gated_deltanet_1B shape): ≈1.26B non-embedding (reference/mixers.md §4.1).
+  ModelConfig g;
+  g.d_model = 2048, g.layers = 21, g.vocab = 32000, g.mixer = MixerKind::gdn;
+  g.linear.heads = 6, g.linear.d_k = 256, g.linear.d_v = 512;
+  const ParameterCount gc = count_parameters(g);
+  EXPECT_NEAR(gc.non_embedding / 1e9, 1.26, 0.005);
+  EXPECT_EQ(gc.group("embedding"), 32000 * 2048);
+  EXPECT_EQ(gc.group("head"), 32000 * 2048);
+  EXPECT_EQ(gc.group("attention"), 0);
+  // Counting never allocates: ≈ 0.9 trillion parameters (3.6 TB of f32) are counted instantly.
+  ModelConfig huge = g;
+  huge.d_model = 32768, huge.layers = 96, huge.linear.heads = 64, huge.linear.d_k = 512, huge.linear.d_v = 1024;
+  EXPECT_GT(count_parameters(huge).total, int64_t(800e9));
+  const std::string table = format_parameter_count(g, gc);
+  EXPECT_NE(table.find("linear mixers"), std::string::npos) << table;
+  EXPECT_NE(table.find("non-embedding"), std::string::npos) << table;
+}
+
+}  // namespace
+}  // namespace linea

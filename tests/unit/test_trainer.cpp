@@ -1,0 +1,252 @@
+// The main job end to end on a tiny model and synthetic shards: resume is bit-exact, a damaged
+// newest checkpoint falls back to the previous one, a signal stops with a checkpoint, and bad
+// configurations fail before any work with the key named.
+#include <gtest/gtest.h>
+
+#include <csignal>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "checkpoint/checkpoint_directory.h"
+#include "data/shard_format.h"
+#include "tests/testing/temporary_directory.h"
+#include "worker/run_config.h"
+#include "worker/stop_signal.h"
+#include "worker/trainer.h"
+
+namespace linea {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+constexpr int64_t kVocab = 64;
+
+// A token stream with structure to learn: documents (EOS = 0 first) of a linear congruence.
+std::vector<int32_t> synthetic_tokens(int64_t n, uint32_t seed) {
+  std::vector<int32_t> ids;
+  uint32_t x = seed;
+  while (static_cast<int64_t>(ids.size()) < n) {
+    ids.push_back(0);
+    x = x * 1103515245u + 12345u;
+    int32_t t = 1 + static_cast<int32_t>((x >> 16) % (kVocab - 1));
+    const int64_t length = 20 + (x >> 8) % 40;
+    for (int64_t i = 0; i < length; ++i) {
+      ids.push_back(t);
+      t = 1 + (t * 7 + 3) % (kVocab - 1);
+    }
+  }
+  ids.resize(static_cast<size_t>(n));
+  return ids;
+}
+
+std::string make_data(const fs::path& dir) {
+  fs::create_directories(dir);
+  data::write_shard(dir / "fineweb_train_000000.bin", synthetic_tokens(20000, 1), data::TokenWidth::u16);
+  data::write_shard(dir / "fineweb_val_000000.bin", synthetic_tokens(3000, 2), data::TokenWidth::u16);
+  return dir.string();
+}
+
+std::string tiny_config(const fs::path& data_dir) {
+  return R"(device = "cpu"
+[run]
+name = "tiny"
+[model]
+d_model = 16
+layers = 2
+vocab = 64
+mixer = "gdn"
+hybrid = "1:1"
+tie_embeddings = false
+[model.linear]
+heads = 2
+d_k = 8
+d_v = 8
+[model.attention]
+heads = 2
+head_dim = 8
+[optimizer]
+kind = "muon"
+lr = 1e-2
+warmup_steps = 3
+[train]
+steps = 30
+batch_seqs = 4
+micro_batch_seqs = 2
+seq_len = 32
+eval_every = 10
+eval_batches = 2
+checkpoint_every = 5
+keep_checkpoints = 3
+threads = 1
+[data]
+vocab_size = 64
+eos_id = 0
+path = ")" + data_dir.string() +
+         "\"\n";
+}
+
+class TrainerTest : public ::testing::Test {
+ protected:
+  void SetUp() override { data_dir_ = make_data(tmp_.path() / "data"); }
+
+  RunConfig config(const std::string& run_dir, std::vector<std::string> overrides = {}) {
+    overrides.push_back("run.dir=" + (tmp_.path() / run_dir).string());
+    return parse_run_config(tiny_config(data_dir_), "tiny.toml", overrides);
+  }
+
+  TrainSummary run(const RunConfig& c) {
+    std::ostringstream log;
+    TrainSummary s = train(c, log);
+    last_log_ = log.str();
+    return s;
+  }
+
+  std::vector<json> metrics(const std::string& run_dir) {
+    std::ifstream in(tmp_.path() / run_dir / "tiny" / "metrics.jsonl");
+    std::vector<json> lines;
+    for (std::string line; std::getline(in, line);) lines.push_back(json::parse(line));
+    return lines;
+  }
+
+  // Everything but the timing fields, which differ from run to run.
+  static void expect_same_trajectory(const std::vector<json>& a, const std::vector<json>& b) {
+    ASSERT_EQ(a.size(), b.size());
+    for (size_t i = 0; i < a.size(); ++i) {
+      for (const char* key : {"step", "loss", "lr", "grad_norm", "tokens", "val_loss"}) {
+        ASSERT_EQ(a[i].contains(key), b[i].contains(key)) << key << " at line " << i;
+        if (a[i].contains(key)) {
+          EXPECT_EQ(a[i][key], b[i][key]) << key << " at line " << i;
+        }
+      }
+    }
+  }
+
+  testing::TemporaryDirectory tmp_;
+  std::string data_dir_;
+  std::string last_log_;
+};
+
+TEST_F(TrainerTest, LearnsAndWritesMetrics) {
+  const TrainSummary s = run(config("a"));
+  EXPECT_TRUE(s.complete);
+  EXPECT_EQ(s.end_step, 30);
+  EXPECT_EQ(s.tokens, 30 * 4 * 32);
+  const auto lines = metrics("a");
+  ASSERT_EQ(lines.size(), 30u);
+  EXPECT_NEAR(lines.front()["loss"].get<double>(), std::log(double(kVocab)), 0.1);
+  EXPECT_LT(lines.back()["loss"].get<double>(), lines.front()["loss"].get<double>() - 1.0);
+  for (const json& l : lines) {
+    for (const char* key : {"step", "loss", "lr", "grad_norm", "tokens_per_s"}) {
+      EXPECT_TRUE(l.contains(key)) << key;
+    }
+    EXPECT_EQ(l.contains("val_loss"), l["step"].get<int64_t>() % 10 == 0);
+  }
+  EXPECT_TRUE(fs::exists(tmp_.path() / "a" / "tiny" / "config.toml"));
+  // keep_checkpoints = 3: steps 20, 25, 30
+  const auto kept = list_committed_checkpoints(tmp_.path() / "a" / "tiny" / "checkpoints");
+  ASSERT_EQ(kept.size(), 3u);
+  EXPECT_EQ(kept.back().step, 30);
+  // Running again finds the run complete and does nothing.
+  const TrainSummary again = run(config("a"));
+  EXPECT_TRUE(again.complete);
+  EXPECT_EQ(again.start_step, 30);
+  EXPECT_EQ(metrics("a").size(), 30u);
+}
+
+TEST_F(TrainerTest, StopAtThenResumeIsBitExact) {
+  run(config("whole"));
+  const TrainSummary first = run(config("split", {"train.stop_at=15"}));
+  EXPECT_FALSE(first.complete);
+  EXPECT_EQ(first.end_step, 15);
+  const TrainSummary second = run(config("split"));
+  EXPECT_EQ(second.start_step, 15);
+  EXPECT_TRUE(second.complete);
+  expect_same_trajectory(metrics("whole"), metrics("split"));
+}
+
+TEST_F(TrainerTest, DamagedNewestCheckpointFallsBackToThePrevious) {
+  run(config("whole"));
+  run(config("split", {"train.stop_at=20"}));
+  const fs::path newest = tmp_.path() / "split" / "tiny" / "checkpoints" / checkpoint_directory_name(20);
+  const fs::path data_file = newest / "rank-00000.h5";
+  ASSERT_TRUE(fs::exists(data_file));
+  {
+    std::fstream f(data_file, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekg(0, std::ios::end);
+    const auto size = static_cast<int64_t>(f.tellg());
+    f.seekp(size - 64);
+    char byte = 0;
+    f.read(&byte, 1);
+    f.seekp(size - 64);
+    byte = static_cast<char>(byte ^ 0x5a);
+    f.write(&byte, 1);
+  }
+  const TrainSummary resumed = run(config("split"));
+  EXPECT_EQ(resumed.start_step, 15) << last_log_;
+  EXPECT_TRUE(resumed.complete);
+  expect_same_trajectory(metrics("whole"), metrics("split"));
+}
+
+TEST_F(TrainerTest, SignalStopsAfterTheStepWithACheckpoint) {
+  run(config("whole"));
+  install_stop_signal_handlers();
+  std::raise(SIGTERM);
+  const TrainSummary stopped = run(config("split"));
+  clear_stop_signal();
+  EXPECT_EQ(stopped.stop_signal, SIGTERM);
+  EXPECT_EQ(stopped.end_step, 1);
+  EXPECT_FALSE(stopped.complete);
+  const TrainSummary resumed = run(config("split"));
+  EXPECT_EQ(resumed.start_step, 1);
+  expect_same_trajectory(metrics("whole"), metrics("split"));
+}
+
+TEST_F(TrainerTest, GradientAccumulationMatchesOneBigMicroBatch) {
+  run(config("accumulated", {"train.steps=5", "train.eval_every=0"}));
+  run(config("whole_batch", {"train.steps=5", "train.eval_every=0", "train.micro_batch_seqs=4"}));
+  const auto a = metrics("accumulated"), b = metrics("whole_batch");
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    EXPECT_NEAR(a[i]["loss"].get<double>(), b[i]["loss"].get<double>(), 1e-5);
+    EXPECT_NEAR(a[i]["grad_norm"].get<double>(), b[i]["grad_norm"].get<double>(), 1e-4);
+  }
+}
+
+// Each bad configuration fails at load, before a run directory exists, naming the key.
+TEST_F(TrainerTest, BadConfigsNameTheKey) {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"train.stepz=3", "train.stepz"},
+      {"train.steps=\"many\"", "train.steps"},
+      {"train.steps=0", "train.steps"},
+      {"optimizer.kind=sgd", "optimizer.kind"},
+      {"model.hybrid=3:0", "model.hybrid"},
+      {"model.attention.kv_heads=3", "model.attention"},
+      {"train.micro_batch_seqs=3", "train.micro_batch_seqs"},
+      {"optimizer.warmup_steps=100", "optimizer.warmup_steps"},
+      {"device=tpu", "device"},
+  };
+  for (const auto& [override_text, key] : cases) {
+    try {
+      config("bad", {override_text});
+      ADD_FAILURE() << override_text << " was accepted";
+    } catch (const std::invalid_argument& e) {
+      EXPECT_NE(std::string(e.what()).find(key), std::string::npos) << override_text << ": " << e.what();
+      EXPECT_NE(std::string(e.what()).find("tiny.toml"), std::string::npos) << e.what();
+    }
+  }
+  EXPECT_FALSE(fs::exists(tmp_.path() / "bad"));
+}
+
+TEST_F(TrainerTest, VocabularyTooSmallForTheDataIsRejected) {
+  try {
+    run(config("small_vocab", {"model.vocab=32"}));
+    FAIL() << "accepted";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("model.vocab"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace linea

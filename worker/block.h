@@ -1,0 +1,31 @@
+// Block: one pre-norm decoder layer, x → h = x + mixer(attn_norm(x)) → out = h + mlp(mlp_norm(h)).
+// The mixer is softmax attention or a delta-rule layer, as the model config places it. Parameters
+// are named PREFIX.attn_norm, PREFIX.mixer.*, PREFIX.mlp_norm, PREFIX.mlp.*.
+#pragma once
+#include <memory>
+#include <string>
+
+#include "worker/mixer.h"
+#include "worker/model_config.h"
+#include "worker/rms_norm.h"
+#include "worker/swiglu_mlp.h"
+
+namespace linea {
+
+class Block {
+ public:
+  Block(ParameterSet& params, const std::string& name, const ModelConfig& config, int64_t layer);
+
+  void init(Rng& rng, double std);
+  Tensor forward(StepContext& ctx, const Tensor& x);
+  // dout = ∂L/∂out; dx (≠ dout) is overwritten with ∂L/∂x. Temporaries go to ctx.scratch.
+  void backward(StepContext& ctx, const Tensor& dout, Tensor dx);
+
+ private:
+  RMSNorm attn_norm_;
+  std::unique_ptr<Mixer> mixer_;
+  RMSNorm mlp_norm_;
+  SwiGLUMLP mlp_;
+};
+
+}  // namespace linea

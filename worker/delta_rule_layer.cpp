@@ -1,0 +1,242 @@
+#include "worker/delta_rule_layer.h"
+
+#include <cmath>
+#include <stdexcept>
+#include <vector>
+
+#include "kernels/random.h"
+
+namespace linea {
+
+namespace {
+
+constexpr double kL2NormEps = 1e-6;  // fla's l2norm: x / sqrt(Σx² + 1e-6)
+
+ops::DecayKind decay_kind(MixerKind kind) {
+  switch (kind) {
+    case MixerKind::deltanet: return ops::DecayKind::none;
+    case MixerKind::gdn: return ops::DecayKind::scalar;
+    default: return ops::DecayKind::channel;
+  }
+}
+
+ops::GateActivation output_activation(MixerKind kind, bool gated) {
+  if (!gated) return ops::GateActivation::none;
+  return kind == MixerKind::kda || kind == MixerKind::gdn2 ? ops::GateActivation::sigmoid : ops::GateActivation::silu;
+}
+
+// Writes values[i] into element i of an f32 or f64 CPU tensor.
+void set_values(Tensor t, const std::vector<double>& values) {
+  for (size_t i = 0; i < values.size(); ++i) {
+    if (t.dtype() == DType::f64) {
+      t.data<double>()[i] = values[i];
+    } else {
+      t.data<float>()[i] = static_cast<float>(values[i]);
+    }
+  }
+}
+
+MixerKind checked_linear_kind(MixerKind kind) {
+  if (kind == MixerKind::attention) throw std::invalid_argument("DeltaRuleLayer: mixer kind must be linear");
+  return kind;
+}
+
+}  // namespace
+
+DeltaRuleLayer::DeltaRuleLayer(ParameterSet& params, const std::string& name, int64_t d_model, MixerKind kind,
+                               const LinearMixerConfig& config, double norm_eps)
+    : kind_(checked_linear_kind(kind)),
+      config_(config),
+      norm_eps_(norm_eps),
+      spec_{decay_kind(kind), kind == MixerKind::gdn2 ? ops::GateKind::erase_write : ops::GateKind::beta,
+            1.0 / std::sqrt(double(config.d_k))},
+      output_act_(output_activation(kind, config.output_gate)),
+      erase_scale_(config.allow_neg_eigval ? 2.0 : 1.0),
+      heads_(config.heads),
+      key_width_(config.heads * config.d_k),
+      value_width_(config.heads * config.d_v),
+      q_proj_(params, name + ".q_proj", d_model, key_width_, false),
+      k_proj_(params, name + ".k_proj", d_model, key_width_, false),
+      v_proj_(params, name + ".v_proj", d_model, value_width_, false),
+      b_proj_(params, name + ".b_proj", d_model, kind == MixerKind::gdn2 ? key_width_ : heads_, false,
+              kind == MixerKind::gdn2 ? ParamRole::matrix : ParamRole::gate),
+      o_norm_(params.declare(name + ".o_norm.weight", {config.d_v}, ParamRole::vector, false)),
+      o_proj_(params, name + ".o_proj", value_width_, d_model, false) {
+  if (kind_ == MixerKind::gdn2) w_proj_.emplace(params, name + ".w_proj", d_model, value_width_, false);
+  if (spec_.decay == ops::DecayKind::scalar) {
+    a_proj_.emplace(params, name + ".a_proj", d_model, heads_, false, ParamRole::gate);
+  } else if (spec_.decay == ops::DecayKind::channel) {
+    f_proj_.emplace(params, name + ".f_proj", d_model, config.decay_rank, key_width_, false);
+  }
+  if (spec_.decay != ops::DecayKind::none) {
+    A_log_ = params.declare(name + ".A_log", {heads_}, ParamRole::gate, false);
+    dt_bias_ = params.declare(name + ".dt_bias", {spec_.decay == ops::DecayKind::scalar ? heads_ : key_width_},
+                              ParamRole::gate, false);
+  }
+  if (config.conv > 0) {
+    q_conv_.emplace(params, name + ".q_conv1d", key_width_, config.conv);
+    k_conv_.emplace(params, name + ".k_conv1d", key_width_, config.conv);
+    v_conv_.emplace(params, name + ".v_conv1d", value_width_, config.conv);
+  }
+  if (output_act_ == ops::GateActivation::silu) {
+    g_proj_.emplace(params, name + ".g_proj", d_model, value_width_, false);
+  } else if (output_act_ == ops::GateActivation::sigmoid) {
+    g_proj_lowrank_.emplace(params, name + ".g_proj", d_model, config.gate_rank, value_width_, true);
+  }
+}
+
+void DeltaRuleLayer::init(Rng& rng, double std) {
+  q_proj_.init(rng, std);
+  k_proj_.init(rng, std);
+  v_proj_.init(rng, std);
+  b_proj_.init(rng, std);
+  if (w_proj_) w_proj_->init(rng, std);
+  if (a_proj_) a_proj_->init(rng, std);
+  if (f_proj_) f_proj_->init(rng, std);
+  if (A_log_) {
+    // A ~ U(0, 16) for GDN, U(1, 16) for KDA and GDN-2; A_log = log A (A = 0 is redrawn).
+    const double a_min = kind_ == MixerKind::gdn ? 0.0 : 1.0;
+    std::vector<double> A_log(static_cast<size_t>(heads_));
+    for (double& value : A_log) {
+      double a = 0;
+      while (a <= 0) a = a_min + (16.0 - a_min) * rng.uniform();
+      value = std::log(a);
+    }
+    set_values(A_log_->value, A_log);
+    // dt = exp(U(log 1e-3, log 1e-1)) clamped to ≥ 1e-4; dt_bias = softplus⁻¹(dt) = dt + log(−expm1(−dt)).
+    std::vector<double> dt_bias(static_cast<size_t>(dt_bias_->value.numel()));
+    for (double& value : dt_bias) {
+      const double dt = std::max(std::exp(std::log(1e-3) + (std::log(1e-1) - std::log(1e-3)) * rng.uniform()), 1e-4);
+      value = dt + std::log(-std::expm1(-dt));
+    }
+    set_values(dt_bias_->value, dt_bias);
+  }
+  if (q_conv_) {
+    q_conv_->init(rng, std);
+    k_conv_->init(rng, std);
+    v_conv_->init(rng, std);
+  }
+  if (g_proj_) g_proj_->init(rng, std);
+  if (g_proj_lowrank_) g_proj_lowrank_->init(rng, std);
+  fill_constant(o_norm_->value, 1.0);
+  o_proj_.init(rng, std);
+}
+
+Tensor DeltaRuleLayer::conv_forward(StepContext& ctx, std::optional<ShortConv>& conv, const Tensor& x) {
+  return conv ? conv->forward(ctx, x) : x;
+}
+
+Tensor DeltaRuleLayer::conv_backward(StepContext& ctx, std::optional<ShortConv>& conv, const Tensor& dy) {
+  if (!conv) return dy;
+  Tensor dx = ctx.temporary(dy.shape());
+  conv->backward(ctx, dy, dx);
+  return dx;
+}
+
+Tensor DeltaRuleLayer::forward(StepContext& ctx, const Tensor& x) {
+  const int64_t n = x.dim(0), H = heads_, K = config_.d_k, V = config_.d_v;
+  q_in_ = q_proj_.forward(ctx, x);
+  k_in_ = k_proj_.forward(ctx, x);
+  v_in_ = v_proj_.forward(ctx, x);
+  q_conv_out_ = conv_forward(ctx, q_conv_, q_in_);
+  k_conv_out_ = conv_forward(ctx, k_conv_, k_in_);
+  const Tensor v = conv_forward(ctx, v_conv_, v_in_);
+
+  rule_in_ = ops::DeltaRuleInputs{};
+  rule_in_.q = ctx.activation({n, H, K});
+  rule_in_.k = ctx.activation({n, H, K});
+  q_rstd_ = ctx.activation({n, H});
+  k_rstd_ = ctx.activation({n, H});
+  ops::l2norm_forward(rule_in_.q.reshape({n, key_width_}), q_rstd_, q_conv_out_, H, kL2NormEps);
+  ops::l2norm_forward(rule_in_.k.reshape({n, key_width_}), k_rstd_, k_conv_out_, H, kL2NormEps);
+  rule_in_.v = v.reshape({n, H, V});
+
+  if (spec_.gate == ops::GateKind::erase_write) {
+    rule_in_.b = ctx.activation({n, H, K});
+    rule_in_.w = ctx.activation({n, H, V});
+    ops::sigmoid_gate_forward(rule_in_.b.reshape({n, key_width_}), b_proj_.forward(ctx, x), erase_scale_);
+    ops::sigmoid_gate_forward(rule_in_.w.reshape({n, value_width_}), w_proj_->forward(ctx, x), 1.0);
+  } else {
+    rule_in_.beta = ctx.activation({n, H});
+    ops::sigmoid_gate_forward(rule_in_.beta, b_proj_.forward(ctx, x), erase_scale_);
+  }
+
+  if (spec_.decay != ops::DecayKind::none) {
+    decay_in_ = a_proj_ ? a_proj_->forward(ctx, x) : f_proj_->forward(ctx, x);
+    Tensor g = ctx.activation(decay_in_.shape());
+    ops::decay_gate_forward(g, decay_in_, A_log_->value, dt_bias_->value);
+    rule_in_.g = spec_.decay == ops::DecayKind::scalar ? g : g.reshape({n, H, K});
+  }
+
+  o_ = ctx.activation({n, value_width_});
+  ops::delta_rule_forward(ops::DeltaRuleImpl::chunked, spec_, ctx.seqs, rule_in_, o_.reshape({n, H, V}), Tensor());
+
+  z_ = g_proj_ ? g_proj_->forward(ctx, x) : g_proj_lowrank_ ? g_proj_lowrank_->forward(ctx, x) : Tensor();
+  Tensor y = ctx.activation({n, value_width_});
+  o_rstd_ = ctx.activation({n, H});
+  ops::gated_rmsnorm_forward(y, o_rstd_, o_, z_, o_norm_->value, H, output_act_, norm_eps_);
+  return o_proj_.forward(ctx, y);
+}
+
+void DeltaRuleLayer::backward(StepContext& ctx, const Tensor& dy, Tensor dx) {
+  const int64_t n = dy.dim(0), H = heads_, K = config_.d_k, V = config_.d_v;
+  Tensor dnormed = ctx.temporary({n, value_width_});
+  o_proj_.backward(dy, dnormed, false);
+  Tensor d_o = ctx.temporary({n, value_width_});
+  Tensor dz = z_.defined() ? ctx.temporary({n, value_width_}) : Tensor();
+  ops::gated_rmsnorm_backward(d_o, dz, o_norm_->grad, dnormed, o_, z_, o_norm_->value, o_rstd_, H, output_act_);
+
+  ops::DeltaRuleGrads grads;
+  grads.dq = ctx.temporary({n, H, K});
+  grads.dk = ctx.temporary({n, H, K});
+  grads.dv = ctx.temporary({n, H, V});
+  if (spec_.gate == ops::GateKind::erase_write) {
+    grads.db = ctx.temporary({n, H, K});
+    grads.dw = ctx.temporary({n, H, V});
+  } else {
+    grads.dbeta = ctx.temporary({n, H});
+  }
+  if (rule_in_.g.defined()) grads.dg = ctx.temporary(rule_in_.g.shape());
+  ops::delta_rule_backward(ops::DeltaRuleImpl::chunked, spec_, ctx.seqs, rule_in_, d_o.reshape({n, H, V}), Tensor(),
+                           grads);
+
+  // q, k: back through the L2 norm and the conv to the projections.
+  Tensor dq_conv = ctx.temporary({n, key_width_});
+  ops::l2norm_backward(dq_conv, grads.dq.reshape({n, key_width_}), rule_in_.q.reshape({n, key_width_}), q_rstd_, H);
+  q_proj_.backward(conv_backward(ctx, q_conv_, dq_conv), dx, false);
+  Tensor dk_conv = ctx.temporary({n, key_width_});
+  ops::l2norm_backward(dk_conv, grads.dk.reshape({n, key_width_}), rule_in_.k.reshape({n, key_width_}), k_rstd_, H);
+  k_proj_.backward(conv_backward(ctx, k_conv_, dk_conv), dx, true);
+  v_proj_.backward(conv_backward(ctx, v_conv_, grads.dv.reshape({n, value_width_})), dx, true);
+
+  if (spec_.gate == ops::GateKind::erase_write) {
+    Tensor db_logits = ctx.temporary({n, key_width_});
+    ops::sigmoid_gate_backward(db_logits, grads.db.reshape({n, key_width_}), rule_in_.b.reshape({n, key_width_}),
+                               erase_scale_);
+    b_proj_.backward(db_logits, dx, true);
+    Tensor dw_logits = ctx.temporary({n, value_width_});
+    ops::sigmoid_gate_backward(dw_logits, grads.dw.reshape({n, value_width_}), rule_in_.w.reshape({n, value_width_}),
+                               1.0);
+    w_proj_->backward(dw_logits, dx, true);
+  } else {
+    Tensor dbeta_logits = ctx.temporary({n, H});
+    ops::sigmoid_gate_backward(dbeta_logits, grads.dbeta, rule_in_.beta, erase_scale_);
+    b_proj_.backward(dbeta_logits, dx, true);
+  }
+
+  if (spec_.decay != ops::DecayKind::none) {
+    Tensor ddecay_in = ctx.temporary(decay_in_.shape());
+    ops::decay_gate_backward(ddecay_in, A_log_->grad, dt_bias_->grad, grads.dg.reshape(decay_in_.shape()), decay_in_,
+                             A_log_->value, dt_bias_->value);
+    if (a_proj_) {
+      a_proj_->backward(ddecay_in, dx, true);
+    } else {
+      f_proj_->backward(ctx, ddecay_in, dx, true);
+    }
+  }
+
+  if (g_proj_) g_proj_->backward(dz, dx, true);
+  if (g_proj_lowrank_) g_proj_lowrank_->backward(ctx, dz, dx, true);
+}
+
+}  // namespace linea

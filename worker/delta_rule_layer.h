@@ -1,0 +1,82 @@
+// DeltaRuleLayer: one layer class for DeltaNet, Gated DeltaNet, KDA and Gated DeltaNet-2
+// (reference/mixers.md §1.1–§1.4), H heads of key width K = d_k and value width V = d_v:
+//
+//   q, k, v = W_q x, W_k x, W_v x                      (D → H·K, H·K, H·V)
+//   q, k, v ← silu(ShortConv(·))                        (when conv > 0; no conv → used as projected)
+//   q, k ← L2Norm per head (eps 1e-6);  scale = 1/√K
+//   gates   DeltaNet, GDN, KDA: β = s·σ(W_b x) ∈ R^H,  s = 2 if allow_neg_eigval else 1
+//           GDN-2:              b = s·σ(W_b x) ∈ R^{H·K} (erase), w = σ(W_w x) ∈ R^{H·V} (write)
+//   decay   DeltaNet: none
+//           GDN:      g = −exp(A_log)·softplus(W_a x + dt_bias) ∈ R^H        (A_log, dt_bias: [H])
+//           KDA/GDN-2: g = −exp(A_log)·softplus(W_f2 W_f1 x + dt_bias) ∈ R^{H·K} (A_log: [H],
+//                      dt_bias: [H·K]; W_f1: decay_rank × D, W_f2: H·K × decay_rank)
+//   o = delta_rule(q, k, v, gates, g)                  (ops::delta_rule_*, chunked)
+//   y = RMSNorm_per_head(o) · γ ⊙ act(z)               (γ: [V])
+//           DeltaNet: no gate (output_gate = true: SiLU with z = W_g x)
+//           GDN:      SiLU, z = W_g x
+//           KDA/GDN-2: sigmoid, z = W_g2 W_g1 x + b_g (gate_rank inner width)
+//           output_gate = false: plain per-head RMSNorm
+//   out = W_o y                                         (H·V → D)
+// Parameter names follow fla (q_proj, q_conv1d, a_proj, b_proj, w_proj, f_proj.0/1, g_proj, A_log,
+// dt_bias, o_norm, o_proj); roles follow mixers.md §6.3.
+#pragma once
+#include <optional>
+#include <string>
+
+#include "kernels/delta_rule.h"
+#include "kernels/ops.h"
+#include "worker/linear.h"
+#include "worker/low_rank_linear.h"
+#include "worker/mixer.h"
+#include "worker/model_config.h"
+#include "worker/short_conv.h"
+
+namespace linea {
+
+class DeltaRuleLayer final : public Mixer {
+ public:
+  // kind: deltanet, gdn, kda or gdn2.
+  DeltaRuleLayer(ParameterSet& params, const std::string& name, int64_t d_model, MixerKind kind,
+                 const LinearMixerConfig& config, double norm_eps);
+
+  void init(Rng& rng, double std) override;
+  Tensor forward(StepContext& ctx, const Tensor& x) override;
+  void backward(StepContext& ctx, const Tensor& dy, Tensor dx) override;
+
+ private:
+  // silu(conv(x)) when the layer has convs, else x; and its backward.
+  Tensor conv_forward(StepContext& ctx, std::optional<ShortConv>& conv, const Tensor& x);
+  Tensor conv_backward(StepContext& ctx, std::optional<ShortConv>& conv, const Tensor& dy);
+
+  MixerKind kind_;
+  LinearMixerConfig config_;
+  double norm_eps_;
+  ops::DeltaRuleSpec spec_;
+  ops::GateActivation output_act_;
+  double erase_scale_;                       // 2 when negative eigenvalues are allowed
+  int64_t heads_, key_width_, value_width_;  // H, H·K, H·V
+
+  Linear q_proj_, k_proj_, v_proj_;
+  std::optional<Linear> a_proj_;         // GDN decay input
+  std::optional<LowRankLinear> f_proj_;  // KDA/GDN-2 decay input
+  Linear b_proj_;                        // β (D → H) or GDN-2's erase gate (D → H·K)
+  std::optional<Linear> w_proj_;         // GDN-2's write gate
+  Parameter* A_log_ = nullptr;
+  Parameter* dt_bias_ = nullptr;
+  std::optional<ShortConv> q_conv_, k_conv_, v_conv_;
+  std::optional<Linear> g_proj_;                 // full-rank output gate (DeltaNet, GDN)
+  std::optional<LowRankLinear> g_proj_lowrank_;  // low-rank output gate with bias (KDA, GDN-2)
+  Parameter* o_norm_;
+  Linear o_proj_;
+
+  // Saved by forward for backward.
+  Tensor q_in_, k_in_, v_in_;       // projections, before conv
+  Tensor q_conv_out_, k_conv_out_;  // after conv + SiLU, before L2 norm
+  Tensor q_rstd_, k_rstd_;
+  Tensor decay_in_;  // W_a x or W_f x
+  Tensor z_;         // output-gate input (undefined without gate)
+  Tensor o_, o_rstd_;
+  ops::DeltaRuleInputs rule_in_;
+};
+
+}  // namespace linea

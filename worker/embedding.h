@@ -1,0 +1,30 @@
+// Embedding: x[n, :] = table[ids[n], :], table: [vocab, D] ~ N(0, init_std). With tied
+// embeddings the LM head reads the same table (Model passes table() to the head).
+// backward accumulates into the table's gradient rows of the ids seen in forward.
+#pragma once
+#include <string>
+
+#include "kernels/random.h"
+#include "worker/parameters.h"
+#include "worker/step_context.h"
+
+namespace linea {
+
+class Embedding {
+ public:
+  Embedding(ParameterSet& params, const std::string& name, int64_t vocab, int64_t dim);
+
+  void init(Rng& rng, double std);
+  // ids: i32 [N], each in [0, vocab) (checked; the error names the first bad position).
+  Tensor forward(StepContext& ctx, const Tensor& ids);
+  void backward(const Tensor& dx);
+  Parameter& table() { return *table_; }
+  const Parameter& table() const { return *table_; }
+
+ private:
+  int64_t vocab_, dim_;
+  Parameter* table_;
+  Tensor ids_;
+};
+
+}  // namespace linea

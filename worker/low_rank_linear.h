@@ -1,0 +1,24 @@
+// LowRankLinear: y = W₂ (W₁ x) (+ b), W₁: [rank, in], W₂: [out, rank] — KDA/GDN-2's decay
+// projection f_proj and output-gate projection g_proj (reference/mixers.md §1.3). The factors are
+// named NAME.0 and NAME.1 (fla's nn.Sequential); the bias, if any, belongs to the second.
+#pragma once
+#include <string>
+
+#include "worker/linear.h"
+
+namespace linea {
+
+class LowRankLinear {
+ public:
+  LowRankLinear(ParameterSet& params, const std::string& name, int64_t in, int64_t rank, int64_t out, bool bias);
+
+  void init(Rng& rng, double std);
+  Tensor forward(StepContext& ctx, const Tensor& x);
+  void backward(StepContext& ctx, const Tensor& dy, Tensor dx, bool accumulate_dx);
+
+ private:
+  int64_t rank_;
+  Linear down_, up_;
+};
+
+}  // namespace linea

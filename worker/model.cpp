@@ -1,0 +1,105 @@
+#include "worker/model.h"
+
+#include <stdexcept>
+#include <utility>
+
+#include "kernels/ops.h"
+
+namespace linea {
+
+namespace {
+ModelConfig resolved(ModelConfig config) {
+  config.resolve();
+  return config;
+}
+}  // namespace
+
+Model::Model(const ModelConfig& config, DType dtype, bool allocate)
+    : config_(resolved(config)),
+      params_(dtype),
+      embedding_(params_, "embedding", config_.vocab, config_.d_model),
+      norm_(params_, "norm", config_.d_model, config_.norm_eps) {
+  if (dtype != DType::f32 && dtype != DType::f64) {
+    throw std::invalid_argument("Model: parameters must be f32 or f64, got " + std::string(dtype_name(dtype)));
+  }
+  blocks_.reserve(static_cast<size_t>(config_.layers));
+  for (int64_t i = 0; i < config_.layers; ++i) {
+    blocks_.emplace_back(params_, "layers." + std::to_string(i), config_, i);
+  }
+  if (!config_.tie_embeddings) {
+    head_ = params_.declare("head.weight", {config_.vocab, config_.d_model}, ParamRole::head, true);
+  }
+  if (allocate) params_.finalize();
+}
+
+void Model::init_parameters(uint64_t seed) {
+  if (!params_.finalized()) throw std::logic_error("Model::init_parameters: the model was built without memory");
+  Rng rng(seed);
+  const double std = config_.init_std;
+  embedding_.init(rng, std);
+  for (Block& block : blocks_) block.init(rng, std);
+  norm_.init();
+  if (head_) fill_normal(head_->value, rng, 0.0, std);
+}
+
+Tensor Model::head_weight() const { return head_ ? head_->value : embedding_.table().value; }
+
+Tensor Model::forward(StepContext& ctx, const Tensor& ids, const Tensor& targets, int64_t& target_count) {
+  if (!params_.finalized()) throw std::logic_error("Model: the model was built without memory");
+  const int64_t n = ctx.tokens();
+  if (ids.dtype() != DType::i32 || ids.ndim() != 1 || ids.dim(0) != n) {
+    throw std::invalid_argument("Model: ids must be i32 [" + std::to_string(n) + "] (the tokens of seqs), got " +
+                                ids.describe());
+  }
+  if (targets.dtype() != DType::i32 || targets.ndim() != 1 || targets.dim(0) != n) {
+    throw std::invalid_argument("Model: targets must be i32 [" + std::to_string(n) + "], got " + targets.describe());
+  }
+  target_count = 0;
+  const int32_t* target = targets.data<int32_t>();
+  for (int64_t i = 0; i < n; ++i) {
+    if (target[i] < -1 || target[i] >= config_.vocab) {
+      throw std::invalid_argument("Model: target " + std::to_string(target[i]) + " at position " + std::to_string(i) +
+                                  " is neither -1 (ignored) nor in [0, " + std::to_string(config_.vocab) + ")");
+    }
+    target_count += target[i] >= 0;
+  }
+  Tensor x = embedding_.forward(ctx, ids);
+  for (Block& block : blocks_) x = block.forward(ctx, x);
+  return norm_.forward(ctx, x);
+}
+
+double Model::forward_backward(const Tensor& ids, const Tensor& targets, const SeqLayout& seqs, double loss_scale) {
+  activations_.reset();
+  scratch_.reset();
+  StepContext ctx(activations_, scratch_, seqs, params_.dtype());
+  int64_t count = 0;
+  const Tensor hidden = forward(ctx, ids, targets, count);
+  if (count == 0) return 0.0;
+
+  Tensor dhidden = ctx.activation(hidden.shape());
+  Tensor dhead = head_ ? head_->grad : embedding_.table().grad;
+  const double loss_sum =
+      ops::lm_head_cross_entropy(hidden, head_weight(), targets, loss_scale / double(count), dhidden, dhead);
+  Tensor grad = ctx.activation(hidden.shape());
+  Tensor next = ctx.activation(hidden.shape());
+  norm_.backward(dhidden, grad);
+  for (auto block = blocks_.rbegin(); block != blocks_.rend(); ++block) {
+    block->backward(ctx, grad, next);
+    std::swap(grad, next);
+    scratch_.reset();
+  }
+  embedding_.backward(grad);
+  return loss_sum / double(count);
+}
+
+double Model::evaluate(const Tensor& ids, const Tensor& targets, const SeqLayout& seqs) {
+  activations_.reset();
+  scratch_.reset();
+  StepContext ctx(activations_, scratch_, seqs, params_.dtype());
+  int64_t count = 0;
+  const Tensor hidden = forward(ctx, ids, targets, count);
+  if (count == 0) return 0.0;
+  return ops::lm_head_cross_entropy(hidden, head_weight(), targets, 1.0, Tensor(), Tensor()) / double(count);
+}
+
+}  // namespace linea

@@ -1,0 +1,59 @@
+// Model: a decoder-only LM, embedding → blocks → final RMSNorm → LM head + cross-entropy (fused,
+// ops::lm_head_cross_entropy), with a hand-written backward through every module.
+//
+// Parameters live in one ParameterSet (f32 to train, f64 for finite-difference tests), named
+// embedding.weight, layers.{i}.{attn_norm,mixer.*,mlp_norm,mlp.*}, norm.weight, head.weight
+// (absent with tied embeddings). Activations live in an Arena sized by the first step.
+// A micro-batch is N packed tokens: ids and targets are i32 [N]; a target of −1 is ignored; `seqs`
+// says where documents begin (conv, attention, recurrent state and RoPE restart there).
+#pragma once
+#include <vector>
+
+#include "kernels/arena.h"
+#include "worker/block.h"
+#include "worker/embedding.h"
+#include "worker/model_config.h"
+
+namespace linea {
+
+class Model {
+ public:
+  // With allocate = false the parameters are only declared (names, shapes, roles: enough to count
+  // them) and no memory is allocated; such a model cannot run.
+  Model(const ModelConfig& config, DType dtype = DType::f32, bool allocate = true);
+
+  const ModelConfig& config() const { return config_; }
+  ParameterSet& params() { return params_; }
+  const ParameterSet& params() const { return params_; }
+
+  // fla's init: every projection, conv and the embedding (and untied head) N(0, init_std); norms 1;
+  // biases 0; A_log = log U(0,16) (GDN) or log U(1,16) (KDA, GDN-2); dt_bias = softplus⁻¹(dt),
+  // dt = exp(U(log 1e-3, log 1e-1)) ≥ 1e-4. Deterministic in `seed` (same values for f32 and f64).
+  void init_parameters(uint64_t seed);
+
+  // Returns the mean cross-entropy over the non-ignored targets and ACCUMULATES
+  // loss_scale · ∂(mean)/∂θ into params().grads() (a micro-batch with no target adds nothing and
+  // returns 0).
+  double forward_backward(const Tensor& ids, const Tensor& targets, const SeqLayout& seqs, double loss_scale = 1.0);
+  // The same mean loss, forward only; gradients untouched.
+  double evaluate(const Tensor& ids, const Tensor& targets, const SeqLayout& seqs);
+
+  // Bytes of activations the largest step so far needed.
+  size_t activation_bytes() const { return activations_.high_water_bytes() + scratch_.high_water_bytes(); }
+
+ private:
+  // Runs embedding → blocks → final norm; returns the normed hidden states [N, D] and the number
+  // of targets that count.
+  Tensor forward(StepContext& ctx, const Tensor& ids, const Tensor& targets, int64_t& target_count);
+  Tensor head_weight() const;
+
+  ModelConfig config_;
+  ParameterSet params_;
+  Embedding embedding_;
+  std::vector<Block> blocks_;
+  RMSNorm norm_;
+  Parameter* head_ = nullptr;  // untied LM head
+  Arena activations_, scratch_;
+};
+
+}  // namespace linea

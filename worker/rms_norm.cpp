@@ -1,0 +1,26 @@
+#include "worker/rms_norm.h"
+
+#include "kernels/ops.h"
+#include "kernels/random.h"
+
+namespace linea {
+
+RMSNorm::RMSNorm(ParameterSet& params, const std::string& name, int64_t dim, double eps) : dim_(dim), eps_(eps) {
+  weight_ = params.declare(name + ".weight", {dim}, ParamRole::vector, /*weight_decay=*/false);
+}
+
+void RMSNorm::init() { fill_constant(weight_->value, 1.0); }
+
+Tensor RMSNorm::forward(StepContext& ctx, const Tensor& x) {
+  x_ = x;
+  rstd_ = ctx.activation({x.dim(0)});
+  Tensor y = ctx.activation({x.dim(0), dim_});
+  ops::rmsnorm_forward(y, rstd_, x, weight_->value, eps_);
+  return y;
+}
+
+void RMSNorm::backward(const Tensor& dy, Tensor dx) {
+  ops::rmsnorm_backward(dx, weight_->grad, dy, x_, weight_->value, rstd_);
+}
+
+}  // namespace linea

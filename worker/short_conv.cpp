@@ -1,0 +1,25 @@
+#include "worker/short_conv.h"
+
+#include "kernels/ops.h"
+
+namespace linea {
+
+ShortConv::ShortConv(ParameterSet& params, const std::string& name, int64_t channels, int64_t kernel)
+    : channels_(channels) {
+  weight_ = params.declare(name + ".weight", {channels, kernel}, ParamRole::conv, /*weight_decay=*/true);
+}
+
+void ShortConv::init(Rng& rng, double std) { fill_normal(weight_->value, rng, 0.0, std); }
+
+Tensor ShortConv::forward(StepContext& ctx, const Tensor& x) {
+  x_ = x;
+  Tensor y = ctx.activation({x.dim(0), channels_});
+  ops::short_conv_silu_forward(y, x, weight_->value, ctx.seqs);
+  return y;
+}
+
+void ShortConv::backward(StepContext& ctx, const Tensor& dy, Tensor dx) {
+  ops::short_conv_silu_backward(dx, weight_->grad, dy, x_, weight_->value, ctx.seqs);
+}
+
+}  // namespace linea

@@ -1,0 +1,25 @@
+// SwiGLU MLP (Llama/fla): y = W_down (silu(W_gate x) ⊙ W_up x); W_gate, W_up: [F, D], W_down: [D, F],
+// no biases. forward saves the two projections; backward overwrites dx and accumulates the
+// weight gradients, with its temporaries in ctx.scratch.
+#pragma once
+#include <string>
+
+#include "worker/linear.h"
+
+namespace linea {
+
+class SwiGLUMLP {
+ public:
+  SwiGLUMLP(ParameterSet& params, const std::string& name, int64_t dim, int64_t hidden);
+
+  void init(Rng& rng, double std);
+  Tensor forward(StepContext& ctx, const Tensor& x);
+  void backward(StepContext& ctx, const Tensor& dy, Tensor dx);
+
+ private:
+  int64_t hidden_;
+  Linear gate_proj_, up_proj_, down_proj_;
+  Tensor gate_, up_;
+};
+
+}  // namespace linea
