@@ -20,6 +20,7 @@
 #include "coordinator/metrics_log.h"
 #include "coordinator/protocol.h"
 #include "coordinator/results.h"
+#include "coordinator/run_directory.h"
 #include "coordinator/token_file.h"
 
 namespace linea::coordinator {
@@ -338,9 +339,9 @@ void Coordinator::reap_jobs() {
       commit(RunTable::exited(name, job.attempt, *job.teardown, job.teardown_detail + "; " + how,
                               job.teardown_detected_at, now, give_up, relaunch_at));
     } else if (WIFEXITED(*status) && WEXITSTATUS(*status) == 0) {
-      if (!finished_by_metrics(r))
+      if (!finished(r))
         LOG(WARNING) << "coordinator: run " << name << " exited with status 0 but " << r.spec.run_dir
-                     << "/metrics.jsonl has no \"finished\": true line; counted as completed";
+                     << " shows no committed checkpoint at its last step; counted as completed";
       LOG(INFO) << "coordinator: run " << name << " completed";
       commit(RunTable::exited(name, job.attempt, ExitOutcome::completed, how, now, now, false, 0));
     } else {
@@ -406,9 +407,9 @@ void Coordinator::refresh_progress_from_metrics(RunRecord& run) {
   }
 }
 
-bool Coordinator::finished_by_metrics(const RunRecord& run) const {
+bool Coordinator::finished(const RunRecord& run) const {
   try {
-    return read_metrics_log(run.spec.run_dir + "/metrics.jsonl").finished;
+    return run_finished(run.spec.run_dir);
   } catch (const std::runtime_error& e) {
     LOG(WARNING) << "coordinator: " << e.what();
     return false;
@@ -426,8 +427,8 @@ void Coordinator::launch_ready_runs() {
     const bool due = r.state == RunState::backoff && r.next_launch_at <= now && !live_.count(name);
     const bool start = r.state == RunState::queued && active < options_.slots;
     if (!due && !start) continue;
-    if (finished_by_metrics(r)) {
-      LOG(INFO) << "coordinator: run " << name << " already finished (metrics.jsonl); not launched again";
+    if (finished(r)) {
+      LOG(INFO) << "coordinator: run " << name << " already finished (" << r.spec.run_dir << "); not launched again";
       commit(RunTable::exited(name, r.attempt, ExitOutcome::completed, "finished before the relaunch", now, now, false,
                               0));
       write_run_summary(r);
@@ -514,7 +515,7 @@ void Coordinator::recover_left_running_jobs() {
     RunRecord& r = *table_.find(name);
     if (r.attempt >= 0) refresh_progress_from_metrics(r);
     if (r.state != RunState::running) continue;
-    if (finished_by_metrics(r)) {
+    if (finished(r)) {
       LOG(INFO) << "coordinator: run " << name << " finished while the coordinator was away";
       commit(RunTable::exited(name, r.attempt, ExitOutcome::completed, "finished while the coordinator was away", now,
                               now, false, 0));

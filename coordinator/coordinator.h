@@ -9,7 +9,7 @@
 //   - launches queued runs while fewer than `slots` jobs are active (running or in backoff);
 //   - writes RUN_DIR/coordinator.json when a run ends, and the sweep's results (results.h) when
 //     every run of a sweep has ended.
-// A run whose metrics.jsonl says it finished is never launched again. At start, processes left by a
+// A run whose directory shows it finished (run_directory.h) is never launched again. At start, processes left by a
 // previous coordinator on the same state directory (they carry LINEA_COORDINATOR_STATE_DIR) are
 // killed, and their runs are relaunched (they resume from their last checkpoint) unless finished.
 // Jobs get LINEA_COORDINATOR, LINEA_COORDINATOR_TOKEN_FILE, LINEA_RUN_ID and LINEA_ATTEMPT.
@@ -90,7 +90,7 @@ class Coordinator {
   void enforce_timeouts();
   void launch_ready_runs();
   void launch(RunRecord& run);
-  bool finished_by_metrics(const RunRecord& run) const;
+  bool finished(const RunRecord& run) const;  // run_directory.h's run_finished(), errors logged
   // The status a restarted coordinator shows before the first heartbeat: the last metrics line.
   void refresh_progress_from_metrics(RunRecord& run);
   void begin_teardown(const std::string& run, ExitOutcome reason, const std::string& detail);

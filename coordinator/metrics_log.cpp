@@ -1,6 +1,7 @@
 #include "coordinator/metrics_log.h"
 
 #include <algorithm>
+#include <cmath>
 #include <fstream>
 #include <iterator>
 #include <limits>
@@ -11,6 +12,13 @@
 #include "coordinator/json_fields.h"
 
 namespace linea::coordinator {
+
+std::optional<double> MetricsPoint::iteration_time_s() const {
+  if (step_time_s) return step_time_s;
+  if (tokens && step > 0 && std::isfinite(tokens_per_s) && tokens_per_s > 0)
+    return *tokens / static_cast<double>(step) / tokens_per_s;
+  return std::nullopt;
+}
 
 MetricsLog read_metrics_log(const std::string& path) {
   MetricsLog log;
@@ -41,6 +49,7 @@ MetricsLog read_metrics_log(const std::string& path) {
       p.tokens_per_s = f.optional_number("tokens_per_s").value_or(kNaN);
       p.val_loss = f.optional_number("val_loss");
       p.step_time_s = f.optional_number("step_time_s");
+      p.tokens = f.optional_number("tokens");
       by_step[p.step] = p;
     } catch (const std::invalid_argument& e) {
       throw std::runtime_error(e.what());

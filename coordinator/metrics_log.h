@@ -1,5 +1,6 @@
 // MetricsLog: what a trainer wrote to RUN_DIR/metrics.jsonl — one JSON object per logged step with
-// "step" (integer) and, when logged, "loss", "tokens_per_s", "val_loss" (eval steps), "step_time_s";
+// "step" (integer) and, when logged, "loss", "tokens_per_s", "tokens" (trained on so far),
+// "val_loss" (eval steps), "step_time_s";
 // the trainer's last line on success carries "finished": true. After a resume the trainer logs again
 // the steps it had logged after its last checkpoint; the later line for a step wins. Lines without
 // "step" (other kinds of records) are skipped; a last line without its newline (being written) is
@@ -18,6 +19,10 @@ struct MetricsPoint {
   double tokens_per_s = 0;  // NaN when not logged
   std::optional<double> val_loss;
   std::optional<double> step_time_s;
+  std::optional<double> tokens;
+
+  // step_time_s, else the step's tokens (tokens / step) over tokens_per_s.
+  std::optional<double> iteration_time_s() const;
 };
 
 struct MetricsLog {

@@ -113,7 +113,7 @@ std::vector<RunResult> collect_sweep_results(const std::string& sweep_dir) {
       if (p.val_loss) r.final_val_loss = p.val_loss;
       if (2 * i < log.points.size()) continue;  // the second half: past warm-up and compilation
       if (std::isfinite(p.tokens_per_s)) tps.push_back(p.tokens_per_s);
-      if (p.step_time_s) step_time.push_back(*p.step_time_s);
+      if (const auto t = p.iteration_time_s()) step_time.push_back(*t);
     }
     r.tokens_per_s = median(tps);
     r.iteration_time_s = median(step_time);

@@ -5,7 +5,8 @@
 //   summary.md, summary.csv  one row per run: state, steps, final loss, final val loss, tokens/s
 //                            (median over the second half of the logged steps, past warm-up),
 //                            throughput normalized to the baseline run, iteration time (median
-//                            step_time_s over the same steps), restarts, goodput, wall time;
+//                            over the same steps of step_time_s, or of tokens per step over
+//                            tokens_per_s), restarts, goodput, wall time;
 //   loss.svg, val_loss.svg   loss curves of every run against the step (val_loss.svg only when
 //                            some run logged a val_loss).
 // `linea results SWEEP_DIR` calls the same function, so tables can be rebuilt at any time.

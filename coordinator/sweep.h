@@ -10,8 +10,8 @@
 //   [sweep.grid]                           # one axis per key; runs = the product of all axes
 //   "model.mixer" = ["gdn", "kda"]
 //   "optimizer.lr" = [3e-4, 1e-3]
-//   context = [{label = "2k", "train.seq_len" = 2048, "train.batch_size" = 16},
-//              {label = "4k", "train.seq_len" = 4096, "train.batch_size" = 8}]
+//   context = [{label = "2k", "train.seq_len" = 2048, "train.batch_seqs" = 16},
+//              {label = "4k", "train.seq_len" = 4096, "train.batch_seqs" = 8}]
 //
 // An axis whose values are tables sets several keys together (a zipped axis, e.g. context length
 // with the batch that keeps tokens per step fixed); its optional `label` names the value in run

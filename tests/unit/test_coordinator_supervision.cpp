@@ -11,6 +11,7 @@
 #include <cstdio>
 
 #include "coordinator/metrics_log.h"
+#include "coordinator/run_directory.h"
 #include "tests/testing/coordinator_harness.h"
 
 namespace linea::testing {
@@ -226,6 +227,36 @@ TEST(Supervision, FinishedRunIsNotLaunchedAgain) {
   EXPECT_EQ(s["state"], "completed");
   EXPECT_EQ(s["attempt"], -1);
   EXPECT_EQ(completions(dir, "done"), 1);  // the one written before
+}
+
+// A run directory as `linea train` leaves it: config.toml, checkpoints/step-N/COMMITTED, no
+// "finished" line. Finished means a committed checkpoint at the last step.
+TEST(Supervision, TrainerRunDirectoryTellsWhetherItFinished) {
+  TempDir dir;
+  const std::string run_dir = dir / "runs/trained";
+  write_text(run_dir + "/config.toml", "[train]\nsteps = 30\nstop_at = 0\n");
+  write_text(run_dir + "/checkpoints/step-000000020/COMMITTED", "");
+  write_text(run_dir + "/checkpoints/step-000000030/rank-00000.h5", "");  // not committed: no checkpoint
+  write_text(run_dir + "/checkpoints/step-000000030.tmp/COMMITTED", "");  // a temporary directory
+  write_text(run_dir + "/metrics.jsonl", "{\"step\": 30, \"loss\": 3}\n");
+  EXPECT_EQ(coordinator::newest_committed_checkpoint(run_dir), 20);
+  EXPECT_EQ(coordinator::configured_last_step(run_dir), 30);
+  EXPECT_FALSE(coordinator::run_finished(run_dir));
+  write_text(run_dir + "/config.toml", "[train]\nsteps = 30\nstop_at = 20\n");
+  EXPECT_EQ(coordinator::configured_last_step(run_dir), 20);
+  EXPECT_TRUE(coordinator::run_finished(run_dir));
+  write_text(run_dir + "/config.toml", "[train]\nsteps = 30\nstop_at = 0\n");
+  write_text(run_dir + "/checkpoints/step-000000030/COMMITTED", "");
+  EXPECT_TRUE(coordinator::run_finished(run_dir));
+  write_text(run_dir + "/config.toml", "[train\n");
+  EXPECT_THROW(coordinator::run_finished(run_dir), std::runtime_error);
+  write_text(run_dir + "/config.toml", "[train]\nsteps = 30\nstop_at = 0\n");
+
+  CoordinatorThread server(test_options(dir));
+  server.request({{"type", "submit"}, {"runs", {fake_run(dir, "trained", {"fake.steps=30"})}}});
+  const nlohmann::json s = wait_for_end(server, "trained", 5s);
+  EXPECT_EQ(s["state"], "completed");
+  EXPECT_EQ(s["attempt"], -1) << "a finished run was launched";
 }
 
 TEST(Supervision, LaunchFailureFailsTheRunWithTheReason) {

@@ -77,8 +77,8 @@ TEST_F(SweepTest, BaseAxisBundledAxisAndProcessCounts) {
 [sweep]
 [sweep.grid]
 base = ["configs/gdn.toml", "configs/tp2.toml"]
-ctx = [{label = "2k", "train.seq_len" = 2048, "train.batch_size" = 16},
-       {"train.seq_len" = 4096, "train.batch_size" = 8}]
+ctx = [{label = "2k", "train.seq_len" = 2048, "train.batch_seqs" = 16},
+       {"train.seq_len" = 4096, "train.batch_seqs" = 8}]
 parallel.dp = [1, 3]
 )");
   EXPECT_EQ(plan.sweep.name, "study");  // the file's stem
@@ -86,7 +86,7 @@ parallel.dp = [1, 3]
   EXPECT_EQ(plan.runs[0].name, "study/gdn_ctx-2k_dp-1");
   EXPECT_EQ(plan.runs[2].name, "study/gdn_ctx-4096-8_dp-1");
   EXPECT_EQ(plan.runs[2].overrides[0], "train.seq_len=4096");
-  EXPECT_EQ(plan.runs[2].overrides[1], "train.batch_size=8");
+  EXPECT_EQ(plan.runs[2].overrides[1], "train.batch_seqs=8");
   EXPECT_EQ(plan.runs[1].processes, 3);  // gdn: tp 1 × dp 3
   EXPECT_EQ(plan.runs[4].name, "study/tp2_ctx-2k_dp-1");
   EXPECT_EQ(plan.runs[4].processes, 2);  // tp 2 from the file × dp 1 from the axis
@@ -188,11 +188,11 @@ TEST(SweepResults, SummaryTablesAndPlots) {
              "{\"step\": 2, \"loss\": 5, \"tokens_per_s\": 300, \"step_time_s\": 0.4}\n"
              "{\"step\": 3, \"loss\": 4, \"tokens_per_s\": 400, \"step_time_s\": 0.2, \"val_loss\": 4.5}\n"
              "{\"finished\": true}\n");
-  write_text(
-      sweep_dir + "/b/metrics.jsonl",
-      "{\"step\": 0, \"loss\": 8, \"tokens_per_s\": 200}\n{\"step\": 1, \"loss\": 6, \"tokens_per_s\": 200}\n"
-      "{\"step\": 2, \"loss\": 5.5, \"tokens_per_s\": 200}\n{\"step\": 1, \"loss\": 6.5, \"tokens_per_s\": 200}\n"
-      "{\"step\": 3, \"loss\"");  // a resume re-logged step 1; the last line is still being written
+  write_text(sweep_dir + "/b/metrics.jsonl",
+             "{\"step\": 0, \"loss\": 8, \"tokens_per_s\": 200}\n{\"step\": 1, \"loss\": 6, \"tokens_per_s\": 200}\n"
+             "{\"step\": 2, \"loss\": 5.5, \"tokens_per_s\": 200, \"tokens\": 200}\n"
+             "{\"step\": 1, \"loss\": 6.5, \"tokens_per_s\": 200}\n"
+             "{\"step\": 3, \"loss\"");  // a resume re-logged step 1; the last line is still being written
   write_text(sweep_dir + "/a/coordinator.json",
              R"({"state": "completed", "goodput": 0.9, "wall_s": 12, "accounting": {"restarts": 1}})");
   const auto results = coordinator::collect_sweep_results(sweep_dir);
@@ -208,13 +208,13 @@ TEST(SweepResults, SummaryTablesAndPlots) {
   EXPECT_EQ(results[1].state, "unknown");
   EXPECT_EQ(results[1].steps, 2);
   EXPECT_FALSE(results[1].final_val_loss);
-  EXPECT_FALSE(results[1].iteration_time_s);
+  EXPECT_DOUBLE_EQ(*results[1].iteration_time_s, 0.5);  // 100 tokens a step at 200 tokens/s
 
   const auto written = coordinator::write_sweep_results(sweep_dir);
   EXPECT_EQ(written.size(), 4u);
   const std::string csv = read_text(sweep_dir + "/summary.csv");
   EXPECT_NE(csv.find("s/a,completed,3,4,4.5,350,1.75,0.3,1,0.9,12\n"), std::string::npos) << csv;
-  EXPECT_NE(csv.find("s/b,unknown,2,5.5,,200,1,,0,,\n"), std::string::npos) << csv;
+  EXPECT_NE(csv.find("s/b,unknown,2,5.5,,200,1,0.5,0,,\n"), std::string::npos) << csv;
   const std::string md = read_text(sweep_dir + "/summary.md");
   EXPECT_NE(md.find("| a | completed | 3 | 4.0000 | 4.5000 | 350 | 1.750 | 0.3000 | 1 | 90.0% | 12 |"),
             std::string::npos)
