@@ -9,7 +9,7 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 "$root/scripts/build.sh"
 ctest --test-dir "$root/build" --output-on-failure -j "$(nproc)" -LE gpu
 if [ "${LINEA_SKIP_SANITIZE:-0}" != 1 ]; then
-  LINEA_BUILD_DIR="$root/build-asan" LINEA_BUILD_TYPE=Debug "$root/scripts/build.sh" \
+  LINEA_BUILD_DIR="$root/build-asan" LINEA_BUILD_TYPE=RelWithDebInfo "$root/scripts/build.sh" \
     -DLINEA_SANITIZE=ON -DLINEA_CUDA=OFF
   ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
     ctest --test-dir "$root/build-asan" --output-on-failure -j "$(nproc)" -L unit

@@ -98,7 +98,8 @@ RunConfig load_run_config(const std::string& path, const std::vector<std::string
   return parse(ConfigReader::from_file(path, overrides));
 }
 
-RunConfig parse_run_config(std::string_view text, const std::string& source, const std::vector<std::string>& overrides) {
+RunConfig parse_run_config(std::string_view text, const std::string& source,
+                           const std::vector<std::string>& overrides) {
   return parse(ConfigReader::from_string(text, source, overrides));
 }
 

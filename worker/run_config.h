@@ -25,19 +25,19 @@ namespace linea {
 enum class ResumeMode { auto_resume, never, require };
 
 struct TrainConfig {
-  int64_t steps = 1000;           // the schedule's length
-  int64_t stop_at = 0;            // checkpoint and exit after this step (0: run to `steps`)
-  int64_t batch_seqs = 8;         // sequences per optimizer step (all ranks)
-  int64_t micro_batch_seqs = 0;   // sequences per forward/backward (0: batch_seqs)
+  int64_t steps = 1000;          // the schedule's length
+  int64_t stop_at = 0;           // checkpoint and exit after this step (0: run to `steps`)
+  int64_t batch_seqs = 8;        // sequences per optimizer step (all ranks)
+  int64_t micro_batch_seqs = 0;  // sequences per forward/backward (0: batch_seqs)
   int64_t seq_len = 256;
-  uint64_t seed = 1;              // parameters' init and the data order
-  int64_t log_every = 1;          // metrics.jsonl line every N steps
-  int64_t eval_every = 100;       // 0: only at the end
-  int64_t eval_batches = 8;       // validation batches per evaluation (0: the whole val split)
-  int64_t checkpoint_every = 100; // 0: only at stop_at / the end / a signal
+  uint64_t seed = 1;               // parameters' init and the data order
+  int64_t log_every = 1;           // metrics.jsonl line every N steps
+  int64_t eval_every = 100;        // 0: only at the end
+  int64_t eval_batches = 8;        // validation batches per evaluation (0: the whole val split)
+  int64_t checkpoint_every = 100;  // 0: only at stop_at / the end / a signal
   int64_t keep_checkpoints = 3;
   ResumeMode resume = ResumeMode::auto_resume;
-  int64_t threads = 0;            // OpenMP threads (0: every core)
+  int64_t threads = 0;  // OpenMP threads (0: every core)
 };
 
 struct DataConfig {

@@ -14,6 +14,7 @@
 #include "checkpoint/checkpoint.h"
 #include "checkpoint/checkpoint_directory.h"
 #include "checkpoint/durable_file.h"
+#include "coordinator/client.h"
 #include "data/dataset.h"
 #include "data/default_corpus.h"
 #include "data/loader.h"
@@ -40,26 +41,34 @@ constexpr std::string_view kOptimizerPrefix = "optimizer/";
 std::string human_count(double x) {
   std::ostringstream os;
   os << std::fixed << std::setprecision(x >= 1e9 ? 2 : 1);
-  if (x >= 1e9) os << x / 1e9 << "G";
-  else if (x >= 1e6) os << x / 1e6 << "M";
-  else if (x >= 1e3) os << x / 1e3 << "k";
-  else os << std::setprecision(0) << x;
+  if (x >= 1e9)
+    os << x / 1e9 << "G";
+  else if (x >= 1e6)
+    os << x / 1e6 << "M";
+  else if (x >= 1e3)
+    os << x / 1e3 << "k";
+  else
+    os << std::setprecision(0) << x;
   return os.str();
 }
 
 std::string human_duration(double s) {
   std::ostringstream os;
   const auto total = static_cast<int64_t>(s + 0.5);
-  if (total >= 3600) os << total / 3600 << "h" << std::setw(2) << std::setfill('0') << (total % 3600) / 60 << "m";
-  else if (total >= 60) os << total / 60 << "m" << std::setw(2) << std::setfill('0') << total % 60 << "s";
-  else os << total << "s";
+  if (total >= 3600)
+    os << total / 3600 << "h" << std::setw(2) << std::setfill('0') << (total % 3600) / 60 << "m";
+  else if (total >= 60)
+    os << total / 60 << "m" << std::setw(2) << std::setfill('0') << total % 60 << "s";
+  else
+    os << total << "s";
   return os.str();
 }
 
 // The device the run trains on. Only the CPU path exists so far.
 void check_device(const RunConfig& c, std::ostream& out) {
   if (c.device == "cuda") {
-    throw std::invalid_argument(c.source + ": device: training on CUDA is not implemented yet; use \"cpu\" or \"auto\"");
+    throw std::invalid_argument(c.source +
+                                ": device: training on CUDA is not implemented yet; use \"cpu\" or \"auto\"");
   }
   if (c.device == "auto" && cuda_device_available()) {
     out << "note: a CUDA device is present, but GPU training is not implemented yet: training on the CPU\n";
@@ -89,7 +98,7 @@ double evaluate(Model& model, data::ValidationIterator& val) {
 }
 
 CheckpointState make_checkpoint(const RunConfig& c, int64_t step, int64_t tokens, const ParameterSet& params,
-                                 const Optimizer& optimizer, const data::Loader& loader) {
+                                const Optimizer& optimizer, const data::Loader& loader) {
   CheckpointState s;
   s.step = step;
   s.tokens = tokens;
@@ -180,8 +189,8 @@ TrainSummary train(const RunConfig& c, std::ostream& out) {
   auto dataset = data::Dataset::open(data_dir, data_options);
   if (dataset->vocab_size() > c.model.vocab) {
     throw std::invalid_argument(c.source + ": model.vocab: the data in " + data_dir.string() + " has " +
-                                std::to_string(dataset->vocab_size()) + " token ids; expected model.vocab >= that, got " +
-                                std::to_string(c.model.vocab));
+                                std::to_string(dataset->vocab_size()) +
+                                " token ids; expected model.vocab >= that, got " + std::to_string(c.model.vocab));
   }
   data::LoaderConfig loader_config;
   loader_config.seq_len = c.train.seq_len;
@@ -204,7 +213,8 @@ TrainSummary train(const RunConfig& c, std::ostream& out) {
   if (c.train.resume != ResumeMode::never) {
     std::optional<CheckpointState> checkpoint = load_latest_checkpoint(checkpoint_root);
     if (!checkpoint && c.train.resume == ResumeMode::require) {
-      throw std::runtime_error(checkpoint_root.string() + ": train.resume = \"require\" but there is no committed checkpoint");
+      throw std::runtime_error(checkpoint_root.string() +
+                               ": train.resume = \"require\" but there is no committed checkpoint");
     }
     if (checkpoint) {
       const std::string where = (checkpoint_root / checkpoint_directory_name(checkpoint->step)).string();
@@ -222,14 +232,18 @@ TrainSummary train(const RunConfig& c, std::ostream& out) {
   MetricsLog metrics(run_dir / "metrics.jsonl", summary.start_step);
   AsyncCheckpointWriter writer(checkpoint_root, static_cast<int>(c.train.keep_checkpoints));
 
+  // Progress for a coordinator that launched this job (nullptr otherwise); a silent job is a hung one.
+  std::unique_ptr<coordinator::HeartbeatClient> heartbeats = coordinator::HeartbeatClient::from_env();
+  int64_t committed_step = summary.start_step > 0 ? summary.start_step : -1;
+
   const int64_t last_step = c.last_step();
   const int64_t micro_steps = c.train.batch_seqs / c.train.micro_batch_seqs;
   const int64_t tokens_per_step = c.train.batch_seqs * c.train.seq_len;
   out << "run " << run_dir.string() << ": " << human_count(double(params.numel())) << " parameters ("
       << mixer_kind_name(c.model.mixer) << ", " << c.model.layers << " layers), " << omp_get_max_threads()
-      << " threads, data " << data_dir.string() << " (" << human_count(double(dataset->split(data::Split::train).num_tokens()))
-      << " train tokens), " << tokens_per_step << " tokens/step, steps " << summary.start_step << " → " << last_step
-      << " of " << c.train.steps << "\n";
+      << " threads, data " << data_dir.string() << " ("
+      << human_count(double(dataset->split(data::Split::train).num_tokens())) << " train tokens), " << tokens_per_step
+      << " tokens/step, steps " << summary.start_step << " → " << last_step << " of " << c.train.steps << "\n";
   summary.end_step = summary.start_step;
   summary.tokens = tokens;
   if (summary.start_step >= c.train.steps) {
@@ -292,6 +306,17 @@ TrainSummary train(const RunConfig& c, std::ostream& out) {
     if (eval_step) {
       progress.finish_line();
       out << "step " << step << ": val_loss " << std::fixed << std::setprecision(4) << summary.last_val_loss << "\n";
+    }
+
+    if (heartbeats) {
+      if (!writer.last_error() && writer.last_stats().step > committed_step) committed_step = writer.last_stats().step;
+      coordinator::Heartbeat beat;
+      beat.step = step;
+      beat.loss = loss;
+      beat.tokens_per_s = double(tokens_per_step) / step_seconds;
+      if (eval_step) beat.val_loss = summary.last_val_loss;
+      beat.checkpoint_step = committed_step;
+      heartbeats->heartbeat(beat);
     }
 
     summary.stop_signal = stop_signal();

@@ -20,13 +20,13 @@ struct TrainSummary {
   int64_t tokens = 0;      // tokens trained on, over the whole run
   double last_loss = std::numeric_limits<double>::quiet_NaN();
   double last_val_loss = std::numeric_limits<double>::quiet_NaN();
-  double seconds = 0;       // wall time of this invocation's steps
-  double tokens_per_s = 0;  // over this invocation's steps
+  double seconds = 0;                // wall time of this invocation's steps
+  double tokens_per_s = 0;           // over this invocation's steps
   double checkpoint_blocked_ms = 0;  // longest time a step waited on a checkpoint save
   double checkpoint_write_ms = 0;    // background time of the last checkpoint write
   int64_t checkpoint_bytes = 0;      // tensor bytes in the last checkpoint
-  int stop_signal = 0;      // the signal that stopped the run early, or 0
-  bool complete = false;    // reached train.steps
+  int stop_signal = 0;               // the signal that stopped the run early, or 0
+  bool complete = false;             // reached train.steps
 };
 
 // Runs the job; progress and the summary go to `out` (stderr in the CLI). Throws on bad

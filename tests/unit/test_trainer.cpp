@@ -83,8 +83,8 @@ threads = 1
 [data]
 vocab_size = 64
 eos_id = 0
-path = ")" + data_dir.string() +
-         "\"\n";
+path = ")" +
+         data_dir.string() + "\"\n";
 }
 
 class TrainerTest : public ::testing::Test {

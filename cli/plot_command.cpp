@@ -1,0 +1,49 @@
+// `linea plot RUN_DIR [OUT.svg]`: the loss curves (training loss and val_loss against the step) of
+// one run, from RUN_DIR/metrics.jsonl, as an SVG (default RUN_DIR/loss.svg).
+#include <cstdio>
+#include <cstring>
+#include <string>
+
+#include "checkpoint/durable_file.h"
+#include "cli/command.h"
+#include "coordinator/metrics_log.h"
+#include "coordinator/svg_plot.h"
+
+namespace linea::cli {
+namespace {
+
+constexpr const char* kUsage =
+    "usage: linea plot RUN_DIR [OUT.svg]\n"
+    "\n"
+    "Draws the training loss and the validation loss of the run in RUN_DIR (its metrics.jsonl)\n"
+    "against the step, as an SVG written to OUT.svg (default RUN_DIR/loss.svg).\n";
+
+int run_plot(int argc, char** argv) {
+  if (argc < 2 || argc > 3 || !std::strcmp(argv[1], "--help") || !std::strcmp(argv[1], "-h")) {
+    std::fputs(kUsage, argc < 2 || argc > 3 ? stderr : stdout);
+    return argc < 2 || argc > 3 ? 2 : 0;
+  }
+  const std::string run_dir = argv[1];
+  const std::string out = argc == 3 ? argv[2] : run_dir + "/loss.svg";
+  const coordinator::MetricsLog log = coordinator::read_metrics_log(run_dir + "/metrics.jsonl");
+  if (log.points.empty()) throw std::runtime_error(run_dir + "/metrics.jsonl: no logged steps");
+  coordinator::PlotSeries train{"loss", {}, {}}, val{"val_loss", {}, {}};
+  for (const coordinator::MetricsPoint& p : log.points) {
+    train.x.push_back(double(p.step));
+    train.y.push_back(p.loss);
+    if (p.val_loss) {
+      val.x.push_back(double(p.step));
+      val.y.push_back(*p.val_loss);
+    }
+  }
+  std::vector<coordinator::PlotSeries> series{train};
+  if (!val.x.empty()) series.push_back(val);
+  write_file_atomically(out, coordinator::render_line_plot({run_dir, "step", "cross-entropy (nats)"}, series));
+  std::printf("wrote %s\n", out.c_str());
+  return 0;
+}
+
+const CommandRegistration registration({"plot", "draw a run's loss curves (SVG)", run_plot});
+
+}  // namespace
+}  // namespace linea::cli
