@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "kernels/cpu/gemm.h"
+#include "kernels/cpu/vector_math.h"
 
 namespace linea::cpu {
 
@@ -92,6 +93,7 @@ class ChunkDecay {
     }
     for (int64_t t = 0; t < len; ++t) {
       const T* ref = G.row(t - t % kSubChunk);
+#pragma omp simd
       for (int64_t d = 0; d < K; ++d) {
         gamma(t, d) = std::exp(G(t, d));
         to_end(t, d) = std::exp(G(len - 1, d) - G(t, d));
@@ -101,6 +103,7 @@ class ChunkDecay {
     for (int64_t n = 0; n < len; n += kSubChunk) {
       Block<T>& f = to_ref_.emplace_back(n, K);
       for (int64_t j = 0; j < n; ++j) {
+#pragma omp simd
         for (int64_t d = 0; d < K; ++d) f(j, d) = std::exp(G(n, d) - G(j, d));
       }
     }
@@ -109,6 +112,7 @@ class ChunkDecay {
     for (int64_t i = 0; i < len; ++i) {
       for (int64_t j = i - i % kSubChunk; j <= i; ++j) {
         T* f = pair_.data() + pair_index(i, j) * width;
+#pragma omp simd
         for (int64_t d = 0; d < width; ++d) f[d] = std::exp(G(i, d) - G(j, d));
       }
     }
@@ -238,6 +242,7 @@ Block<T> unit_lower_inverse(const Block<T>& A) {
     for (int64_t m = 0; m < i; ++m) {
       const T a = A(i, m);
       const T* t_m = Tm.row(m);
+#pragma omp simd
       for (int64_t j = 0; j <= m; ++j) t_i[j] -= a * t_m[j];
     }
     t_i[i] = 1;
