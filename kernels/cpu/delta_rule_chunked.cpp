@@ -91,20 +91,26 @@ class ChunkDecay {
         for (int64_t d = 0; d < K; ++d) G(t, d) = (t > 0 ? G(t - 1, d) : T(0)) + in.log_decay.at(first + t, head, d);
       }
     }
-    for (int64_t t = 0; t < len; ++t) {
-      const T* ref = G.row(t - t % kSubChunk);
+    // row[d] = exp(exponent(d)); for a scalar decay (or none) every channel has channel 0's exponent.
+    const auto exp_row = [K](T* row, auto exponent) {
+      if constexpr (kPerChannel) {
 #pragma omp simd
-      for (int64_t d = 0; d < K; ++d) {
-        gamma(t, d) = std::exp(G(t, d));
-        to_end(t, d) = std::exp(G(len - 1, d) - G(t, d));
-        from_ref(t, d) = std::exp(G(t, d) - ref[d]);
+        for (int64_t d = 0; d < K; ++d) row[d] = std::exp(exponent(d));
+      } else {
+        std::fill_n(row, K, std::exp(exponent(0)));
       }
+    };
+    for (int64_t t = 0; t < len; ++t) {
+      const T *g = G.row(t), *g_end = G.row(len - 1), *g_ref = G.row(t - t % kSubChunk);
+      exp_row(gamma.row(t), [=](int64_t d) { return g[d]; });
+      exp_row(to_end.row(t), [=](int64_t d) { return g_end[d] - g[d]; });
+      exp_row(from_ref.row(t), [=](int64_t d) { return g[d] - g_ref[d]; });
     }
     for (int64_t n = 0; n < len; n += kSubChunk) {
       Block<T>& f = to_ref_.emplace_back(n, K);
       for (int64_t j = 0; j < n; ++j) {
-#pragma omp simd
-        for (int64_t d = 0; d < K; ++d) f(j, d) = std::exp(G(n, d) - G(j, d));
+        const T *g_n = G.row(n), *g_j = G.row(j);
+        exp_row(f.row(j), [=](int64_t d) { return g_n[d] - g_j[d]; });
       }
     }
     const int64_t width = kPerChannel ? K : 1;
@@ -155,8 +161,10 @@ Block<T> decayed_gram(const Block<T>& X, const Block<T>& Y, const ChunkDecay<T, 
         const T* f = decay.pair(i, j);
         T s = 0;
         if constexpr (kPerChannel) {
+#pragma omp simd reduction(+ : s)
           for (int64_t d = 0; d < K; ++d) s += x[d] * y[d] * f[d];
         } else {
+#pragma omp simd reduction(+ : s)
           for (int64_t d = 0; d < K; ++d) s += x[d] * y[d];
           s *= f[0];
         }
@@ -215,16 +223,15 @@ void decayed_gram_backward(const Block<T>& dM, const Block<T>& X, const Block<T>
         T* dy = dY.row(j);
         T* dG_j = dG.row(j);
         const T* f = decay.pair(i, j);
-        const bool diagonal = i == j;
+        const T through_dG = i == j ? T(0) : T(1);  // a diagonal pair adds exactly 0 to dG
+#pragma omp simd
         for (int64_t d = 0; d < K; ++d) {
           const T mf = kPerChannel ? m * f[d] : m * f[0];
           dx[d] += mf * y[d];
           dy[d] += mf * x[d];
-          if (!diagonal) {
-            const T c = mf * x[d] * y[d];
-            dG_i[d] += c;
-            dG_j[d] -= c;
-          }
+          const T c = through_dG * mf * x[d] * y[d];
+          dG_i[d] += c;
+          dG_j[d] -= c;
         }
       }
     }
