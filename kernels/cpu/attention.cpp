@@ -110,9 +110,7 @@ void attention_forward(T* out, T* lse, const T* q, const T* k, const T* v, const
       for (int64_t t = b.t0; t < b.t1; ++t) {
         T* p = P.data() + (t - b.t0) * b.keys();
         const SeenKeys seen = seen_keys(b, window, t);
-        T m = p[seen.first];
-#pragma omp simd reduction(max : m)
-        for (int64_t s = seen.first; s <= seen.last; ++s) m = std::max(m, p[s]);
+        const T m = max_of(p + seen.first, seen.last - seen.first + 1);
         T l = 0;
 #pragma omp simd reduction(+ : l)
         for (int64_t s = seen.first; s <= seen.last; ++s) {

@@ -36,9 +36,7 @@ double lm_head_cross_entropy(const T* x, const T* weight, const int32_t* targets
         if (want_grad) std::fill_n(l, v, T(0));
         continue;
       }
-      T m = l[0];
-#pragma omp simd reduction(max : m)
-      for (int64_t j = 0; j < v; ++j) m = std::max(m, l[j]);
+      const T m = max_of(l, v);
       const double target_logit = l[target];
       double sum_exp = 0;  // the row's logits become exp(logit − m) ∈ (0, 1], summed in f64
 #pragma omp simd reduction(+ : sum_exp)
