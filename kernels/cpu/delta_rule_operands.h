@@ -78,6 +78,8 @@ Block<T> gather(const Rows<P>& rows, int64_t first, int64_t count, int64_t head,
   for (int64_t i = 0; i < count; ++i) {
     if (rows.channel_stride == 1) {  // the common dense case, as one copy
       std::copy_n(&rows.at(first + i, head, 0), channels, b.row(i));
+    } else if (rows.channel_stride == 0) {  // one value per (token, head), e.g. β
+      std::fill_n(b.row(i), channels, rows.at(first + i, head, 0));
     } else {
       for (int64_t c = 0; c < channels; ++c) b(i, c) = rows.at(first + i, head, c);
     }
