@@ -1,12 +1,14 @@
 // Vectorized math for the element-wise CPU kernels.
 //
-// exp: include this header in a file whose loops call
-// std::exp under `#pragma omp simd`, and the compiler calls glibc's vector variants (libmvec, which
-// libm links in as needed: 4 floats per call on baseline x86-64, 16 with AVX-512) instead of one
-// scalar exp per element. glibc's <math.h> declares these variants only under -ffast-math, so they
-// are declared here. Results differ from the scalar exp by rounding only (libmvec: ≤ 4 ulp).
-// The kernels are built with -fno-math-errno (CMakeLists.txt): otherwise the errno write of each
-// call keeps the compiler from vectorizing a loop body that also selects between values.
+// exp: in a file that includes this header, loops that call std::exp under `#pragma omp simd` call
+// glibc's vector variants (libmvec, which libm links in as needed: 4 floats per call on baseline
+// x86-64, 16 with AVX-512) instead of one scalar exp per element. glibc's <math.h> declares these
+// variants only under -ffast-math, so they are declared here. Results differ from the scalar exp by
+// rounding only (libmvec: ≤ 4 ulp). The kernels are built with -fno-math-errno (CMakeLists.txt):
+// otherwise the errno write of each call keeps the compiler from vectorizing a loop body that also
+// selects between values.
+//
+// max_of: a max reduction that vectorizes.
 #pragma once
 #include <cmath>
 #include <cstdint>
