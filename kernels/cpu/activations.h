@@ -1,15 +1,18 @@
 // Scalar activations shared by the CPU kernels, written to be stable for any finite input:
-// no exp of a large positive number is ever taken.
+// no exp of a large positive number is ever taken. They have no branches around arithmetic, so
+// that loops calling them vectorize under `#pragma omp simd` (with vector_math.h's exp).
 #pragma once
 #include <cmath>
 
+#include "kernels/cpu/vector_math.h"
+
 namespace linea::cpu {
 
-// σ(a) = 1 / (1 + e^{−a}), evaluated through e^{−|a|} ≤ 1.
+// σ(a) = 1 / (1 + e^{−a}), evaluated through e = e^{−|a|} ≤ 1: 1 / (1 + e) for a ≥ 0, e / (1 + e) below.
 template <class T>
 inline T sigmoid(T a) {
   const T e = std::exp(-std::abs(a));
-  return a >= 0 ? T(1) / (T(1) + e) : e / (T(1) + e);
+  return (a >= 0 ? T(1) : e) / (T(1) + e);
 }
 
 // silu(a) = a · σ(a)

@@ -1,4 +1,5 @@
-// CPU reference of causal softmax attention (GQA, optional sliding window, packed sequences).
+// CPU causal softmax attention (GQA, optional sliding window, packed sequences), by blocks of
+// queries whose products with K, V (and dO, Q) are matmuls through OpenBLAS.
 // Raw-pointer kernels behind ops::attention_forward/backward (which validate shapes and dtypes);
 // the math and layouts are those stated in kernels/ops.h. Templates over float and double.
 // Every output element is computed by one thread in a fixed order, so results do not depend on

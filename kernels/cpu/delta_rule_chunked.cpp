@@ -4,54 +4,41 @@
 #include <cmath>
 #include <vector>
 
+#include "kernels/cpu/gemm.h"
+#include "kernels/cpu/vector_math.h"
+
 namespace linea::cpu {
 
 namespace {
 
-// ---- small dense products on Blocks -------------------------------------------------------------
-// Plain loops: they run inside the OpenMP loop over (sequence, head) on blocks of at most 64 rows,
-// many of them triangular (zero entries of the left factor are skipped).
+// ---- dense products on Blocks ------------------------------------------------------------------
+// Through OpenBLAS (kernels/cpu/gemm.h): blocks have at most 64 rows and K or V columns, and inside
+// the OpenMP loop over (sequence, head) OpenBLAS runs on the calling thread.
+
+// C += α · op(A) op(B), op(X) = X or Xᵀ
+template <class T>
+void add_product(Block<T>& C, bool transpose_a, const Block<T>& A, bool transpose_b, const Block<T>& B, T alpha) {
+  const int64_t m = transpose_a ? A.cols() : A.rows(), k = transpose_a ? A.rows() : A.cols();
+  const int64_t n = transpose_b ? B.rows() : B.cols();
+  gemm<T>(transpose_a, transpose_b, m, n, k, alpha, A.data(), A.cols(), B.data(), B.cols(), T(1), C.data(), C.cols());
+}
 
 // C += α · A B
 template <class T>
 void add_ab(Block<T>& C, const Block<T>& A, const Block<T>& B, T alpha = 1) {
-  for (int64_t i = 0; i < A.rows(); ++i) {
-    T* c = C.row(i);
-    for (int64_t m = 0; m < A.cols(); ++m) {
-      const T a = alpha * A(i, m);
-      if (a == T(0)) continue;
-      const T* b = B.row(m);
-      for (int64_t j = 0; j < B.cols(); ++j) c[j] += a * b[j];
-    }
-  }
+  add_product(C, false, A, false, B, alpha);
 }
 
 // C += α · Aᵀ B
 template <class T>
 void add_atb(Block<T>& C, const Block<T>& A, const Block<T>& B, T alpha = 1) {
-  for (int64_t m = 0; m < A.rows(); ++m) {
-    const T* b = B.row(m);
-    for (int64_t i = 0; i < A.cols(); ++i) {
-      const T a = alpha * A(m, i);
-      if (a == T(0)) continue;
-      T* c = C.row(i);
-      for (int64_t j = 0; j < B.cols(); ++j) c[j] += a * b[j];
-    }
-  }
+  add_product(C, true, A, false, B, alpha);
 }
 
 // C += α · A Bᵀ
 template <class T>
 void add_abt(Block<T>& C, const Block<T>& A, const Block<T>& B, T alpha = 1) {
-  for (int64_t i = 0; i < A.rows(); ++i) {
-    const T* a = A.row(i);
-    for (int64_t j = 0; j < B.rows(); ++j) {
-      const T* b = B.row(j);
-      T s = 0;
-      for (int64_t m = 0; m < A.cols(); ++m) s += a[m] * b[m];
-      C(i, j) += alpha * s;
-    }
-  }
+  add_product(C, false, A, true, B, alpha);
 }
 
 // A ⊙ B
@@ -62,56 +49,92 @@ Block<T> hadamard(const Block<T>& A, const Block<T>& B) {
   return C;
 }
 
-// C += α · A
-template <class T>
-void add(Block<T>& C, const Block<T>& A, T alpha = 1) {
-  for (int64_t i = 0; i < A.rows() * A.cols(); ++i) C.data()[i] += alpha * A.data()[i];
-}
-
 // C += α · A ⊙ B
 template <class T>
 void add_hadamard(Block<T>& C, const Block<T>& A, const Block<T>& B, T alpha = 1) {
   for (int64_t i = 0; i < A.rows() * A.cols(); ++i) C.data()[i] += alpha * A.data()[i] * B.data()[i];
 }
 
+// Rows [first, first + count) of X ⊙ F.
+template <class T>
+Block<T> rows_times(const Block<T>& X, const Block<T>& F, int64_t first, int64_t count) {
+  Block<T> C(count, X.cols());
+  const T *x = X.row(first), *f = F.row(first);
+  for (int64_t i = 0; i < count * X.cols(); ++i) C.data()[i] = x[i] * f[i];
+  return C;
+}
+
 // ---- the decay of one chunk ---------------------------------------------------------------------
-// G_t = Σ_{s≤t} g_s from the chunk start ([L, K]; without decay G = 0), γ = exp(G),
-// to_end = exp(G_L − G), and the pair factors exp(G_i − G_j) for j ≤ i: one per pair for a scalar
-// decay (or none), one per pair and channel for a per-channel decay. Every exponent is ≤ 0.
+// G_t = Σ_{s≤t} g_s from the chunk start ([L, K]; without decay G = 0), γ = exp(G) and
+// to_end = exp(G_L − G). The pair factors exp(G_i − G_j), j ≤ i, go by sub-chunks of kSubChunk
+// rows (reference/mixers.md §2.3). With n the first row of i's sub-chunk:
+//   j in i's sub-chunk:  pair(i, j) = exp(G_i − G_j), one per pair for a scalar decay (or none),
+//                        one per pair and channel for a per-channel decay;
+//   j < n:               exp(G_i − G_j) = from_ref_i · to_ref(n)_j with from_ref_i = exp(G_i − G_n)
+//                        and to_ref(n)_j = exp(G_n − G_j),
+// so that sums over the pairs of different sub-chunks are matmuls of rescaled rows. Every exponent
+// is ≤ 0: no factor overflows.
+inline constexpr int64_t kSubChunk = 16;
+
 template <class T, bool kPerChannel>
 class ChunkDecay {
  public:
   ChunkDecay(const DeltaRuleOperands<T>& in, int64_t first, int64_t len, int64_t head)
-      : G(len, in.key_dim), gamma(len, in.key_dim), to_end(len, in.key_dim), key_dim_(in.key_dim) {
+      : G(len, in.key_dim),
+        gamma(len, in.key_dim),
+        to_end(len, in.key_dim),
+        from_ref(len, in.key_dim),
+        key_dim_(in.key_dim) {
     const int64_t K = in.key_dim;
     if (in.log_decay.defined()) {
       for (int64_t t = 0; t < len; ++t) {
         for (int64_t d = 0; d < K; ++d) G(t, d) = (t > 0 ? G(t - 1, d) : T(0)) + in.log_decay.at(first + t, head, d);
       }
     }
+    // row[d] = exp(exponent(d)); for a scalar decay (or none) every channel has channel 0's exponent.
+    const auto exp_row = [K](T* row, auto exponent) {
+      if constexpr (kPerChannel) {
+#pragma omp simd
+        for (int64_t d = 0; d < K; ++d) row[d] = std::exp(exponent(d));
+      } else {
+        std::fill_n(row, K, std::exp(exponent(0)));
+      }
+    };
     for (int64_t t = 0; t < len; ++t) {
-      for (int64_t d = 0; d < K; ++d) {
-        gamma(t, d) = std::exp(G(t, d));
-        to_end(t, d) = std::exp(G(len - 1, d) - G(t, d));
+      const T *g = G.row(t), *g_end = G.row(len - 1), *g_ref = G.row(t - t % kSubChunk);
+      exp_row(gamma.row(t), [=](int64_t d) { return g[d]; });
+      exp_row(to_end.row(t), [=](int64_t d) { return g_end[d] - g[d]; });
+      exp_row(from_ref.row(t), [=](int64_t d) { return g[d] - g_ref[d]; });
+    }
+    for (int64_t n = 0; n < len; n += kSubChunk) {
+      Block<T>& f = to_ref_.emplace_back(n, K);
+      for (int64_t j = 0; j < n; ++j) {
+        const T *g_n = G.row(n), *g_j = G.row(j);
+        exp_row(f.row(j), [=](int64_t d) { return g_n[d] - g_j[d]; });
       }
     }
     const int64_t width = kPerChannel ? K : 1;
-    pair_.resize(static_cast<size_t>(len * (len + 1) / 2 * width));
+    pair_.resize(static_cast<size_t>(len * kSubChunk * width));
     for (int64_t i = 0; i < len; ++i) {
-      for (int64_t j = 0; j <= i; ++j) {
+      for (int64_t j = i - i % kSubChunk; j <= i; ++j) {
         T* f = pair_.data() + pair_index(i, j) * width;
+#pragma omp simd
         for (int64_t d = 0; d < width; ++d) f[d] = std::exp(G(i, d) - G(j, d));
       }
     }
   }
-  // exp(G_i − G_j), j ≤ i: kPerChannel ? K factors : one factor.
+  // exp(G_i − G_j) for j ≤ i in i's sub-chunk: kPerChannel ? K factors : one factor.
   const T* pair(int64_t i, int64_t j) const { return pair_.data() + pair_index(i, j) * (kPerChannel ? key_dim_ : 1); }
+  // exp(G_n − G_j) for j < n, n the first row of a sub-chunk: [n, K].
+  const Block<T>& to_ref(int64_t n) const { return to_ref_[static_cast<size_t>(n / kSubChunk)]; }
 
   Block<T> G, gamma, to_end;
+  Block<T> from_ref;  // exp(G_i − G_n(i)), n(i) the first row of i's sub-chunk
 
  private:
-  static int64_t pair_index(int64_t i, int64_t j) { return i * (i + 1) / 2 + j; }
+  static int64_t pair_index(int64_t i, int64_t j) { return i * kSubChunk + j % kSubChunk; }
   int64_t key_dim_;
+  std::vector<Block<T>> to_ref_;
   std::vector<T> pair_;
 };
 
@@ -119,23 +142,34 @@ enum class Causal { strict, inclusive };  // pairs j < i, or j ≤ i
 int64_t last_pair(int64_t i, Causal mask) { return mask == Causal::strict ? i - 1 : i; }
 
 // M_ij = Σ_d X_id Y_jd exp(G_id − G_jd) for the pairs of `mask`, 0 elsewhere. X, Y: [L, K].
+// For the sub-chunk I starting at row n, the pairs with every earlier row are one matmul,
+// M_{I,<n} = (X_I ⊙ from_ref_I) (Y_{<n} ⊙ to_ref(n))ᵀ; the pairs inside I go element by element.
 template <class T, bool kPerChannel>
 Block<T> decayed_gram(const Block<T>& X, const Block<T>& Y, const ChunkDecay<T, kPerChannel>& decay, Causal mask) {
   const int64_t L = X.rows(), K = X.cols();
   Block<T> M(L, L);
-  for (int64_t i = 0; i < L; ++i) {
-    const T* x = X.row(i);
-    for (int64_t j = 0; j <= last_pair(i, mask); ++j) {
-      const T* y = Y.row(j);
-      const T* f = decay.pair(i, j);
-      T s = 0;
-      if constexpr (kPerChannel) {
-        for (int64_t d = 0; d < K; ++d) s += x[d] * y[d] * f[d];
-      } else {
-        for (int64_t d = 0; d < K; ++d) s += x[d] * y[d];
-        s *= f[0];
+  for (int64_t n = 0; n < L; n += kSubChunk) {
+    const int64_t rows = std::min(kSubChunk, L - n);
+    if (n > 0) {
+      const Block<T> x = rows_times(X, decay.from_ref, n, rows), y = rows_times(Y, decay.to_ref(n), 0, n);
+      gemm<T>(false, true, rows, n, K, T(1), x.data(), K, y.data(), K, T(0), M.row(n), L);
+    }
+    for (int64_t i = n; i < n + rows; ++i) {
+      const T* x = X.row(i);
+      for (int64_t j = n; j <= last_pair(i, mask); ++j) {
+        const T* y = Y.row(j);
+        const T* f = decay.pair(i, j);
+        T s = 0;
+        if constexpr (kPerChannel) {
+#pragma omp simd reduction(+ : s)
+          for (int64_t d = 0; d < K; ++d) s += x[d] * y[d] * f[d];
+        } else {
+#pragma omp simd reduction(+ : s)
+          for (int64_t d = 0; d < K; ++d) s += x[d] * y[d];
+          s *= f[0];
+        }
+        M(i, j) = s;
       }
-      M(i, j) = s;
     }
   }
   return M;
@@ -145,32 +179,57 @@ Block<T> decayed_gram(const Block<T>& X, const Block<T>& Y, const ChunkDecay<T, 
 // and c_ijd = dM_ij X_id Y_jd e_ijd:
 //   dX_id += Σ_j dM_ij Y_jd e_ijd,   dY_jd += Σ_i dM_ij X_id e_ijd,
 //   dG_id += Σ_j c_ijd,  dG_jd −= Σ_i c_ijd   (G_i enters e_ij with +, G_j with −).
-// A diagonal pair (e = 1) adds and removes the same c_iid, so it is skipped in dG: exact cancelling
-// terms would only leave rounding residue, which under strong decay can exceed dg itself. For a
-// scalar decay dG is summed over channels later.
+// Across sub-chunks (j < n ≤ i, x̃ = X_I ⊙ from_ref_I, ỹ = Y_{<n} ⊙ to_ref(n)): dx̃ = dM_{I,<n} ỹ and
+// dỹ = dM_{I,<n}ᵀ x̃ are matmuls, dX_I += dx̃ ⊙ from_ref_I, and Σ_j c_ijd = X_id (dx̃ ⊙ from_ref)_id
+// (likewise for Y). A diagonal pair (e = 1) adds and removes the same c_iid, so it is skipped in dG:
+// exact cancelling terms would only leave rounding residue, which under strong decay can exceed dg
+// itself. For a scalar decay dG is summed over channels later.
 template <class T, bool kPerChannel>
 void decayed_gram_backward(const Block<T>& dM, const Block<T>& X, const Block<T>& Y,
                            const ChunkDecay<T, kPerChannel>& decay, Causal mask, Block<T>& dX, Block<T>& dY,
                            Block<T>& dG) {
   const int64_t L = X.rows(), K = X.cols();
-  for (int64_t i = 0; i < L; ++i) {
-    const T* x = X.row(i);
-    T* dx = dX.row(i);
-    T* dG_i = dG.row(i);
-    for (int64_t j = 0; j <= last_pair(i, mask); ++j) {
-      const T m = dM(i, j);
-      if (m == T(0)) continue;
-      const T* y = Y.row(j);
-      T* dy = dY.row(j);
-      T* dG_j = dG.row(j);
-      const T* f = decay.pair(i, j);
-      const bool diagonal = i == j;
-      for (int64_t d = 0; d < K; ++d) {
-        const T mf = kPerChannel ? m * f[d] : m * f[0];
-        dx[d] += mf * y[d];
-        dy[d] += mf * x[d];
-        if (!diagonal) {
-          const T c = mf * x[d] * y[d];
+  for (int64_t n = 0; n < L; n += kSubChunk) {
+    const int64_t rows = std::min(kSubChunk, L - n);
+    if (n > 0) {
+      const Block<T>& to_ref = decay.to_ref(n);
+      const Block<T> x = rows_times(X, decay.from_ref, n, rows), y = rows_times(Y, to_ref, 0, n);
+      Block<T> dx(rows, K), dy(n, K);
+      gemm<T>(false, false, rows, K, n, T(1), dM.row(n), L, y.data(), K, T(0), dx.data(), K);
+      gemm<T>(true, false, n, K, rows, T(1), dM.row(n), L, x.data(), K, T(0), dy.data(), K);
+      for (int64_t i = 0; i < rows; ++i) {
+        for (int64_t d = 0; d < K; ++d) {
+          const T through_pairs = dx(i, d) * decay.from_ref(n + i, d);
+          dX(n + i, d) += through_pairs;
+          dG(n + i, d) += X(n + i, d) * through_pairs;
+        }
+      }
+      for (int64_t j = 0; j < n; ++j) {
+        for (int64_t d = 0; d < K; ++d) {
+          const T through_pairs = dy(j, d) * to_ref(j, d);
+          dY(j, d) += through_pairs;
+          dG(j, d) -= Y(j, d) * through_pairs;
+        }
+      }
+    }
+    for (int64_t i = n; i < n + rows; ++i) {
+      const T* x = X.row(i);
+      T* dx = dX.row(i);
+      T* dG_i = dG.row(i);
+      for (int64_t j = n; j <= last_pair(i, mask); ++j) {
+        const T m = dM(i, j);
+        if (m == T(0)) continue;
+        const T* y = Y.row(j);
+        T* dy = dY.row(j);
+        T* dG_j = dG.row(j);
+        const T* f = decay.pair(i, j);
+        const T through_dG = i == j ? T(0) : T(1);  // a diagonal pair adds exactly 0 to dG
+#pragma omp simd
+        for (int64_t d = 0; d < K; ++d) {
+          const T mf = kPerChannel ? m * f[d] : m * f[0];
+          dx[d] += mf * y[d];
+          dy[d] += mf * x[d];
+          const T c = through_dG * mf * x[d] * y[d];
           dG_i[d] += c;
           dG_j[d] -= c;
         }
@@ -179,19 +238,21 @@ void decayed_gram_backward(const Block<T>& dM, const Block<T>& X, const Block<T>
   }
 }
 
-// T = (I + A)^{-1} for a strictly lower triangular A, by forward substitution on T = I − A T:
-// T_ij = δ_ij − Σ_{j ≤ m < i} A_im T_mj (unit lower triangular).
+// T = (I + A)^{-1} for a strictly lower triangular A, by forward substitution on T = I − A T, row
+// by row: T_i = e_i − Σ_{m < i} A_im T_m (rows m < i are final, and T_mj = 0 for j > m).
 template <class T>
 Block<T> unit_lower_inverse(const Block<T>& A) {
   const int64_t L = A.rows();
   Block<T> Tm(L, L);
   for (int64_t i = 0; i < L; ++i) {
-    Tm(i, i) = 1;
-    for (int64_t j = 0; j < i; ++j) {
-      T s = 0;
-      for (int64_t m = j; m < i; ++m) s += A(i, m) * Tm(m, j);
-      Tm(i, j) = -s;
+    T* t_i = Tm.row(i);
+    for (int64_t m = 0; m < i; ++m) {
+      const T a = A(i, m);
+      const T* t_m = Tm.row(m);
+#pragma omp simd
+      for (int64_t j = 0; j <= m; ++j) t_i[j] -= a * t_m[j];
     }
+    t_i[i] = 1;
   }
   return Tm;
 }

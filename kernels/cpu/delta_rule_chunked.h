@@ -13,7 +13,9 @@
 // Only exp(G_i − G_j) with i ≥ j, exp(G_t) and exp(G_L − G_t) are formed, so with g ≤ 0 no
 // positive number is exponentiated. The backward recomputes the chunk states with a forward pass,
 // then walks the chunks in reverse, recomputing each chunk's A, P, T, U, W, Ũ. Results match
-// delta_rule_recurrent.h; arguments and layouts are the same. OpenMP over (sequence, head).
+// delta_rule_recurrent.h; arguments and layouts are the same. OpenMP over (sequence, head); the
+// products inside a chunk are matmuls through OpenBLAS, A and P by sub-chunks of 16 (the pairs of
+// two sub-chunks as one matmul, reference/mixers.md §2.3).
 #pragma once
 #include "kernels/cpu/delta_rule_operands.h"
 #include "kernels/seq_layout.h"

@@ -76,7 +76,13 @@ template <class T, class P>
 Block<T> gather(const Rows<P>& rows, int64_t first, int64_t count, int64_t head, int64_t channels) {
   Block<T> b(count, channels);
   for (int64_t i = 0; i < count; ++i) {
-    for (int64_t c = 0; c < channels; ++c) b(i, c) = rows.at(first + i, head, c);
+    if (rows.channel_stride == 1) {  // the common dense case, as one copy
+      std::copy_n(&rows.at(first + i, head, 0), channels, b.row(i));
+    } else if (rows.channel_stride == 0) {  // one value per (token, head), e.g. β
+      std::fill_n(b.row(i), channels, rows.at(first + i, head, 0));
+    } else {
+      for (int64_t c = 0; c < channels; ++c) b(i, c) = rows.at(first + i, head, c);
+    }
   }
   return b;
 }
@@ -85,7 +91,14 @@ Block<T> gather(const Rows<P>& rows, int64_t first, int64_t count, int64_t head,
 template <class T>
 void scatter_add(const Rows<T>& rows, int64_t first, int64_t head, const Block<T>& b) {
   for (int64_t i = 0; i < b.rows(); ++i) {
-    for (int64_t c = 0; c < b.cols(); ++c) rows.at(first + i, head, c) += b(i, c);
+    if (rows.channel_stride == 1) {  // the common dense case, vectorized
+      T* out = &rows.at(first + i, head, 0);
+      const T* in = b.row(i);
+#pragma omp simd
+      for (int64_t c = 0; c < b.cols(); ++c) out[c] += in[c];
+    } else {
+      for (int64_t c = 0; c < b.cols(); ++c) rows.at(first + i, head, c) += b(i, c);
+    }
   }
 }
 

@@ -6,6 +6,7 @@
 
 #include "kernels/cpu/gemm.h"
 #include "kernels/cpu/parallel.h"
+#include "kernels/cpu/vector_math.h"
 
 namespace linea::cpu {
 
@@ -57,16 +58,18 @@ double lm_head_cross_entropy(const T* x, const T* weight, const int32_t* targets
         if (want_grad) std::fill_n(l, v, T(0));
         continue;
       }
-      const T m = *std::max_element(l, l + v);
+      const T m = max_of(l, v);
       const double target_logit = l[target];
-      double sum_exp = 0;  // the row's logits become exp(logit − m) ∈ (0, 1]
+      double sum_exp = 0;  // the row's logits become exp(logit − m) ∈ (0, 1], summed in f64
+#pragma omp simd reduction(+ : sum_exp)
       for (int64_t j = 0; j < v; ++j) {
-        l[j] = static_cast<T>(std::exp(static_cast<double>(l[j] - m)));
+        l[j] = std::exp(l[j] - m);
         sum_exp += l[j];
       }
       row_loss[r] = static_cast<double>(m) + std::log(sum_exp) - target_logit;
       if (want_grad) {  // softmax = exp(logit − m) / sum_exp
         const T scale_over_sum = static_cast<T>(loss_scale / sum_exp);
+#pragma omp simd
         for (int64_t j = 0; j < v; ++j) l[j] *= scale_over_sum;
         l[target] -= loss_scale;
       }

@@ -1,6 +1,7 @@
 #include "kernels/cpu/rmsnorm.h"
 
 #include <cmath>
+#include <type_traits>
 
 #include "kernels/cpu/activations.h"
 #include "kernels/cpu/parallel.h"
@@ -9,22 +10,25 @@
 namespace linea::cpu {
 
 namespace {
-// act(z_i), which is 1 (and z unread, possibly null) when there is no gate.
-template <class T>
-T gate_at(ops::GateActivation act, const T* z, int64_t i) {
+// Calls f(gate, gate_derivative, gated) for `act`: gate(z, i) = act(z_i), which is 1 (and z unread,
+// possibly null) when there is no gate; gate_derivative(z, i) = act'(z_i), only called when gated.
+// `gated` is a compile-time bool, so that the loops of f vectorize without a branch per element.
+template <class T, class F>
+void with_gate(ops::GateActivation act, F f) {
   switch (act) {
-    case ops::GateActivation::silu: return silu(z[i]);
-    case ops::GateActivation::sigmoid: return sigmoid(z[i]);
+    case ops::GateActivation::silu:
+      return f([](const T* z, int64_t i) { return silu(z[i]); }, [](const T* z, int64_t i) { return silu_grad(z[i]); },
+               std::true_type{});
+    case ops::GateActivation::sigmoid:
+      return f([](const T* z, int64_t i) { return sigmoid(z[i]); },
+               [](const T* z, int64_t i) {
+                 const T s = sigmoid(z[i]);
+                 return s * (T(1) - s);
+               },
+               std::true_type{});
     case ops::GateActivation::none: break;
   }
-  return T(1);
-}
-// act'(z_i); only called when there is a gate.
-template <class T>
-T gate_derivative_at(ops::GateActivation act, const T* z, int64_t i) {
-  if (act == ops::GateActivation::silu) return silu_grad(z[i]);
-  const T s = sigmoid(z[i]);
-  return s * (T(1) - s);
+  return f([](const T*, int64_t) { return T(1); }, [](const T*, int64_t) { return T(0); }, std::false_type{});
 }
 }  // namespace
 
@@ -32,46 +36,49 @@ template <class T>
 void rmsnorm_forward(T* out, T* rstd, const T* o, const T* z, const T* weight, int64_t rows, int64_t heads, int64_t dim,
                      ops::GateActivation act, T eps) {
   const int64_t groups = rows * heads;
+  with_gate<T>(act, [&](auto gate, auto, auto) {
 #pragma omp parallel for schedule(static) if (worth_parallel(groups * dim))
-  for (int64_t g = 0; g < groups; ++g) {
-    const T* og = o + g * dim;
-    T sum_sq = 0;
-    for (int64_t j = 0; j < dim; ++j) sum_sq += og[j] * og[j];
-    const T r = T(1) / std::sqrt(sum_sq / static_cast<T>(dim) + eps);
-    rstd[g] = r;
-    T* yg = out + g * dim;
-    for (int64_t j = 0; j < dim; ++j) {
-      yg[j] = og[j] * r * weight[j] * gate_at(act, z, g * dim + j);
+    for (int64_t g = 0; g < groups; ++g) {
+      const T* og = o + g * dim;
+      T sum_sq = 0;
+#pragma omp simd reduction(+ : sum_sq)
+      for (int64_t j = 0; j < dim; ++j) sum_sq += og[j] * og[j];
+      const T r = T(1) / std::sqrt(sum_sq / static_cast<T>(dim) + eps);
+      rstd[g] = r;
+      T* yg = out + g * dim;
+#pragma omp simd
+      for (int64_t j = 0; j < dim; ++j) yg[j] = og[j] * r * weight[j] * gate(z, g * dim + j);
     }
-  }
+  });
 }
 
 template <class T>
 void rmsnorm_backward(T* d_o, T* dz, T* dweight, const T* dout, const T* o, const T* z, const T* weight, const T* rstd,
                       int64_t rows, int64_t heads, int64_t dim, ops::GateActivation act) {
-  const bool gated = act != ops::GateActivation::none;
-  accumulate_over_row_blocks(rows, dim, dweight, [&](int64_t begin, int64_t end, T* dweight_partial) {
-    for (int64_t g = begin * heads; g < end * heads; ++g) {
-      const int64_t base = g * dim;
-      const T r = rstd[g];
-      // c = (1/dim) Σ_i γ_i · du_i · ô_i
-      T c = 0;
-      for (int64_t j = 0; j < dim; ++j) {
-        const T du = dout[base + j] * gate_at(act, z, base + j);
-        const T o_hat = o[base + j] * r;
-        c += weight[j] * du * o_hat;
-        dweight_partial[j] += du * o_hat;
-        if (gated) dz[base + j] = dout[base + j] * o_hat * weight[j] * gate_derivative_at(act, z, base + j);
+  with_gate<T>(act, [&](auto gate, auto gate_derivative, auto gated) {
+    constexpr bool kGated = decltype(gated)::value;
+    accumulate_over_row_blocks(rows, dim, dweight, [&](int64_t begin, int64_t end, T* dweight_partial) {
+      for (int64_t g = begin * heads; g < end * heads; ++g) {
+        const int64_t base = g * dim;
+        const T r = rstd[g];
+        // c = (1/dim) Σ_i γ_i · du_i · ô_i; du is kept in d_o until d_o is known.
+        T c = 0;
+#pragma omp simd reduction(+ : c)
+        for (int64_t j = 0; j < dim; ++j) {
+          const T du = dout[base + j] * gate(z, base + j);
+          const T o_hat = o[base + j] * r;
+          c += weight[j] * du * o_hat;
+          dweight_partial[j] += du * o_hat;
+          if constexpr (kGated) dz[base + j] = dout[base + j] * o_hat * weight[j] * gate_derivative(z, base + j);
+          d_o[base + j] = du;
+        }
+        c /= static_cast<T>(dim);
+#pragma omp simd
+        for (int64_t j = 0; j < dim; ++j) d_o[base + j] = r * (weight[j] * d_o[base + j] - o[base + j] * r * c);
       }
-      c /= static_cast<T>(dim);
-      for (int64_t j = 0; j < dim; ++j) {
-        const T du = dout[base + j] * gate_at(act, z, base + j);
-        d_o[base + j] = r * (weight[j] * du - o[base + j] * r * c);
-      }
-    }
+    });
   });
 }
-
 template void rmsnorm_forward<float>(float*, float*, const float*, const float*, const float*, int64_t, int64_t,
                                      int64_t, ops::GateActivation, float);
 template void rmsnorm_forward<double>(double*, double*, const double*, const double*, const double*, int64_t, int64_t,

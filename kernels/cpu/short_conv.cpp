@@ -43,6 +43,7 @@ void short_conv_silu_forward(T* out, const T* x, const T* weight, const SeqLayou
   for (int64_t t = 0; t < seqs.num_tokens(); ++t) {
     T* row = out + t * channels;
     conv_row(row, x, weight, t, token_seqs.begin[t], channels, width);
+#pragma omp simd
     for (int64_t c = 0; c < channels; ++c) row[c] = silu(row[c]);
   }
 }
@@ -57,6 +58,7 @@ void short_conv_silu_backward(T* dx, T* dweight, const T* dout, const T* x, cons
   for (int64_t t = 0; t < n; ++t) {
     T* row = dpre.data() + t * channels;
     conv_row(row, x, weight, t, token_seqs.begin[t], channels, width);
+#pragma omp simd
     for (int64_t c = 0; c < channels; ++c) row[c] = dout[t * channels + c] * silu_grad(row[c]);
   }
 #pragma omp parallel for schedule(static) if (worth_parallel(n * channels * width))

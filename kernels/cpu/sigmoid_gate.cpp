@@ -7,14 +7,18 @@ namespace linea::cpu {
 
 template <class T>
 void sigmoid_gate_forward(T* beta, const T* logits, int64_t n, T scale) {
-#pragma omp parallel for schedule(static) if (worth_parallel(n))
-  for (int64_t i = 0; i < n; ++i) beta[i] = scale * sigmoid(logits[i]);
+  for_each_block(n, [=](int64_t begin, int64_t end) {
+#pragma omp simd
+    for (int64_t i = begin; i < end; ++i) beta[i] = scale * sigmoid(logits[i]);
+  });
 }
 
 template <class T>
 void sigmoid_gate_backward(T* dlogits, const T* dbeta, const T* beta, int64_t n, T scale) {
-#pragma omp parallel for schedule(static) if (worth_parallel(n))
-  for (int64_t i = 0; i < n; ++i) dlogits[i] = dbeta[i] * beta[i] * (T(1) - beta[i] / scale);
+  for_each_block(n, [=](int64_t begin, int64_t end) {
+#pragma omp simd
+    for (int64_t i = begin; i < end; ++i) dlogits[i] = dbeta[i] * beta[i] * (T(1) - beta[i] / scale);
+  });
 }
 
 template void sigmoid_gate_forward<float>(float*, const float*, int64_t, float);
