@@ -4,11 +4,12 @@
 //   [run]    name, dir         # the run writes into dir/name/
 //   [model]  …                 # worker/model_config.h
 //   [optimizer] kind, lr, beta1, beta2, eps, weight_decay, decay_embeddings, muon_momentum, ns_steps,
-//               grad_clip, schedule, warmup_steps, lr_min_ratio, wsd_decay_ratio
+//               grad_clip, schedule, warmup_steps, lr_min_ratio, wsd_decay_ratio, zero
 //   [train]  steps, stop_at, batch_seqs, micro_batch_seqs, seq_len, seed, log_every, eval_every,
 //            eval_batches, checkpoint_every, keep_checkpoints, resume, threads
 //   [data]   path ("default" = the embedded corpus), vocab_size/eos_id (plain llm.c shard
 //            directories only), verify_checksums
+//   [parallel] tp, dp (tp × dp = the number of ranks; dp = 0: ranks / tp), timeout_s, validate
 //
 // Unknown keys, wrong types and values out of range fail here, before any work, with the file and
 // the dotted key in the message.
@@ -25,19 +26,19 @@ namespace linea {
 enum class ResumeMode { auto_resume, never, require };
 
 struct TrainConfig {
-  int64_t steps = 1000;           // the schedule's length
-  int64_t stop_at = 0;            // checkpoint and exit after this step (0: run to `steps`)
-  int64_t batch_seqs = 8;         // sequences per optimizer step (all ranks)
-  int64_t micro_batch_seqs = 0;   // sequences per forward/backward (0: batch_seqs)
+  int64_t steps = 1000;          // the schedule's length
+  int64_t stop_at = 0;           // checkpoint and exit after this step (0: run to `steps`)
+  int64_t batch_seqs = 8;        // sequences per optimizer step (all ranks)
+  int64_t micro_batch_seqs = 0;  // sequences per forward/backward (0: batch_seqs)
   int64_t seq_len = 256;
-  uint64_t seed = 1;              // parameters' init and the data order
-  int64_t log_every = 1;          // metrics.jsonl line every N steps
-  int64_t eval_every = 100;       // 0: only at the end
-  int64_t eval_batches = 8;       // validation batches per evaluation (0: the whole val split)
-  int64_t checkpoint_every = 100; // 0: only at stop_at / the end / a signal
+  uint64_t seed = 1;               // parameters' init and the data order
+  int64_t log_every = 1;           // metrics.jsonl line every N steps
+  int64_t eval_every = 100;        // 0: only at the end
+  int64_t eval_batches = 8;        // validation batches per evaluation (0: the whole val split)
+  int64_t checkpoint_every = 100;  // 0: only at stop_at / the end / a signal
   int64_t keep_checkpoints = 3;
   ResumeMode resume = ResumeMode::auto_resume;
-  int64_t threads = 0;            // OpenMP threads (0: every core)
+  int64_t threads = 0;  // OpenMP threads (0: every core)
 };
 
 struct DataConfig {
@@ -45,6 +46,13 @@ struct DataConfig {
   int64_t vocab_size = 0;
   int64_t eos_id = -1;
   bool verify_checksums = true;
+};
+
+struct ParallelConfig {
+  int64_t tp = 1;          // tensor-parallel ranks per group
+  int64_t dp = 0;          // data-parallel replicas (0: the number of ranks / tp)
+  double timeout_s = 600;  // longest wait for the other ranks in one collective (0: no limit)
+  bool validate = false;   // compare every collective call across ranks first (debugging)
 };
 
 struct RunConfig {
@@ -56,6 +64,7 @@ struct RunConfig {
   OptimizerConfig optim;
   TrainConfig train;
   DataConfig data;
+  ParallelConfig parallel;
   std::string resolved;  // every key with the value used, as TOML: written to the run directory
 
   int64_t last_step() const { return train.stop_at > 0 ? std::min(train.stop_at, train.steps) : train.steps; }
