@@ -225,7 +225,9 @@ TEST_F(TrainerParallel, ErrorsAreTheSameOnEveryRank) {
             std::string::npos)
       << message;
   // Nothing was committed (the first checkpoint was due at step 5).
-  if (rank_ == 0) EXPECT_TRUE(list_committed_checkpoints(root_.path() / "failing/hybrid/checkpoints").empty());
+  if (rank_ == 0) {
+    EXPECT_TRUE(list_committed_checkpoints(root_.path() / "failing/hybrid/checkpoints").empty());
+  }
 }
 
 }  // namespace

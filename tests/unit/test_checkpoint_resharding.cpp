@@ -216,7 +216,7 @@ TEST(CheckpointResharding, BlockCopiesMatchAnIndexLoop) {
         EXPECT_EQ(dst.data<double>()[(a * 2 + b) * 3 + c], inside_src ? at(fa, fb, fc, fd) : 0.0)
             << a << " " << b << " " << c;
       }
-  EXPECT_EQ(copy_block_overlap(src, {4, 0, 0, 0}, dst, dst_offset), 0);  // disjoint
+  EXPECT_EQ(copy_block_overlap(src, {5, 0, 0, 0}, dst, dst_offset), 0);  // disjoint
   EXPECT_TRUE(block_inside({{0, 0, 0, 0}, full}, full));
   EXPECT_FALSE(block_inside({{1, 0, 0, 0}, full}, full));
 }

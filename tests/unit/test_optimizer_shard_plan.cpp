@@ -38,7 +38,7 @@ void check_plan(const ParameterSet& params, int ranks, const std::function<bool(
   for (const Parameter& p : ps) {
     if (!whole(p)) largest_row = std::max(largest_row, row_numel(p));
   }
-  int64_t smallest = params.numel(), largest = 0;
+  int64_t largest = 0;
   for (int r = 0; r < ranks; ++r) {
     int64_t chunk_at = 0;
     bool in_whole_part = true;
@@ -64,13 +64,24 @@ void check_plan(const ParameterSet& params, int ranks, const std::function<bool(
     EXPECT_EQ(chunk_at, plan.numel(r));
     EXPECT_LE(plan.numel(r), plan.chunk_numel());
     EXPECT_LE(plan.whole_numel(r), plan.whole_chunk_numel());
-    smallest = std::min(smallest, plan.numel(r));
     largest = std::max(largest, plan.numel(r));
   }
   for (size_t i = 0; i < covered.size(); ++i) ASSERT_EQ(covered[i], 1) << "element " << i;
   EXPECT_EQ(largest, plan.chunk_numel());
-  // The non-whole run is large enough here to level every rank to within a row or so.
-  EXPECT_LE(largest - smallest, 2 * largest_row) << "chunks " << smallest << " … " << largest;
+  // Water filling: the ranks that took part of the run are level to within a row or so, and a rank
+  // that took none is already at least that full with its whole parameters.
+  int64_t low = params.numel(), high = 0;
+  for (int r = 0; r < ranks; ++r) {
+    if (plan.numel(r) == plan.whole_numel(r)) continue;
+    low = std::min(low, plan.numel(r));
+    high = std::max(high, plan.numel(r));
+  }
+  EXPECT_LE(high - low, 2 * largest_row) << "filled chunks " << low << " … " << high;
+  for (int r = 0; r < ranks; ++r) {
+    if (plan.numel(r) == plan.whole_numel(r)) {
+      EXPECT_GE(plan.numel(r), low - largest_row) << "rank " << r;
+    }
+  }
 }
 
 TEST(OptimizerShardPlan, EveryElementOnceAndChunksLevelled) {

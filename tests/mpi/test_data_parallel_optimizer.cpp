@@ -7,6 +7,7 @@
 //   back under another layout (1 rank, and 2 ranks out of 4) with the same bits, and training
 //   continues there exactly as on one rank.
 #include <gtest/gtest.h>
+#include <omp.h>
 
 #include <chrono>
 #include <cstring>
@@ -76,7 +77,13 @@ OptimizerConfig config_of(OptimizerKind kind, double grad_clip) {
   return c;
 }
 
-TEST(DistributedOptimizer, MatchesOneRankOnTheAveragedGradient) {
+// One thread per rank: the ranks share the machine's cores (ctest runs them oversubscribed).
+class DistributedOptimizerTest : public ::testing::Test {
+ protected:
+  void SetUp() override { omp_set_num_threads(1); }
+};
+
+TEST_F(DistributedOptimizerTest, MatchesOneRankOnTheAveragedGradient) {
   for (OptimizerKind kind : {OptimizerKind::adamw, OptimizerKind::muon}) {
     for (bool zero : {true, false}) {
       SCOPED_TRACE(std::string(optimizer_kind_name(kind)) + (zero ? " zero" : " replicated"));
@@ -100,7 +107,7 @@ TEST(DistributedOptimizer, MatchesOneRankOnTheAveragedGradient) {
   }
 }
 
-TEST(DistributedOptimizer, ZeroOnAndOffAgreeBitForBitWithClipping) {
+TEST_F(DistributedOptimizerTest, ZeroOnAndOffAgreeBitForBitWithClipping) {
   ProcessGrid grid = ProcessGrid::create({1, 0}, test_options());
   for (OptimizerKind kind : {OptimizerKind::adamw, OptimizerKind::muon}) {
     ParameterSet sharded, replicated;
@@ -129,7 +136,7 @@ void restore(CheckpointReader& reader, DistributedOptimizer& optimizer) {
   optimizer.set_step_count(reader.info().trainer_state["optimizer_step"].get<int64_t>());
 }
 
-TEST(DistributedOptimizer, StateSavedByEveryRankResumesUnderAnotherLayout) {
+TEST_F(DistributedOptimizerTest, StateSavedByEveryRankResumesUnderAnotherLayout) {
   testing::SharedDirectory root;
   ProcessGrid grid = ProcessGrid::create({1, 0}, test_options());
   Communicator& world = grid.comm(GridAxis::world);
