@@ -13,7 +13,8 @@ namespace linea {
 
 namespace {
 
-// "ranks 0, 2: <message>; rank 1: <other message>" from each rank's message ("" for none).
+// "ranks 0, 2: <message>; rank 1: <other message>" from each rank's message ("" for none), or
+// "all N ranks: <message>".
 std::string combine_errors(const std::vector<std::string>& per_rank) {
   std::vector<std::pair<std::string, std::vector<int>>> messages;  // each distinct message once, with its ranks
   for (size_t r = 0; r < per_rank.size(); ++r) {
@@ -21,6 +22,9 @@ std::string combine_errors(const std::vector<std::string>& per_rank) {
     auto it = std::find_if(messages.begin(), messages.end(), [&](const auto& m) { return m.first == per_rank[r]; });
     if (it == messages.end()) it = messages.insert(messages.end(), {per_rank[r], {}});
     it->second.push_back(static_cast<int>(r));
+  }
+  if (messages.size() == 1 && messages[0].second.size() == per_rank.size() && per_rank.size() > 1) {
+    return "all " + std::to_string(per_rank.size()) + " ranks: " + messages[0].first;
   }
   std::string combined;
   for (const auto& [text, ranks] : messages) {

@@ -3,7 +3,7 @@
 // Before a group of ranks goes on into collectives, each rank passes the error it found locally
 // (empty text for none) to gather_errors() / agree_on_errors(); every rank gets back the same
 // combined text, "rank 1: <message>; ranks 2, 3: <message>" (ranks with the same message listed
-// together), or an empty string when no rank had one.
+// together; "all N ranks: <message>" when every rank has it), or an empty string when no rank had one.
 // Callers then throw on every rank alike (AgreedError), so no rank is left waiting in a collective
 // the others have abandoned.
 #pragma once
