@@ -1,32 +1,65 @@
 #include "kernels/cpu/embedding.h"
 
+#include <limits>
+#include <optional>
+
 #include "kernels/op_arguments.h"
 #include "kernels/ops.h"
 
 namespace linea::ops {
 
-void embedding_forward(Tensor out, const Tensor& table, const Tensor& ids) {
-  OpArguments args("embedding_forward");
-  args.floating(table, "table", {kAnyDim, kAnyDim}).indices(ids, "ids", {kAnyDim});
+namespace {
+
+// The checks both forms make, then kernel(T{}, n, d, vocab_begin, V) on the element type. The whole
+// table (vocab_begin unset): every id must be one of its rows. A vocabulary shard: any id ≥ 0 (ids
+// outside the shard are the other ranks' business).
+template <class Kernel>
+void run(const char* op, const Tensor& table, const char* table_name, const Tensor& rows, const char* rows_name,
+         const Tensor& ids, std::optional<int64_t> vocab_begin, Kernel&& kernel) {
+  OpArguments args(op);
+  args.floating(table, table_name, {kAnyDim, kAnyDim}).indices(ids, "ids", {kAnyDim});
   const int64_t n = ids.dim(0), v = table.dim(0), d = table.dim(1);
-  args.floating(out, "out", {n, d});
+  args.floating(rows, rows_name, {n, d});
+  const int64_t begin = vocab_begin.value_or(0);
+  args.require(begin >= 0, "vocab_begin", "expected a row index >= 0, got " + std::to_string(begin));
   args.dispatch([&](auto zero) {
-    using T = decltype(zero);
-    args.require_indices_in_range(ids, "ids", 0, v);
-    cpu::embedding_forward(out.data<T>(), table.data<T>(), ids.data<int32_t>(), n, d);
+    const int64_t id_end = vocab_begin ? std::numeric_limits<int32_t>::max() + int64_t{1} : v;
+    args.require_indices_in_range(ids, "ids", 0, id_end);
+    kernel(zero, n, d, begin, v);
   });
 }
 
-void embedding_backward(Tensor dtable, const Tensor& dout, const Tensor& ids) {
-  OpArguments args("embedding_backward");
-  args.floating(dtable, "dtable", {kAnyDim, kAnyDim}).indices(ids, "ids", {kAnyDim});
-  const int64_t n = ids.dim(0), v = dtable.dim(0), d = dtable.dim(1);
-  args.floating(dout, "dout", {n, d});
-  args.dispatch([&](auto zero) {
+void lookup(const char* op, Tensor out, const Tensor& table, const Tensor& ids, std::optional<int64_t> vocab_begin) {
+  run(op, table, "table", out, "out", ids, vocab_begin, [&](auto zero, int64_t n, int64_t d, int64_t begin, int64_t v) {
     using T = decltype(zero);
-    args.require_indices_in_range(ids, "ids", 0, v);
-    cpu::embedding_backward(dtable.data<T>(), dout.data<T>(), ids.data<int32_t>(), n, d);
+    cpu::embedding_forward(out.data<T>(), table.data<T>(), ids.data<int32_t>(), n, d, begin, v);
   });
+}
+
+void scatter(const char* op, Tensor dtable, const Tensor& dout, const Tensor& ids, std::optional<int64_t> vocab_begin) {
+  run(op, dtable, "dtable", dout, "dout", ids, vocab_begin,
+      [&](auto zero, int64_t n, int64_t d, int64_t begin, int64_t v) {
+        using T = decltype(zero);
+        cpu::embedding_backward(dtable.data<T>(), dout.data<T>(), ids.data<int32_t>(), n, d, begin, v);
+      });
+}
+
+}  // namespace
+
+void embedding_forward(Tensor out, const Tensor& table, const Tensor& ids) {
+  lookup("embedding_forward", out, table, ids, std::nullopt);
+}
+
+void embedding_backward(Tensor dtable, const Tensor& dout, const Tensor& ids) {
+  scatter("embedding_backward", dtable, dout, ids, std::nullopt);
+}
+
+void embedding_shard_forward(Tensor out, const Tensor& table, const Tensor& ids, int64_t vocab_begin) {
+  lookup("embedding_shard_forward", out, table, ids, vocab_begin);
+}
+
+void embedding_shard_backward(Tensor dtable, const Tensor& dout, const Tensor& ids, int64_t vocab_begin) {
+  scatter("embedding_shard_backward", dtable, dout, ids, vocab_begin);
 }
 
 }  // namespace linea::ops

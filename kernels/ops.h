@@ -24,6 +24,12 @@ void add_inplace(Tensor y, const Tensor& x);
 void embedding_forward(Tensor out, const Tensor& table, const Tensor& ids);
 // dtable[ids[n], :] += dout[n, :]
 void embedding_backward(Tensor dtable, const Tensor& dout, const Tensor& ids);
+// Vocabulary-parallel form: the table holds rows [vocab_begin, vocab_begin + V) of the full table.
+// ids: i32 [N], each ≥ 0. out[n, :] = table[ids[n] − vocab_begin, :] when ids[n] is in the shard,
+// else 0 (summing out over the shards gives embedding_forward's result); the backward adds only the
+// rows of the ids in the shard.
+void embedding_shard_forward(Tensor out, const Tensor& table, const Tensor& ids, int64_t vocab_begin);
+void embedding_shard_backward(Tensor dtable, const Tensor& dout, const Tensor& ids, int64_t vocab_begin);
 
 // ---- RMSNorm over the last dimension: y = x · rstd · w, rstd = 1/sqrt(mean(x²) + eps) ---------
 // x, out: [N, D]; weight: [D]; rstd: [N] (saved for backward)
@@ -37,8 +43,8 @@ void rmsnorm_backward(Tensor dx, Tensor dweight, const Tensor& dout, const Tenso
 void linear_forward(Tensor out, const Tensor& x, const Tensor& weight, const Tensor& bias);
 // dx = dout · W (added to dx when accumulate_dx); dweight += doutᵀ · x; dbias += Σ_n dout.
 // dx, dweight or dbias may be undefined to skip that gradient.
-void linear_backward(Tensor dx, Tensor dweight, Tensor dbias, const Tensor& dout, const Tensor& x,
-                     const Tensor& weight, bool accumulate_dx);
+void linear_backward(Tensor dx, Tensor dweight, Tensor dbias, const Tensor& dout, const Tensor& x, const Tensor& weight,
+                     bool accumulate_dx);
 
 // ---- SwiGLU: out = silu(gate) ⊙ up, silu(a) = a·σ(a) -------------------------------------------
 // gate, up, out: [N, F]
@@ -82,9 +88,8 @@ enum class GateActivation { none, silu, sigmoid };
 void gated_rmsnorm_forward(Tensor out, Tensor rstd, const Tensor& o, const Tensor& z, const Tensor& weight,
                            int64_t heads, GateActivation act, double eps);
 // do, dz overwritten (dz skipped when act == none); dweight accumulated
-void gated_rmsnorm_backward(Tensor d_o, Tensor dz, Tensor dweight, const Tensor& dout, const Tensor& o,
-                            const Tensor& z, const Tensor& weight, const Tensor& rstd, int64_t heads,
-                            GateActivation act);
+void gated_rmsnorm_backward(Tensor d_o, Tensor dz, Tensor dweight, const Tensor& dout, const Tensor& o, const Tensor& z,
+                            const Tensor& weight, const Tensor& rstd, int64_t heads, GateActivation act);
 
 // ---- LM head + cross-entropy, fused, over blocks of rows (never all logits at once) -------------
 // logits = x · Wᵀ ([N, V]); loss_n = logsumexp(logits_n) − logits_n[target_n]; target −1 = ignored.
@@ -92,8 +97,27 @@ void gated_rmsnorm_backward(Tensor d_o, Tensor dz, Tensor dweight, const Tensor&
 // dx = loss_scale · dlogits · W (overwritten) and dweight += loss_scale · dlogitsᵀ · x,
 // with dlogits = softmax − onehot(target), so that loss_scale = 1/count gives the mean's gradient.
 // x: [N, D], weight: [V, D], targets: i32 [N].
-double lm_head_cross_entropy(const Tensor& x, const Tensor& weight, const Tensor& targets, double loss_scale,
-                             Tensor dx, Tensor dweight);
+double lm_head_cross_entropy(const Tensor& x, const Tensor& weight, const Tensor& targets, double loss_scale, Tensor dx,
+                             Tensor dweight);
+
+// Vocabulary-parallel form, in three steps, for R ranks where rank r holds rows
+// [vocab_begin_r, vocab_begin_r + V_r) of the head (targets are ids of the full vocabulary):
+// 1. lm_head_shard_statistics, on each rank, over the logits of its shard (logits = x · W_rᵀ):
+//      stats[0, n] = log Σ_j exp(logits_nj),
+//      stats[1, n] = logits_n[target_n − vocab_begin] when target_n is in the shard, else 0
+//    (both 0 on ignored rows). stats: [2, N].
+// 2. lm_head_combine_statistics, on the R ranks' stats gathered in rank order ([R, 2, N]):
+//      lse_n = log Σ_r exp(stats[r, 0, n])  (the log-sum-exp over the whole vocabulary; 0 on ignored rows)
+//    returns Σ_n (lse_n − Σ_r stats[r, 1, n]) over non-ignored rows = lm_head_cross_entropy's loss.
+// 3. lm_head_shard_backward, on each rank, with that lse ([N]):
+//      dlogits_nj = loss_scale · (exp(logits_nj − lse_n) − [j = target_n − vocab_begin])  (0 on ignored rows)
+//      dx = dlogits · W_r (overwritten: this shard's term of the sum over ranks), dweight += dlogitsᵀ · x.
+// x: [N, D], weight: [V_r, D], targets: i32 [N] (≥ −1).
+void lm_head_shard_statistics(Tensor stats, const Tensor& x, const Tensor& weight, const Tensor& targets,
+                              int64_t vocab_begin);
+double lm_head_combine_statistics(Tensor lse, const Tensor& gathered_stats, const Tensor& targets);
+void lm_head_shard_backward(Tensor dx, Tensor dweight, const Tensor& x, const Tensor& weight, const Tensor& targets,
+                            int64_t vocab_begin, const Tensor& lse, double loss_scale);
 
 // ---- causal softmax attention (GQA, optional sliding window) -----------------------------------
 // q: [N, Hq·Dh], k, v: [N, Hkv·Dh] (Hq a multiple of Hkv; query head h reads kv head h/(Hq/Hkv)).

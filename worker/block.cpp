@@ -8,19 +8,22 @@ namespace linea {
 
 namespace {
 std::unique_ptr<Mixer> make_mixer(ParameterSet& params, const std::string& name, const ModelConfig& config,
-                                  int64_t layer) {
+                                  int64_t layer, const TensorParallel& tp) {
   if (config.is_attention_layer(layer)) {
-    return std::make_unique<AttentionLayer>(params, name, config.d_model, config.attention);
+    return std::make_unique<AttentionLayer>(params, name, config.d_model, config.attention, tp);
   }
-  return std::make_unique<DeltaRuleLayer>(params, name, config.d_model, config.mixer, config.linear, config.norm_eps);
+  return std::make_unique<DeltaRuleLayer>(params, name, config.d_model, config.mixer, config.linear, config.norm_eps,
+                                          tp);
 }
 }  // namespace
 
-Block::Block(ParameterSet& params, const std::string& name, const ModelConfig& config, int64_t layer)
-    : attn_norm_(params, name + ".attn_norm", config.d_model, config.norm_eps),
-      mixer_(make_mixer(params, name + ".mixer", config, layer)),
+Block::Block(ParameterSet& params, const std::string& name, const ModelConfig& config, int64_t layer,
+             const TensorParallel& tp)
+    : tp_(tp),
+      attn_norm_(params, name + ".attn_norm", config.d_model, config.norm_eps),
+      mixer_(make_mixer(params, name + ".mixer", config, layer, tp)),
       mlp_norm_(params, name + ".mlp_norm", config.d_model, config.norm_eps),
-      mlp_(params, name + ".mlp", config.d_model, config.mlp_hidden) {}
+      mlp_(params, name + ".mlp", config.d_model, config.mlp_hidden, tp) {}
 
 void Block::init(Rng& rng, double std) {
   attn_norm_.init();
@@ -29,25 +32,31 @@ void Block::init(Rng& rng, double std) {
   mlp_.init(rng, std);
 }
 
+// Σ_TP: the sum over the tensor-parallel group of each rank's term (nothing without TP).
 Tensor Block::forward(StepContext& ctx, const Tensor& x) {
+  // h = x + Σ_TP mixer(attn_norm(x)),  out = h + Σ_TP mlp(mlp_norm(h))
   Tensor h = mixer_->forward(ctx, attn_norm_.forward(ctx, x));
+  tp_.all_reduce_sum(h);
   ops::add_inplace(h, x);
   Tensor out = mlp_.forward(ctx, mlp_norm_.forward(ctx, h));
+  tp_.all_reduce_sum(out);
   ops::add_inplace(out, h);
   return out;
 }
 
 void Block::backward(StepContext& ctx, const Tensor& dout, Tensor dx) {
   const Shape shape = dout.shape();
-  // ∂L/∂h = dout + mlp_normᵀ(mlpᵀ(dout))
+  // ∂L/∂h = dout + mlp_normᵀ(Σ_TP mlpᵀ(dout))
   Tensor dmlp_in = ctx.temporary(shape);
   mlp_.backward(ctx, dout, dmlp_in);
+  tp_.all_reduce_sum(dmlp_in);
   Tensor dh = ctx.temporary(shape);
   mlp_norm_.backward(dmlp_in, dh);
   ops::add_inplace(dh, dout);
-  // ∂L/∂x = dh + attn_normᵀ(mixerᵀ(dh))
+  // ∂L/∂x = dh + attn_normᵀ(Σ_TP mixerᵀ(dh))
   Tensor dmixer_in = ctx.temporary(shape);
   mixer_->backward(ctx, dh, dmixer_in);
+  tp_.all_reduce_sum(dmixer_in);
   attn_norm_.backward(dmixer_in, dx);
   ops::add_inplace(dx, dh);
 }

@@ -1,6 +1,9 @@
 // Block: one pre-norm decoder layer, x → h = x + mixer(attn_norm(x)) → out = h + mlp(mlp_norm(h)).
 // The mixer is softmax attention or a delta-rule layer, as the model config places it. Parameters
 // are named PREFIX.attn_norm, PREFIX.mixer.*, PREFIX.mlp_norm, PREFIX.mlp.*.
+// Under tensor parallelism x, h and out are whole on every rank; the mixer and the MLP each give
+// this rank's term of their output, summed over the group in forward, and likewise the gradient of
+// their input in backward (Megatron's g and f: two all-reduces of [N, D] each way per block).
 #pragma once
 #include <memory>
 #include <string>
@@ -9,12 +12,14 @@
 #include "worker/model_config.h"
 #include "worker/rms_norm.h"
 #include "worker/swiglu_mlp.h"
+#include "worker/tensor_parallel.h"
 
 namespace linea {
 
 class Block {
  public:
-  Block(ParameterSet& params, const std::string& name, const ModelConfig& config, int64_t layer);
+  Block(ParameterSet& params, const std::string& name, const ModelConfig& config, int64_t layer,
+        const TensorParallel& tp = {});
 
   void init(Rng& rng, double std);
   Tensor forward(StepContext& ctx, const Tensor& x);
@@ -22,6 +27,7 @@ class Block {
   void backward(StepContext& ctx, const Tensor& dout, Tensor dx);
 
  private:
+  TensorParallel tp_;
   RMSNorm attn_norm_;
   std::unique_ptr<Mixer> mixer_;
   RMSNorm mlp_norm_;

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "kernels/random.h"
+#include "worker/parameter_shard.h"
 
 namespace linea {
 
@@ -25,15 +26,17 @@ ops::GateActivation output_activation(MixerKind kind, bool gated) {
   return kind == MixerKind::kda || kind == MixerKind::gdn2 ? ops::GateActivation::sigmoid : ops::GateActivation::silu;
 }
 
-// Writes values[i] into element i of an f32 or f64 CPU tensor.
-void set_values(Tensor t, const std::vector<double>& values) {
+// Sets p to its shard of the full tensor `values` (element i of the logical tensor = values[i]).
+void set_values(Parameter& p, const std::vector<double>& values) {
+  Tensor full = Tensor::empty(p.full_shape, p.value.dtype());
   for (size_t i = 0; i < values.size(); ++i) {
-    if (t.dtype() == DType::f64) {
-      t.data<double>()[i] = values[i];
+    if (full.dtype() == DType::f64) {
+      full.data<double>()[i] = values[i];
     } else {
-      t.data<float>()[i] = static_cast<float>(values[i]);
+      full.data<float>()[i] = static_cast<float>(values[i]);
     }
   }
+  assign_from_full(p, full);
 }
 
 MixerKind checked_linear_kind(MixerKind kind) {
@@ -44,7 +47,7 @@ MixerKind checked_linear_kind(MixerKind kind) {
 }  // namespace
 
 DeltaRuleLayer::DeltaRuleLayer(ParameterSet& params, const std::string& name, int64_t d_model, MixerKind kind,
-                               const LinearMixerConfig& config, double norm_eps)
+                               const LinearMixerConfig& config, double norm_eps, const TensorParallel& tp)
     : kind_(checked_linear_kind(kind)),
       config_(config),
       norm_eps_(norm_eps),
@@ -52,37 +55,57 @@ DeltaRuleLayer::DeltaRuleLayer(ParameterSet& params, const std::string& name, in
             1.0 / std::sqrt(double(config.d_k))},
       output_act_(output_activation(kind, config.output_gate)),
       erase_scale_(config.allow_neg_eigval ? 2.0 : 1.0),
-      heads_(config.heads),
-      key_width_(config.heads * config.d_k),
-      value_width_(config.heads * config.d_v),
-      q_proj_(params, name + ".q_proj", d_model, key_width_, false),
-      k_proj_(params, name + ".k_proj", d_model, key_width_, false),
-      v_proj_(params, name + ".v_proj", d_model, value_width_, false),
-      b_proj_(params, name + ".b_proj", d_model, kind == MixerKind::gdn2 ? key_width_ : heads_, false,
-              kind == MixerKind::gdn2 ? ParamRole::matrix : ParamRole::gate),
+      head_range_(tp.split_evenly(config.heads, "model.linear.heads")),
+      heads_(head_range_.size),
+      key_width_(heads_ * config.d_k),
+      value_width_(heads_ * config.d_v),
+      q_proj_(params, name + ".q_proj", d_model, config.heads * config.d_k, false, ParamRole::matrix,
+              LinearSplit::outputs, channels(config.d_k)),
+      k_proj_(params, name + ".k_proj", d_model, config.heads * config.d_k, false, ParamRole::matrix,
+              LinearSplit::outputs, channels(config.d_k)),
+      v_proj_(params, name + ".v_proj", d_model, config.heads * config.d_v, false, ParamRole::matrix,
+              LinearSplit::outputs, channels(config.d_v)),
+      b_proj_(params, name + ".b_proj", d_model, kind == MixerKind::gdn2 ? config.heads * config.d_k : config.heads,
+              false, kind == MixerKind::gdn2 ? ParamRole::matrix : ParamRole::gate, LinearSplit::outputs,
+              channels(kind == MixerKind::gdn2 ? config.d_k : 1)),
       o_norm_(params.declare(name + ".o_norm.weight", {config.d_v}, ParamRole::vector, false)),
-      o_proj_(params, name + ".o_proj", value_width_, d_model, false) {
-  if (kind_ == MixerKind::gdn2) w_proj_.emplace(params, name + ".w_proj", d_model, value_width_, false);
+      o_proj_(params, name + ".o_proj", config.heads * config.d_v, d_model, false, ParamRole::matrix,
+              LinearSplit::inputs, channels(config.d_v)) {
+  const int64_t full_keys = config.heads * config.d_k, full_values = config.heads * config.d_v;
+  o_norm_->partial_grad = heads_ < config.heads;
+  if (kind_ == MixerKind::gdn2) {
+    w_proj_.emplace(params, name + ".w_proj", d_model, full_values, false, ParamRole::matrix, LinearSplit::outputs,
+                    channels(config.d_v));
+  }
   if (spec_.decay == ops::DecayKind::scalar) {
-    a_proj_.emplace(params, name + ".a_proj", d_model, heads_, false, ParamRole::gate);
+    a_proj_.emplace(params, name + ".a_proj", d_model, config.heads, false, ParamRole::gate, LinearSplit::outputs,
+                    head_range_);
   } else if (spec_.decay == ops::DecayKind::channel) {
-    f_proj_.emplace(params, name + ".f_proj", d_model, config.decay_rank, key_width_, false);
+    f_proj_.emplace(params, name + ".f_proj", d_model, config.decay_rank, full_keys, false, LinearSplit::outputs,
+                    channels(config.d_k));
   }
   if (spec_.decay != ops::DecayKind::none) {
-    A_log_ = params.declare(name + ".A_log", {heads_}, ParamRole::gate, false);
-    dt_bias_ = params.declare(name + ".dt_bias", {spec_.decay == ops::DecayKind::scalar ? heads_ : key_width_},
-                              ParamRole::gate, false);
+    A_log_ = params.declare(name + ".A_log", {config.heads}, ParamRole::gate, false, 0, head_range_);
+    const bool scalar = spec_.decay == ops::DecayKind::scalar;
+    dt_bias_ = params.declare(name + ".dt_bias", {scalar ? config.heads : full_keys}, ParamRole::gate, false, 0,
+                              channels(scalar ? 1 : config.d_k));
   }
   if (config.conv > 0) {
-    q_conv_.emplace(params, name + ".q_conv1d", key_width_, config.conv);
-    k_conv_.emplace(params, name + ".k_conv1d", key_width_, config.conv);
-    v_conv_.emplace(params, name + ".v_conv1d", value_width_, config.conv);
+    q_conv_.emplace(params, name + ".q_conv1d", full_keys, config.conv, channels(config.d_k));
+    k_conv_.emplace(params, name + ".k_conv1d", full_keys, config.conv, channels(config.d_k));
+    v_conv_.emplace(params, name + ".v_conv1d", full_values, config.conv, channels(config.d_v));
   }
   if (output_act_ == ops::GateActivation::silu) {
-    g_proj_.emplace(params, name + ".g_proj", d_model, value_width_, false);
+    g_proj_.emplace(params, name + ".g_proj", d_model, full_values, false, ParamRole::matrix, LinearSplit::outputs,
+                    channels(config.d_v));
   } else if (output_act_ == ops::GateActivation::sigmoid) {
-    g_proj_lowrank_.emplace(params, name + ".g_proj", d_model, config.gate_rank, value_width_, true);
+    g_proj_lowrank_.emplace(params, name + ".g_proj", d_model, config.gate_rank, full_values, true,
+                            LinearSplit::outputs, channels(config.d_v));
   }
+}
+
+ShardRange DeltaRuleLayer::channels(int64_t per_head) const {
+  return {head_range_.begin * per_head, head_range_.size * per_head};
 }
 
 void DeltaRuleLayer::init(Rng& rng, double std) {
@@ -96,20 +119,20 @@ void DeltaRuleLayer::init(Rng& rng, double std) {
   if (A_log_) {
     // A ~ U(0, 16) for GDN, U(1, 16) for KDA and GDN-2; A_log = log A (A = 0 is redrawn).
     const double a_min = kind_ == MixerKind::gdn ? 0.0 : 1.0;
-    std::vector<double> A_log(static_cast<size_t>(heads_));
+    std::vector<double> A_log(static_cast<size_t>(config_.heads));
     for (double& value : A_log) {
       double a = 0;
       while (a <= 0) a = a_min + (16.0 - a_min) * rng.uniform();
       value = std::log(a);
     }
-    set_values(A_log_->value, A_log);
+    set_values(*A_log_, A_log);
     // dt = exp(U(log 1e-3, log 1e-1)) clamped to ≥ 1e-4; dt_bias = softplus⁻¹(dt) = dt + log(−expm1(−dt)).
-    std::vector<double> dt_bias(static_cast<size_t>(dt_bias_->value.numel()));
+    std::vector<double> dt_bias(static_cast<size_t>(shape_numel(dt_bias_->full_shape)));
     for (double& value : dt_bias) {
       const double dt = std::max(std::exp(std::log(1e-3) + (std::log(1e-1) - std::log(1e-3)) * rng.uniform()), 1e-4);
       value = dt + std::log(-std::expm1(-dt));
     }
-    set_values(dt_bias_->value, dt_bias);
+    set_values(*dt_bias_, dt_bias);
   }
   if (q_conv_) {
     q_conv_->init(rng, std);

@@ -19,6 +19,13 @@
 //   out = W_o y                                         (H·V → D)
 // Parameter names follow fla (q_proj, q_conv1d, a_proj, b_proj, w_proj, f_proj.0/1, g_proj, A_log,
 // dt_bias, o_norm, o_proj); roles follow mixers.md §6.3.
+//
+// Heads are independent, so under tensor parallelism a rank holds heads tp.split_evenly(H) and
+// everything of them: rows of every projection into them (q, k, v, b, w, a, f_proj.1, g_proj.1 and
+// its bias), their A_log, dt_bias and conv channels, and the columns of o_proj out of them; out
+// and dx are then this rank's terms of sums over the group. Whole on every rank: o_norm's γ
+// (shared by the heads) and the first factors f_proj.0, g_proj.0, whose gradients are partial
+// (Parameter::partial_grad).
 #pragma once
 #include <optional>
 #include <string>
@@ -30,6 +37,7 @@
 #include "worker/mixer.h"
 #include "worker/model_config.h"
 #include "worker/short_conv.h"
+#include "worker/tensor_parallel.h"
 
 namespace linea {
 
@@ -37,7 +45,7 @@ class DeltaRuleLayer final : public Mixer {
  public:
   // kind: deltanet, gdn, kda or gdn2.
   DeltaRuleLayer(ParameterSet& params, const std::string& name, int64_t d_model, MixerKind kind,
-                 const LinearMixerConfig& config, double norm_eps);
+                 const LinearMixerConfig& config, double norm_eps, const TensorParallel& tp = {});
 
   void init(Rng& rng, double std) override;
   Tensor forward(StepContext& ctx, const Tensor& x) override;
@@ -47,6 +55,8 @@ class DeltaRuleLayer final : public Mixer {
   // silu(conv(x)) when the layer has convs, else x; and its backward.
   Tensor conv_forward(StepContext& ctx, std::optional<ShortConv>& conv, const Tensor& x);
   Tensor conv_backward(StepContext& ctx, std::optional<ShortConv>& conv, const Tensor& dy);
+  // The indices of a head-major width (per_head values per head) that this rank's heads occupy.
+  ShardRange channels(int64_t per_head) const;
 
   MixerKind kind_;
   LinearMixerConfig config_;
@@ -54,7 +64,8 @@ class DeltaRuleLayer final : public Mixer {
   ops::DeltaRuleSpec spec_;
   ops::GateActivation output_act_;
   double erase_scale_;                       // 2 when negative eigenvalues are allowed
-  int64_t heads_, key_width_, value_width_;  // H, H·K, H·V
+  ShardRange head_range_;                    // the heads this rank holds
+  int64_t heads_, key_width_, value_width_;  // H, H·K, H·V of this rank
 
   Linear q_proj_, k_proj_, v_proj_;
   std::optional<Linear> a_proj_;         // GDN decay input

@@ -3,15 +3,18 @@
 #include <stdexcept>
 
 #include "kernels/ops.h"
+#include "worker/parameter_shard.h"
 
 namespace linea {
 
-Embedding::Embedding(ParameterSet& params, const std::string& name, int64_t vocab, int64_t dim)
-    : vocab_(vocab), dim_(dim) {
-  table_ = params.declare(name + ".weight", {vocab, dim}, ParamRole::embedding, /*weight_decay=*/true);
+Embedding::Embedding(ParameterSet& params, const std::string& name, int64_t vocab, int64_t dim,
+                     const TensorParallel& tp)
+    : vocab_(vocab), dim_(dim), tp_(tp) {
+  table_ = params.declare(name + ".weight", {vocab, dim}, ParamRole::embedding, /*weight_decay=*/true, 0,
+                          tp.split(vocab, "model.vocab"));
 }
 
-void Embedding::init(Rng& rng, double std) { fill_normal(table_->value, rng, 0.0, std); }
+void Embedding::init(Rng& rng, double std) { init_normal(*table_, rng, std); }
 
 Tensor Embedding::forward(StepContext& ctx, const Tensor& ids) {
   if (ids.dtype() != DType::i32 || ids.ndim() != 1) {
@@ -29,10 +32,21 @@ Tensor Embedding::forward(StepContext& ctx, const Tensor& ids) {
   }
   ids_ = ids;
   Tensor x = ctx.activation({ids.numel(), dim_});
-  ops::embedding_forward(x, table_->value, ids);
+  if (table_->shard_dim < 0) {
+    ops::embedding_forward(x, table_->value, ids);
+  } else {
+    ops::embedding_shard_forward(x, table_->value, ids, table_->shard_offset);
+    tp_.all_reduce_sum(x);
+  }
   return x;
 }
 
-void Embedding::backward(const Tensor& dx) { ops::embedding_backward(table_->grad, dx, ids_); }
+void Embedding::backward(const Tensor& dx) {
+  if (table_->shard_dim < 0) {
+    ops::embedding_backward(table_->grad, dx, ids_);
+  } else {
+    ops::embedding_shard_backward(table_->grad, dx, ids_, table_->shard_offset);
+  }
+}
 
 }  // namespace linea

@@ -1,17 +1,28 @@
 #include "worker/linear.h"
 
+#include <stdexcept>
+
 #include "kernels/ops.h"
+#include "worker/parameter_shard.h"
 
 namespace linea {
 
-Linear::Linear(ParameterSet& params, const std::string& name, int64_t in, int64_t out, bool bias, ParamRole role)
-    : in_(in), out_(out) {
-  weight_ = params.declare(name + ".weight", {out, in}, role, /*weight_decay=*/true);
-  if (bias) bias_ = params.declare(name + ".bias", {out}, ParamRole::vector, /*weight_decay=*/false);
+Linear::Linear(ParameterSet& params, const std::string& name, int64_t in, int64_t out, bool bias, ParamRole role,
+               LinearSplit split, ShardRange range)
+    : in_(split == LinearSplit::inputs ? range.size : in), out_(split == LinearSplit::outputs ? range.size : out) {
+  if (split == LinearSplit::inputs && bias) {
+    throw std::invalid_argument("Linear " + name + ": a layer split on its inputs (row-parallel) has no bias");
+  }
+  const int weight_dim = split == LinearSplit::outputs ? 0 : split == LinearSplit::inputs ? 1 : -1;
+  weight_ = params.declare(name + ".weight", {out, in}, role, /*weight_decay=*/true, weight_dim, range);
+  if (bias) {
+    bias_ = params.declare(name + ".bias", {out}, ParamRole::vector, /*weight_decay=*/false,
+                           split == LinearSplit::outputs ? 0 : -1, range);
+  }
 }
 
 void Linear::init(Rng& rng, double std) {
-  fill_normal(weight_->value, rng, 0.0, std);
+  init_normal(*weight_, rng, std);
   if (bias_) bias_->value.zero();
 }
 

@@ -1,10 +1,25 @@
 #include "worker/low_rank_linear.h"
 
+#include <stdexcept>
+
 namespace linea {
 
+namespace {
+LinearSplit checked_split(LinearSplit split, const std::string& name) {
+  if (split == LinearSplit::inputs) {
+    throw std::invalid_argument("LowRankLinear " + name + ": only its outputs can be split");
+  }
+  return split;
+}
+}  // namespace
+
 LowRankLinear::LowRankLinear(ParameterSet& params, const std::string& name, int64_t in, int64_t rank, int64_t out,
-                             bool bias)
-    : rank_(rank), down_(params, name + ".0", in, rank, false), up_(params, name + ".1", rank, out, bias) {}
+                             bool bias, LinearSplit split, ShardRange range)
+    : rank_(rank),
+      down_(params, name + ".0", in, rank, false),
+      up_(params, name + ".1", rank, out, bias, ParamRole::matrix, checked_split(split, name), range) {
+  down_.weight().partial_grad = up_.weight().shard_dim >= 0;
+}
 
 void LowRankLinear::init(Rng& rng, double std) {
   down_.init(rng, std);

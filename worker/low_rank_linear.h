@@ -1,6 +1,9 @@
 // LowRankLinear: y = W₂ (W₁ x) (+ b), W₁: [rank, in], W₂: [out, rank] — KDA/GDN-2's decay
 // projection f_proj and output-gate projection g_proj (reference/mixers.md §1.3). The factors are
 // named NAME.0 and NAME.1 (fla's nn.Sequential); the bias, if any, belongs to the second.
+// Under tensor parallelism (split = outputs) W₂ and b hold rows `range` (column-parallel) and W₁
+// is whole on every rank; each rank's backward then gives only its part of W₁'s gradient (through
+// its rows of W₂), so W₁ is marked partial_grad (summed over the group by Model).
 #pragma once
 #include <string>
 
@@ -10,7 +13,9 @@ namespace linea {
 
 class LowRankLinear {
  public:
-  LowRankLinear(ParameterSet& params, const std::string& name, int64_t in, int64_t rank, int64_t out, bool bias);
+  // split: none or outputs.
+  LowRankLinear(ParameterSet& params, const std::string& name, int64_t in, int64_t rank, int64_t out, bool bias,
+                LinearSplit split = LinearSplit::none, ShardRange range = {});
 
   void init(Rng& rng, double std);
   Tensor forward(StepContext& ctx, const Tensor& x);

@@ -4,6 +4,8 @@
 #include <utility>
 
 #include "kernels/ops.h"
+#include "worker/lm_head_loss.h"
+#include "worker/parameter_shard.h"
 
 namespace linea {
 
@@ -12,23 +14,31 @@ ModelConfig resolved(ModelConfig config) {
   config.resolve();
   return config;
 }
+
+TensorParallel validated(TensorParallel tp) {
+  tp.validate();
+  return tp;
+}
 }  // namespace
 
-Model::Model(const ModelConfig& config, DType dtype, bool allocate)
+Model::Model(const ModelConfig& config, DType dtype, bool allocate, TensorParallel tp)
     : config_(resolved(config)),
+      tp_(validated(tp)),
       params_(dtype),
-      embedding_(params_, "embedding", config_.vocab, config_.d_model),
+      embedding_(params_, "embedding", config_.vocab, config_.d_model, tp_),
       norm_(params_, "norm", config_.d_model, config_.norm_eps) {
   if (dtype != DType::f32 && dtype != DType::f64) {
     throw std::invalid_argument("Model: parameters must be f32 or f64, got " + std::string(dtype_name(dtype)));
   }
   blocks_.reserve(static_cast<size_t>(config_.layers));
   for (int64_t i = 0; i < config_.layers; ++i) {
-    blocks_.emplace_back(params_, "layers." + std::to_string(i), config_, i);
+    blocks_.emplace_back(params_, "layers." + std::to_string(i), config_, i, tp_);
   }
   if (!config_.tie_embeddings) {
-    head_ = params_.declare("head.weight", {config_.vocab, config_.d_model}, ParamRole::head, true);
+    head_ = params_.declare("head.weight", {config_.vocab, config_.d_model}, ParamRole::head, true, 0,
+                            tp_.split(config_.vocab, "model.vocab"));
   }
+  partial_grads_ = PartialGradientSum(params_);  // once every parameter is declared
   if (allocate) params_.finalize();
 }
 
@@ -39,10 +49,10 @@ void Model::init_parameters(uint64_t seed) {
   embedding_.init(rng, std);
   for (Block& block : blocks_) block.init(rng, std);
   norm_.init();
-  if (head_) fill_normal(head_->value, rng, 0.0, std);
+  if (head_) init_normal(*head_, rng, std);
 }
 
-Tensor Model::head_weight() const { return head_ ? head_->value : embedding_.table().value; }
+const Parameter& Model::head() const { return head_ ? *head_ : embedding_.table(); }
 
 Tensor Model::forward(StepContext& ctx, const Tensor& ids, const Tensor& targets, int64_t& target_count) {
   if (!params_.finalized()) throw std::logic_error("Model: the model was built without memory");
@@ -76,10 +86,10 @@ double Model::forward_backward(const Tensor& ids, const Tensor& targets, const S
   const Tensor hidden = forward(ctx, ids, targets, count);
   if (count == 0) return 0.0;
 
+  partial_grads_.begin();
   Tensor dhidden = ctx.activation(hidden.shape());
-  Tensor dhead = head_ ? head_->grad : embedding_.table().grad;
   const double loss_sum =
-      ops::lm_head_cross_entropy(hidden, head_weight(), targets, loss_scale / double(count), dhidden, dhead);
+      lm_head_loss(ctx, tp_, hidden, head(), targets, loss_scale / double(count), dhidden, head().grad);
   Tensor grad = ctx.activation(hidden.shape());
   Tensor next = ctx.activation(hidden.shape());
   norm_.backward(dhidden, grad);
@@ -89,6 +99,7 @@ double Model::forward_backward(const Tensor& ids, const Tensor& targets, const S
     scratch_.reset();
   }
   embedding_.backward(grad);
+  partial_grads_.finish(tp_);
   return loss_sum / double(count);
 }
 
@@ -99,7 +110,7 @@ double Model::evaluate(const Tensor& ids, const Tensor& targets, const SeqLayout
   int64_t count = 0;
   const Tensor hidden = forward(ctx, ids, targets, count);
   if (count == 0) return 0.0;
-  return ops::lm_head_cross_entropy(hidden, head_weight(), targets, 1.0, Tensor(), Tensor()) / double(count);
+  return lm_head_loss(ctx, tp_, hidden, head(), targets, 1.0, Tensor(), Tensor()) / double(count);
 }
 
 }  // namespace linea

@@ -6,6 +6,15 @@
 // (absent with tied embeddings). Activations live in an Arena sized by the first step.
 // A micro-batch is N packed tokens: ids and targets are i32 [N]; a target of −1 is ignored; `seqs`
 // says where documents begin (conv, attention, recurrent state and RoPE restart there).
+//
+// Tensor parallelism (worker/tensor_parallel.h): a Model built with TensorParallel{comm, rank, R}
+// is this rank's part of the model; the R ranks of the group call every method together, with the
+// same ids, targets and seqs. Parameters keep their TP = 1 names; each records which part of its
+// logical tensor it holds (Parameter::full_shape, shard_dim, shard_offset). init_parameters gives
+// the same logical tensors as at TP = 1 for the same seed; forward_backward returns the same loss
+// on every rank (that of the TP = 1 model, to rounding) and accumulates into each rank's gradient
+// buffer the gradients of what it holds: complete for its shards, and complete and identical on
+// every rank for replicated parameters.
 #pragma once
 #include <vector>
 
@@ -13,16 +22,20 @@
 #include "worker/block.h"
 #include "worker/embedding.h"
 #include "worker/model_config.h"
+#include "worker/partial_gradient_sum.h"
+#include "worker/tensor_parallel.h"
 
 namespace linea {
 
 class Model {
  public:
   // With allocate = false the parameters are only declared (names, shapes, roles: enough to count
-  // them) and no memory is allocated; such a model cannot run.
-  Model(const ModelConfig& config, DType dtype = DType::f32, bool allocate = true);
+  // them) and no memory is allocated; such a model cannot run. A layout the TP size does not divide
+  // (heads, kv heads) throws std::invalid_argument naming the config key, on every rank alike.
+  Model(const ModelConfig& config, DType dtype = DType::f32, bool allocate = true, TensorParallel tp = {});
 
   const ModelConfig& config() const { return config_; }
+  const TensorParallel& tensor_parallel() const { return tp_; }
   ParameterSet& params() { return params_; }
   const ParameterSet& params() const { return params_; }
 
@@ -45,14 +58,16 @@ class Model {
   // Runs embedding → blocks → final norm; returns the normed hidden states [N, D] and the number
   // of targets that count.
   Tensor forward(StepContext& ctx, const Tensor& ids, const Tensor& targets, int64_t& target_count);
-  Tensor head_weight() const;
+  const Parameter& head() const;
 
   ModelConfig config_;
+  TensorParallel tp_;
   ParameterSet params_;
   Embedding embedding_;
   std::vector<Block> blocks_;
   RMSNorm norm_;
   Parameter* head_ = nullptr;  // untied LM head
+  PartialGradientSum partial_grads_;
   Arena activations_, scratch_;
 };
 

@@ -16,12 +16,30 @@ std::string_view param_role_name(ParamRole role) {
   return "?";
 }
 
-Parameter* ParameterSet::declare(std::string name, Shape shape, ParamRole role, bool weight_decay) {
+Parameter* ParameterSet::declare(std::string name, Shape full_shape, ParamRole role, bool weight_decay, int shard_dim,
+                                 ShardRange shard) {
   if (finalized_) throw std::logic_error("ParameterSet::declare after finalize: " + name);
   if (find(name)) throw std::invalid_argument("duplicate parameter name: " + name);
+  Shape shape = full_shape;
+  if (shard_dim >= 0) {
+    if (shard_dim >= static_cast<int>(full_shape.size()) || shard.begin < 0 || shard.size < 1 ||
+        shard.end() > full_shape[static_cast<size_t>(shard_dim)]) {
+      throw std::invalid_argument("ParameterSet::declare: " + name + ": shard [" + std::to_string(shard.begin) + ", " +
+                                  std::to_string(shard.end()) + ") of dimension " + std::to_string(shard_dim) +
+                                  " does not lie inside " + shape_string(full_shape));
+    }
+    if (shard.size == full_shape[static_cast<size_t>(shard_dim)]) shard_dim = -1;  // the whole tensor
+    if (shard_dim >= 0) shape[static_cast<size_t>(shard_dim)] = shard.size;
+  } else if (shard_dim != -1) {
+    throw std::invalid_argument("ParameterSet::declare: " + name + ": shard dimension must be -1 or >= 0, got " +
+                                std::to_string(shard_dim));
+  }
   Parameter& p = params_.emplace_back();
   p.name = std::move(name);
   p.shape = std::move(shape);
+  p.full_shape = std::move(full_shape);
+  p.shard_dim = shard_dim;
+  p.shard_offset = shard_dim >= 0 ? shard.begin : 0;
   p.role = role;
   p.weight_decay = weight_decay;
   p.offset = numel_;
@@ -48,8 +66,6 @@ Parameter* ParameterSet::find(std::string_view name) {
   return nullptr;
 }
 
-const Parameter* ParameterSet::find(std::string_view name) const {
-  return const_cast<ParameterSet*>(this)->find(name);
-}
+const Parameter* ParameterSet::find(std::string_view name) const { return const_cast<ParameterSet*>(this)->find(name); }
 
 }  // namespace linea

@@ -4,6 +4,12 @@
 // allocates the two flat buffers and makes each Parameter's value/grad a view into them, so the
 // optimizer, gradient clipping, data-parallel reduction and checkpoints can treat all parameters
 // as one array. Addresses of Parameter objects are stable (modules keep Parameter*).
+//
+// Under tensor parallelism (worker/tensor_parallel.h) a parameter may be split over the TP ranks
+// along one dimension: `shape` is then this rank's shard, `full_shape` the logical tensor (as at
+// TP = 1, under the same name) and [shard_offset, shard_offset + shape[shard_dim]) the indices of
+// shard_dim this rank holds. The flat buffers hold shards; a replicated parameter is whole on every
+// rank (shard_dim = −1, shape = full_shape).
 #pragma once
 #include <deque>
 #include <string>
@@ -23,9 +29,22 @@ enum class ParamRole {
 };
 std::string_view param_role_name(ParamRole role);
 
+// Indices [begin, begin + size) of one dimension of a tensor.
+struct ShardRange {
+  int64_t begin = 0;
+  int64_t size = 0;
+  int64_t end() const { return begin + size; }
+};
+
 struct Parameter {
-  std::string name;  // e.g. "layers.3.mixer.q_proj.weight"
-  Shape shape;
+  std::string name;          // e.g. "layers.3.mixer.q_proj.weight"
+  Shape shape;               // what this rank holds
+  Shape full_shape;          // the logical tensor
+  int shard_dim = -1;        // the dimension split over the TP ranks; −1: replicated
+  int64_t shard_offset = 0;  // index of shard_dim where this rank's shard starts
+  // Replicated, but the backward of each TP rank adds only its part of the gradient (e.g. a norm
+  // weight shared by all heads, on a rank that holds some of them); Model sums these over TP.
+  bool partial_grad = false;
   ParamRole role = ParamRole::matrix;
   bool weight_decay = true;
   int64_t offset = 0;  // element offset in the flat buffers
@@ -39,8 +58,11 @@ class ParameterSet {
   ParameterSet(const ParameterSet&) = delete;
   ParameterSet& operator=(const ParameterSet&) = delete;
 
-  // Names must be unique. Must be called before finalize().
-  Parameter* declare(std::string name, Shape shape, ParamRole role, bool weight_decay);
+  // Names must be unique. Must be called before finalize(). A shard (shard_dim ≥ 0) holds indices
+  // `shard` of dimension shard_dim of full_shape; one that covers the whole dimension is recorded as
+  // replicated.
+  Parameter* declare(std::string name, Shape full_shape, ParamRole role, bool weight_decay, int shard_dim = -1,
+                     ShardRange shard = {});
   // Allocates the flat buffers (zero-filled) and binds every Parameter's views.
   void finalize();
   bool finalized() const { return finalized_; }

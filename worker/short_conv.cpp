@@ -1,15 +1,18 @@
 #include "worker/short_conv.h"
 
 #include "kernels/ops.h"
+#include "worker/parameter_shard.h"
 
 namespace linea {
 
-ShortConv::ShortConv(ParameterSet& params, const std::string& name, int64_t channels, int64_t kernel)
-    : channels_(channels) {
-  weight_ = params.declare(name + ".weight", {channels, kernel}, ParamRole::conv, /*weight_decay=*/true);
+ShortConv::ShortConv(ParameterSet& params, const std::string& name, int64_t channels, int64_t kernel,
+                     std::optional<ShardRange> shard)
+    : channels_(shard ? shard->size : channels) {
+  weight_ = params.declare(name + ".weight", {channels, kernel}, ParamRole::conv, /*weight_decay=*/true, shard ? 0 : -1,
+                           shard.value_or(ShardRange{}));
 }
 
-void ShortConv::init(Rng& rng, double std) { fill_normal(weight_->value, rng, 0.0, std); }
+void ShortConv::init(Rng& rng, double std) { init_normal(*weight_, rng, std); }
 
 Tensor ShortConv::forward(StepContext& ctx, const Tensor& x) {
   x_ = x;

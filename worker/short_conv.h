@@ -1,7 +1,10 @@
 // ShortConv: depthwise causal convolution over time (kernel W, no bias) followed by SiLU, on
 // x: [N, C], weight: [C, W] ~ N(0, init_std) (fla's ShortConvolution). It restarts at every
 // document boundary of ctx.seqs. backward overwrites dx and accumulates dweight.
+// Depthwise, so channels are independent: a tensor-parallel rank may hold channels `shard` of the
+// full C (x then holds those channels too).
 #pragma once
+#include <optional>
 #include <string>
 
 #include "kernels/random.h"
@@ -12,14 +15,16 @@ namespace linea {
 
 class ShortConv {
  public:
-  ShortConv(ParameterSet& params, const std::string& name, int64_t channels, int64_t kernel);
+  // channels: the full count; shard: the channels this rank holds (all when unset).
+  ShortConv(ParameterSet& params, const std::string& name, int64_t channels, int64_t kernel,
+            std::optional<ShardRange> shard = std::nullopt);
 
   void init(Rng& rng, double std);
   Tensor forward(StepContext& ctx, const Tensor& x);
   void backward(StepContext& ctx, const Tensor& dy, Tensor dx);
 
  private:
-  int64_t channels_;
+  int64_t channels_;  // held by this rank
   Parameter* weight_;
   Tensor x_;
 };

@@ -1,23 +1,27 @@
 // SwiGLU MLP (Llama/fla): y = W_down (silu(W_gate x) ⊙ W_up x); W_gate, W_up: [F, D], W_down: [D, F],
 // no biases. forward saves the two projections; backward overwrites dx and accumulates the
 // weight gradients, with its temporaries in ctx.scratch.
+// Under tensor parallelism each rank holds hidden units tp.split(F): gate and up split on their
+// outputs, down on its inputs, so y is this rank's term of a sum over the group (Block sums it)
+// and so is dx.
 #pragma once
 #include <string>
 
 #include "worker/linear.h"
+#include "worker/tensor_parallel.h"
 
 namespace linea {
 
 class SwiGLUMLP {
  public:
-  SwiGLUMLP(ParameterSet& params, const std::string& name, int64_t dim, int64_t hidden);
+  SwiGLUMLP(ParameterSet& params, const std::string& name, int64_t dim, int64_t hidden, const TensorParallel& tp = {});
 
   void init(Rng& rng, double std);
   Tensor forward(StepContext& ctx, const Tensor& x);
   void backward(StepContext& ctx, const Tensor& dy, Tensor dx);
 
  private:
-  int64_t hidden_;
+  ShardRange units_;  // the hidden units this rank holds
   Linear gate_proj_, up_proj_, down_proj_;
   Tensor gate_, up_;
 };
