@@ -8,15 +8,21 @@
 #include "worker/adamw.h"
 #include "worker/grad_clip.h"
 #include "worker/optimizer.h"
+#include "worker/parameter_shard.h"
 
 namespace linea {
 
 DistributedOptimizer::DistributedOptimizer(const OptimizerConfig& config, ParameterSet& params, Communicator& dp,
-                                           bool zero)
-    : config_(config), params_(params), dp_(dp), zero_(zero), plan_(params, dp.size(), [&](const Parameter& p) {
-        return config.kind == OptimizerKind::muon && takes_muon(p);
-      }) {
+                                           bool zero, TensorParallel tp)
+    : config_(config),
+      params_(params),
+      dp_(dp),
+      zero_(zero),
+      tp_(tp),
+      plan_(params, dp.size(),
+            [&](const Parameter& p) { return config.kind == OptimizerKind::muon && takes_muon(p); }) {
   validate(config_);
+  tp_.validate();
   if (!params.finalized()) throw std::invalid_argument("DistributedOptimizer: the ParameterSet is not finalized");
   if (params.dtype() != DType::f32 && params.dtype() != DType::f64) {
     throw std::invalid_argument("DistributedOptimizer: master weights must be f32 or f64, got " +
@@ -122,23 +128,35 @@ double DistributedOptimizer::reduce_gradients() {
     }
   }
 
-  // ‖g‖² = Σ_r (in rank order) Σ_{pieces of r} (in plan order) Σ g², the same in every mode.
-  const auto sum_over = [&](int rank) {
-    double s = 0;
-    for (const ShardPiece& piece : plan_.pieces(rank)) s += sum_of_squares(gradient(piece));
-    return s;
+  // ‖g‖² = Σ_r (in rank order) Σ_{pieces of r} (in plan order) Σ g², the same in every mode; kept
+  // apart for TP shards (then summed over the TP group) and for replicated parameters.
+  const auto sums_of = [&](int rank, double* sums) {  // sums: [shards, replicated]
+    sums[0] = sums[1] = 0;
+    for (const ShardPiece& piece : plan_.pieces(rank)) {
+      sums[params_.params()[piece.param].shard_dim < 0 ? 1 : 0] += sum_of_squares(gradient(piece));
+    }
   };
-  double total = 0;
+  Tensor totals = Tensor::zeros({2}, DType::f64);
+  double* total = totals.data<double>();
   if (sharded_gradients()) {
-    Tensor mine = Tensor::empty({1}, DType::f64);
-    mine.data<double>()[0] = sum_over(me);
-    Tensor all = Tensor::empty({ranks}, DType::f64);
+    Tensor mine = Tensor::empty({2}, DType::f64);
+    sums_of(me, mine.data<double>());
+    Tensor all = Tensor::empty({2 * ranks}, DType::f64);
     dp_.all_gather(mine, all);
-    for (int r = 0; r < ranks; ++r) total += all.data<double>()[r];
+    for (int r = 0; r < ranks; ++r) {
+      total[0] += all.data<double>()[2 * r];
+      total[1] += all.data<double>()[2 * r + 1];
+    }
   } else {
-    for (int r = 0; r < ranks; ++r) total += sum_over(r);
+    for (int r = 0; r < ranks; ++r) {
+      double sums[2];
+      sums_of(r, sums);
+      total[0] += sums[0];
+      total[1] += sums[1];
+    }
   }
-  const double norm = std::sqrt(total);
+  tp_.all_reduce_sum(totals.slice(0, 1));
+  const double norm = std::sqrt(total[0] + total[1]);
 
   const double max_norm = config_.grad_clip;
   if (max_norm > 0 && std::isfinite(norm) && norm > max_norm) {
@@ -154,14 +172,18 @@ double DistributedOptimizer::reduce_gradients() {
 
 void DistributedOptimizer::update_matrix(Held& h, double lr) {
   const Parameter& p = params_.params()[h.piece.param];
-  const int64_t rows = p.shape[0], cols = p.shape[1];
-  const Tensor u = scratch_.input(rows, cols, params_.dtype());
+  const Tensor u = scratch_.input(p.shape[0], p.shape[1], params_.dtype());
   muon_momentum(gradient(h.piece), h.momentum, u, config_.muon_momentum);
-  // TP hook: a matrix sharded over TP is gathered here (along its shard dimension), orthogonalised
-  // whole, and this rank keeps its slice of the result.
-  scratch_.orthogonalise(u, config_.ns_steps);
+  if (p.shard_dim >= 0 && tp_.size > 1) {
+    // A shard: orthogonalise the whole matrix, gathered over TP, and keep this rank's slice.
+    const Tensor full = gather_full(p, u, *tp_.comm);
+    scratch_.orthogonalise(full, config_.ns_steps);
+    copy_from_full(full, p.shard_dim, {p.shard_offset, p.shape[static_cast<size_t>(p.shard_dim)]}, u);
+  } else {
+    scratch_.orthogonalise(u, config_.ns_steps);
+  }
   const double decay_factor = takes_weight_decay(p, config_) ? 1 - lr * config_.weight_decay : 1.0;
-  muon_apply(piece_view(params_.values(), h.piece), u, lr, decay_factor, rows, cols);
+  muon_apply(piece_view(params_.values(), h.piece), u, lr, decay_factor, p.full_shape[0], p.full_shape[1]);
 }
 
 void DistributedOptimizer::step(double lr) {
@@ -200,15 +222,18 @@ CheckpointTensor DistributedOptimizer::block_of(const std::string& name, const T
     shape[0] = piece.row_end - piece.row_begin;
     offset[0] = piece.row_begin;
   }
-  // TP hook: for a parameter sharded over TP, full_shape is the whole tensor's and the shard's
-  // offset along its shard dimension is added here.
-  return CheckpointTensor(name, data.reshape(shape), p.shape, offset);
+  if (p.shard_dim >= 0) offset[static_cast<size_t>(p.shard_dim)] += p.shard_offset;  // a TP shard
+  return CheckpointTensor(name, data.reshape(shape), p.full_shape, offset);
+}
+
+bool DistributedOptimizer::written_here(const ShardPiece& piece) const {
+  return tp_.rank == 0 || params_.params()[piece.param].shard_dim >= 0;
 }
 
 std::vector<CheckpointTensor> DistributedOptimizer::state_blocks(bool owned_only) const {
   std::vector<CheckpointTensor> out;
   for (const Held& h : held_) {
-    if (owned_only && !h.owned) continue;
+    if (owned_only && (!h.owned || !written_here(h.piece))) continue;
     const std::string& name = params_.params()[h.piece.param].name;
     if (h.muon) {
       out.push_back(block_of("muon.momentum/" + name, h.momentum, h.piece));
@@ -223,6 +248,7 @@ std::vector<CheckpointTensor> DistributedOptimizer::state_blocks(bool owned_only
 std::vector<CheckpointTensor> DistributedOptimizer::owned_weights() const {
   std::vector<CheckpointTensor> out;
   for (const ShardPiece& piece : plan_.pieces(dp_.rank())) {
+    if (!written_here(piece)) continue;
     out.push_back(block_of(params_.params()[piece.param].name, piece_view(params_.values(), piece), piece));
   }
   return out;

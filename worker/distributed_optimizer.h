@@ -14,6 +14,14 @@
 //     then all-gathered (with zero = true, as part of the chunks).
 // With one DP rank this is the plain optimizer: no communication and no copies.
 //
+// Tensor parallelism (worker/tensor_parallel.h): each TP rank runs its own DP group over its shards
+// (the TP ranks of a group hold the same parameters, so the plans agree on the owners). A Muon
+// matrix split over TP is gathered whole over the TP group by the owner's TP ranks, orthogonalised
+// whole (on each of them), and each keeps its slice; the update's scale uses the full shape. The
+// gradient norm adds the shards' sums over TP and counts replicated parameters once. In
+// checkpoints a shard is the block of the full tensor it holds, and a parameter replicated over TP
+// is written by TP rank 0 only.
+//
 // Numerics. Each element sees exactly the arithmetic of AdamW / Muon (worker/adamw.h, muon.h) on the
 // DP-averaged gradient, and the MPI backend's reductions are deterministic and the same for
 // reduce_scatter and all_reduce, so: ZeRO on and off give bit-identical weights; any number of
@@ -38,28 +46,30 @@
 #include "worker/optimizer_config.h"
 #include "worker/optimizer_shard_plan.h"
 #include "worker/parameters.h"
+#include "worker/tensor_parallel.h"
 
 namespace linea {
 
 class DistributedOptimizer {
  public:
   // `params` (finalized, f32 or f64, on the CPU) must outlive the optimizer; `dp` is the data-parallel
-  // group (every rank of it constructs the optimizer alike). Throws std::invalid_argument on a bad
-  // config or, for Muon, a matrix that is not 2-D.
-  DistributedOptimizer(const OptimizerConfig& config, ParameterSet& params, Communicator& dp, bool zero);
+  // group (every rank of it constructs the optimizer alike); `tp` the tensor-parallel group the model
+  // was built with. Throws std::invalid_argument on a bad config or, for Muon, a matrix that is not 2-D.
+  DistributedOptimizer(const OptimizerConfig& config, ParameterSet& params, Communicator& dp, bool zero,
+                       TensorParallel tp = {});
 
   OptimizerKind kind() const { return config_.kind; }
   bool zero() const { return zero_; }
   const OptimizerShardPlan& plan() const { return plan_; }
   int64_t step_count() const { return step_; }
 
-  // Collective over DP, after backward: averages the gradients over the DP ranks, returns their
-  // global L2 norm and, when config.grad_clip > 0 and the norm exceeds it, scales them by
+  // Collective over DP (and TP), after backward: averages the gradients over the DP ranks, returns
+  // the global L2 norm of the logical gradients and, when config.grad_clip > 0 and the norm exceeds it, scales them by
   // grad_clip / (norm + 1e-6) (a non-finite norm leaves them as they are). With zero = true only
   // this rank's pieces of the averaged gradient exist afterwards (not in params.grads()).
   double reduce_gradients();
-  // Collective over DP: one update with learning rate lr from the reduced gradients, after which
-  // every replica holds the same new weights.
+  // Collective over DP (and TP, for Muon's sharded matrices): one update with learning rate lr from the reduced
+  // gradients, after which every replica holds the same new weights.
   void step(double lr);
 
   // Blocks of state this rank writes into a checkpoint / keeps (views of its buffers).
@@ -83,6 +93,7 @@ class DistributedOptimizer {
   };
 
   bool sharded_gradients() const { return zero_ && dp_.size() > 1; }
+  bool written_here(const ShardPiece& piece) const;  // false for TP-replicated parameters on TP ranks > 0
   Tensor piece_view(const Tensor& flat, const ShardPiece& piece) const;
   Tensor gradient(const ShardPiece& piece) const;  // where this rank's reduced gradient of the piece lives
   std::vector<CheckpointTensor> state_blocks(bool owned_only) const;
@@ -96,6 +107,7 @@ class DistributedOptimizer {
   ParameterSet& params_;
   Communicator& dp_;
   bool zero_;
+  TensorParallel tp_;
   OptimizerShardPlan plan_;
   std::unique_ptr<DataParallelReducer> reducer_;  // zero = false
   std::vector<Held> held_;

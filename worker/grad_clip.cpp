@@ -72,12 +72,7 @@ double grad_sum_of_squares(const ParameterSet& params, const TensorParallel& tp)
   if (tp.size == 1) return grad_sum_of_squares(params);
   check_finalized(params, "grad_sum_of_squares");
   Tensor sums = Tensor::zeros({2}, DType::f64);  // [shards, replicated]
-  with_float_type(params.dtype(), "grad_sum_of_squares", [&](auto zero) {
-    using T = decltype(zero);
-    for (const Parameter& p : params.params()) {
-      sums.data<double>()[p.shard_dim < 0 ? 1 : 0] += sum_of_squares<T>(p.grad.data<T>(), p.grad.numel());
-    }
-  });
+  for (const Parameter& p : params.params()) sums.data<double>()[p.shard_dim < 0 ? 1 : 0] += sum_of_squares(p.grad);
   Tensor shards = sums.slice(0, 1);
   tp.all_reduce_sum(shards);
   return sums.data<double>()[0] + sums.data<double>()[1];

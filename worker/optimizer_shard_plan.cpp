@@ -16,11 +16,13 @@ int64_t row_count(const Parameter& p) { return p.shape.empty() ? 1 : p.shape[0];
 
 namespace {
 
-// Newton–Schulz work of a 2-D parameter (∝ m·n·min(m, n)); element count otherwise.
+// Newton–Schulz work of a 2-D parameter (∝ m·n·min(m, n)); element count otherwise; of the full
+// tensor, the same on every TP rank.
 double whole_cost(const Parameter& p) {
-  const auto numel = static_cast<double>(shape_numel(p.shape));
-  if (p.shape.size() != 2) return numel;
-  return numel * static_cast<double>(std::min(p.shape[0], p.shape[1]));
+  const Shape& full = p.full_shape.empty() ? p.shape : p.full_shape;
+  const auto numel = static_cast<double>(shape_numel(full));
+  if (full.size() != 2) return numel;
+  return numel * static_cast<double>(std::min(full[0], full[1]));
 }
 
 // A parameter's place in the run of non-whole rows.

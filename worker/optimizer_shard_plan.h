@@ -4,7 +4,9 @@
 // - Whole parameters (Muon's matrices: Newton–Schulz needs each one whole) get one owner rank each,
 //   greedily: costliest first (ties: declaration order), each to the rank with the least cost so
 //   far (ties: the lower rank). The cost of an m × n matrix is its Newton–Schulz work, ∝ m·n·min(m, n);
-//   of any other shape, its element count.
+//   of any other shape, its element count. Costs come from the full (logical) shapes, so under
+//   tensor parallelism every TP rank assigns the same owners, even where its shards differ in
+//   size: the TP ranks of an owner then gather each of its matrices together.
 // - The other parameters, in declaration order, form one run of rows (a row: the elements of one
 //   index along dimension 0; a 1-D parameter's rows are its elements). The run is cut at row
 //   boundaries into R consecutive parts, rank r's part ending at the boundary nearest to where
@@ -15,7 +17,8 @@
 // order), padded to chunk_numel() — the largest chunk — so that R chunks are the equal parts a
 // reduce_scatter or all_gather needs. The whole pieces alone, padded to whole_chunk_numel(), are
 // the chunks of an all_gather of the whole parameters only.
-// The plan depends only on the parameters' shapes, the selector and R: every rank computes the same.
+// The plan depends only on the parameters' shapes, the selector and R: every rank of a DP group
+// computes the same.
 #pragma once
 #include <cstdint>
 #include <functional>

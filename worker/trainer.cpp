@@ -210,12 +210,6 @@ TrainSummary train(const RunConfig& c, std::ostream& log, const TrainOptions& op
   Communicator& dp = grid.comm(GridAxis::dp);
   check_device(c, out);
   check_same_config(world, c);
-  if (grid.tp_size() > 1) {
-    // TP hook: the model shards its layers over grid.comm(GridAxis::tp) once tensor parallelism lands.
-    throw_alike<std::invalid_argument>(world, c.source + ": parallel.tp = " + std::to_string(grid.tp_size()) +
-                                                  ": tensor parallelism is not available in this build yet; use "
-                                                  "parallel.tp = 1");
-  }
   omp_set_num_threads(thread_count(c, grid));
   const bool zero = c.optim.zero.value_or(grid.dp_size() > 1);
   const fs::path run_dir = fs::path(c.dir) / c.name;
@@ -263,9 +257,10 @@ TrainSummary train(const RunConfig& c, std::ostream& log, const TrainOptions& op
   std::unique_ptr<Model> model;
   std::unique_ptr<DistributedOptimizer> optimizer;
   const auto build_model = [&] {
-    model = std::make_unique<Model>(c.model, DType::f32);
+    const TensorParallel tp = TensorParallel::over(grid.comm(GridAxis::tp));
+    model = std::make_unique<Model>(c.model, DType::f32, true, tp);
     model->init_parameters(c.train.seed);
-    optimizer = std::make_unique<DistributedOptimizer>(c.optim, model->params(), dp, zero);
+    optimizer = std::make_unique<DistributedOptimizer>(c.optim, model->params(), dp, zero, tp);
   };
   errors.run(build_model);
   errors.agree("building the model");
@@ -308,8 +303,9 @@ TrainSummary train(const RunConfig& c, std::ostream& log, const TrainOptions& op
   const int64_t micro_steps = loader->micro_steps_per_step();
   const int64_t tokens_per_step = c.train.batch_seqs * c.train.seq_len;
   const CheckpointLayout layout{grid.tp_size(), grid.dp_size(), grid.world_size()};
-  out << "run " << run_dir.string() << ": " << human_count(double(params.numel())) << " parameters ("
-      << mixer_kind_name(c.model.mixer) << ", " << c.model.layers << " layers), " << grid.world_size()
+  out << "run " << run_dir.string() << ": " << human_count(double(params.numel()))
+      << (grid.tp_size() > 1 ? " parameters per TP rank (" : " parameters (") << mixer_kind_name(c.model.mixer) << ", "
+      << c.model.layers << " layers), " << grid.world_size()
       << (grid.world_size() == 1 ? " rank"
                                  : " ranks = tp " + std::to_string(grid.tp_size()) + " × dp " +
                                        std::to_string(grid.dp_size()) + (zero ? " (ZeRO-1)" : ""))

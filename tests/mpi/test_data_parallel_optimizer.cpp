@@ -3,6 +3,8 @@
 //   single-rank optimizer (AdamW / Muon) stepping on the average (computed here as the MPI backend
 //   does: rank-order f64 sum, divided, rounded once), with ZeRO on and off;
 // - with clipping, ZeRO on and off agree bit for bit (norm included);
+// - with tensor parallelism (tp = 2): Muon gathers each sharded matrix, orthogonalises it whole and
+//   keeps its slice, so every shard holds the bits of one-rank Muon's matrix, ZeRO on and off;
 // - the state written by every rank through AsyncCheckpointWriter's collective protocol is read
 //   back under another layout (1 rank, and 2 ranks out of 4) with the same bits, and training
 //   continues there exactly as on one rank.
@@ -11,6 +13,7 @@
 
 #include <chrono>
 #include <cstring>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -20,7 +23,10 @@
 #include "parallel/process_grid.h"
 #include "tests/mpi/shared_directory.h"
 #include "worker/distributed_optimizer.h"
+#include "worker/grad_clip.h"
 #include "worker/optimizer.h"
+#include "worker/parameter_shard.h"
+#include "worker/tensor_parallel.h"
 
 namespace linea {
 namespace {
@@ -41,6 +47,37 @@ void declare(ParameterSet& params) {
   params.finalize();
   Rng rng(5);
   fill_normal(params.values(), rng, 0.0, 0.3);
+}
+
+// The same parameters split over a TP group as the model splits them: matrices along their rows or
+// columns (unevenly where the size does not divide), embedding and head along the vocabulary,
+// norms replicated.
+void declare_sharded(ParameterSet& params, const TensorParallel& tp) {
+  params.declare("embedding", {40, 8}, ParamRole::embedding, false, 0, tp.split(40, "vocab"));
+  for (int layer = 0; layer < 2; ++layer) {
+    const std::string prefix = "layers." + std::to_string(layer) + ".";
+    params.declare(prefix + "norm", {8}, ParamRole::vector, false);
+    params.declare(prefix + "q", {8, 8}, ParamRole::matrix, true, 0, tp.split(8, "q"));
+    params.declare(prefix + "up", {24, 8}, ParamRole::matrix, true, 0, tp.split(24, "up"));
+    params.declare(prefix + "down", {8, 24}, ParamRole::matrix, true, 1, tp.split(24, "down"));
+    params.declare(prefix + "conv", {8, 4}, ParamRole::conv, true, 0, tp.split(8, "conv"));
+  }
+  params.declare("head", {40, 8}, ParamRole::head, true, 0, tp.split(40, "vocab"));
+  params.finalize();
+}
+
+// Each shard of `sharded` ← its part of the same parameter's tensor in `full` (values or grads).
+void take_shards(const ParameterSet& full, ParameterSet& sharded, bool grads) {
+  for (Parameter& p : sharded.params()) {
+    const Parameter& whole = *full.find(p.name);
+    const Tensor& from = grads ? whole.grad : whole.value;
+    Tensor to = grads ? p.grad : p.value;
+    if (p.shard_dim < 0) {
+      to.copy_from(from);
+    } else {
+      copy_from_full(from, p.shard_dim, {p.shard_offset, p.shape[static_cast<size_t>(p.shard_dim)]}, to);
+    }
+  }
 }
 
 // The gradient rank `rank` computes at `step`.
@@ -127,6 +164,63 @@ TEST_F(DistributedOptimizerTest, ZeroOnAndOffAgreeBitForBitWithClipping) {
       ASSERT_TRUE(bitwise_equal(sharded.values(), replicated.values())) << "step " << step;
     }
   }
+}
+
+// Three steps of Muon on the shards of a tp = 2 layout and of one-rank Muon on the full tensors
+// (fed the DP average of the same gradients); after each, check(shards, expected shards of the
+// one-rank weights, norm of the first, norm of the second, step).
+void tensor_parallel_muon_steps(
+    bool zero, double grad_clip,
+    const std::function<void(const ParameterSet&, const ParameterSet&, double, double, int)>& check) {
+  ProcessGrid grid = ProcessGrid::create({2, 0}, test_options());
+  const TensorParallel tp = TensorParallel::over(grid.comm(GridAxis::tp));
+  ParameterSet shards, expected, rank_grads, reference;
+  declare_sharded(shards, tp);
+  declare_sharded(expected, tp);
+  declare(rank_grads);
+  declare(reference);
+  take_shards(reference, shards, false);
+  const OptimizerConfig config = config_of(OptimizerKind::muon, grad_clip);
+  DistributedOptimizer optimizer(config, shards, grid.comm(GridAxis::dp), zero, tp);
+  std::unique_ptr<Optimizer> single = make_optimizer(config);
+  for (int step = 1; step <= 3; ++step) {
+    fill_rank_grads(rank_grads, step, grid.dp_rank());  // this DP replica's gradient, split over TP
+    take_shards(rank_grads, shards, true);
+    const double norm = optimizer.reduce_gradients();
+    optimizer.step(0.01);
+    fill_averaged_grads(reference, step, grid.dp_size());
+    const double reference_norm = clip_grad_norm(reference, grad_clip);
+    single->step(reference, 0.01);
+    take_shards(reference, expected, false);
+    check(shards, expected, norm, reference_norm, step);
+  }
+}
+
+TEST_F(DistributedOptimizerTest, TensorParallelMuonKeepsTheSlicesOfOneRankMuon) {
+  for (bool zero : {true, false}) {
+    SCOPED_TRACE(zero ? "zero" : "replicated");
+    tensor_parallel_muon_steps(zero, 0,
+                               [](const ParameterSet& shards, const ParameterSet& expected, double, double, int step) {
+                                 ASSERT_TRUE(bitwise_equal(shards.values(), expected.values())) << "step " << step;
+                               });
+  }
+}
+
+TEST_F(DistributedOptimizerTest, TensorParallelNormIsTheLogicalGradientsNorm) {
+  // Clipping scales by the norm, summed in another order than one rank's: equal to rounding.
+  tensor_parallel_muon_steps(
+      true, 0.5,
+      [](const ParameterSet& shards, const ParameterSet& expected, double norm, double reference_norm, int step) {
+        EXPECT_NEAR(norm, reference_norm, 1e-12 * reference_norm) << "step " << step;
+        EXPECT_GT(norm, 0.5);
+        for (const Parameter& p : shards.params()) {
+          const float* got = p.value.data<float>();
+          const float* want = expected.find(p.name)->value.data<float>();
+          for (int64_t i = 0; i < p.value.numel(); ++i) {
+            ASSERT_NEAR(got[i], want[i], 1e-6) << p.name << " element " << i << " step " << step;
+          }
+        }
+      });
 }
 
 // Reads the blocks `optimizer` holds (weights and state) from a checkpoint.

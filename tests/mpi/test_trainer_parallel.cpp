@@ -1,9 +1,10 @@
 // `linea train` under mpirun (2 and 4 ranks) on a tiny GDN / softmax-attention hybrid with Muon and
 // synthetic shards:
-// - every data-parallel layout of the ranks (with and without ZeRO) follows the one-rank loss
-//   trajectory over 20 steps on the same global batches, to fp32 rounding;
-// - a run stopped under one layout resumes under another (fewer ranks, one rank) and continues as
-//   the uninterrupted run did; resumed under the same layout it continues bit for bit;
+// - every TP × DP layout of the ranks (1×2, 2×1; 1×4, 2×2, 4×1, and 1×2, 2×1 on half of 4 ranks),
+//   with and without ZeRO, follows the one-rank loss trajectory over 20 steps on the same global
+//   batches, to fp32 rounding; ZeRO on and off give the same bits;
+// - a run stopped under tp = 2 (2×1, or 2×2 with 4 ranks) resumes under 1×N, 1×1 (and 4×1, 1×2)
+//   and continues as the uninterrupted run did, to fp32 rounding; under its own layout, bit for bit;
 // - a layout that does not fit the ranks, and an error on one rank in the middle of training, are
 //   the same clear error on every rank (AgreedError), not a hang.
 #include <gtest/gtest.h>
@@ -40,11 +41,11 @@ mixer = "gdn"
 hybrid = "1:1"
 tie_embeddings = false
 [model.linear]
-heads = 2
+heads = 4
 d_k = 8
 d_v = 8
 [model.attention]
-heads = 2
+heads = 4
 head_dim = 8
 [optimizer]
 kind = "muon"
@@ -150,48 +151,54 @@ class TrainerParallel : public ::testing::Test {
 // another order than one rank, and 20 steps of Muon carry such differences forward.
 constexpr double kTolerance = 2e-4;
 
-TEST_F(TrainerParallel, EveryDataParallelLayoutFollowsOneRank) {
+TEST_F(TrainerParallel, EveryLayoutFollowsOneRank) {
   run_alone(config("one"));
-  // All ranks as one DP group, ZeRO (the default) and replicated optimizer state.
-  run(MPI_COMM_WORLD, config("dp"));
-  expect_same_trajectory("dp", "one", kTolerance);
-  run(MPI_COMM_WORLD, config("dp_plain", {"optimizer.zero=false"}));
-  expect_bit_identical("dp_plain", "dp");  // ZeRO on and off: the same bits
-  if (size_ == 4) {                        // two jobs of DP = 2 side by side, each on half of the ranks
+  for (int tp = 1; tp <= size_; tp *= 2) {  // tp × dp = size_
+    const std::string name = "tp" + std::to_string(tp);
+    run(MPI_COMM_WORLD, config(name, {"parallel.tp=" + std::to_string(tp)}));
+    expect_same_trajectory(name, "one", kTolerance);
+  }
+  run(MPI_COMM_WORLD, config("tp1_plain", {"optimizer.zero=false"}));
+  expect_bit_identical("tp1_plain", "tp1");  // ZeRO on and off: the same bits
+  if (size_ == 4) {                          // two jobs side by side, each on half of the ranks: 1 × 2 and 2 × 1
     const MpiComm half = MpiComm::split(MPI_COMM_WORLD, rank_ / 2, 0, "half");
-    run(half.get(), config(rank_ < 2 ? "dp2_a" : "dp2_b", {"parallel.dp=2"}));
+    run(half.get(), config(rank_ < 2 ? "half_dp" : "half_tp", {rank_ < 2 ? "parallel.tp=1" : "parallel.tp=2"}));
     MPI_Barrier(MPI_COMM_WORLD);
-    expect_same_trajectory("dp2_a", "one", kTolerance);
-    expect_bit_identical("dp2_a", "dp2_b");
+    expect_same_trajectory("half_dp", "one", kTolerance);
+    expect_same_trajectory("half_tp", "one", kTolerance);
   }
   if (rank_ == 0) {
-    const auto lines = metrics("dp");
+    const auto lines = metrics("tp2");
     ASSERT_EQ(lines.size(), 20u);
     EXPECT_LT(lines.back()["loss"].get<double>(), lines.front()["loss"].get<double>() - 0.5);
   }
 }
 
 TEST_F(TrainerParallel, StoppedUnderOneLayoutResumesUnderAnother) {
-  run(MPI_COMM_WORLD, config("whole"));
-  run(MPI_COMM_WORLD, config("stopped", {"train.stop_at=10"}));
+  const std::string saved_tp = "parallel.tp=2";  // 2 × 1, or 2 × 2 with 4 ranks
+  run(MPI_COMM_WORLD, config("whole", {saved_tp}));
+  run(MPI_COMM_WORLD, config("stopped", {saved_tp, "train.stop_at=10"}));
   if (rank_ == 0) {
     const CheckpointState saved = load_checkpoint(root_.path() / "stopped/hybrid/checkpoints" / "step-000000010");
-    EXPECT_EQ(saved.layout, (CheckpointLayout{1, size_, size_}));
+    EXPECT_EQ(saved.layout, (CheckpointLayout{2, size_ / 2, size_}));
   }
-  copy_run("stopped", "as_one");
-  copy_run("stopped", "as_same");
-  // Resumed under the same layout: bit for bit.
-  run(MPI_COMM_WORLD, config("as_same"));
+  for (const char* copy : {"as_same", "as_dp", "as_one", "as_tp4", "as_half"}) copy_run("stopped", copy);
+  // Under its own layout: bit for bit.
+  run(MPI_COMM_WORLD, config("as_same", {saved_tp}));
   expect_bit_identical("as_same", "whole");
-  // Resumed by one rank: the first 10 steps are the DP run's, the rest follows it to fp32 rounding.
+  // As 1 × N and as one rank: the first 10 steps are the saved run's, the rest follows it to fp32
+  // rounding.
+  run(MPI_COMM_WORLD, config("as_dp", {"parallel.tp=1"}));
+  expect_same_trajectory("as_dp", "whole", kTolerance);
   run_alone(config("as_one"));
   expect_same_trajectory("as_one", "whole", kTolerance);
-  if (size_ == 4) {  // 1 × 4 → 1 × 2
-    copy_run("stopped", "as_two");
+  if (size_ == 4) {  // 2 × 2 → 4 × 1, and → 1 × 2 on half of the ranks
+    run(MPI_COMM_WORLD, config("as_tp4", {"parallel.tp=4"}));
+    expect_same_trajectory("as_tp4", "whole", kTolerance);
     const MpiComm half = MpiComm::split(MPI_COMM_WORLD, rank_ / 2, 0, "half");
-    if (rank_ < 2) run(half.get(), config("as_two", {"parallel.dp=2"}));
+    if (rank_ < 2) run(half.get(), config("as_half", {"parallel.tp=1"}));
     MPI_Barrier(MPI_COMM_WORLD);
-    expect_same_trajectory("as_two", "whole", kTolerance);
+    expect_same_trajectory("as_half", "whole", kTolerance);
   }
 }
 
