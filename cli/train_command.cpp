@@ -105,8 +105,10 @@ int run_train(int argc, char** argv) {
                s.seconds, s.tokens_per_s);
   if (!std::isnan(s.last_loss)) std::fprintf(stderr, "last loss %.4f", s.last_loss);
   if (!std::isnan(s.last_val_loss)) std::fprintf(stderr, ", last val_loss %.4f", s.last_val_loss);
-  std::fprintf(stderr, "\nlongest checkpoint stall %.0f ms; results in %s/%s/\n", s.checkpoint_blocked_ms,
-               config->dir.c_str(), config->name.c_str());
+  std::fprintf(stderr, "\ncheckpoints: longest stall %.0f ms; last one %.1f MB%s written in %.0f ms in the background\n",
+               s.checkpoint_blocked_ms, double(s.checkpoint_bytes) / 1e6,
+               session.world_size() > 1 ? " (rank 0's part)" : "", s.checkpoint_write_ms);
+  std::fprintf(stderr, "results in %s/%s/\n", config->dir.c_str(), config->name.c_str());
   return s.stop_signal ? 128 + s.stop_signal : 0;
 }
 

@@ -405,6 +405,8 @@ TrainSummary train(const RunConfig& c, std::ostream& log, const TrainOptions& op
   progress.finish_line();
   writer.wait();
   if (auto error = writer.last_error()) throw_alike<std::runtime_error>(world, "checkpoint write failed: " + *error);
+  summary.checkpoint_write_ms = writer.last_stats().write_ms;
+  summary.checkpoint_bytes = writer.last_stats().bytes;
   summary.seconds = seconds_since(run_start);
   const int64_t steps_done = summary.end_step - summary.start_step;
   summary.tokens_per_s = summary.seconds > 0 ? double(steps_done * tokens_per_step) / summary.seconds : 0;

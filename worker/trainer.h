@@ -39,6 +39,8 @@ struct TrainSummary {
   double seconds = 0;                // wall time of this invocation's steps
   double tokens_per_s = 0;           // over this invocation's steps
   double checkpoint_blocked_ms = 0;  // longest time a step waited on a checkpoint save
+  double checkpoint_write_ms = 0;    // background time of the last checkpoint write
+  int64_t checkpoint_bytes = 0;      // tensor bytes this rank wrote in the last checkpoint
   int stop_signal = 0;               // the signal that stopped the run early, or 0
   bool complete = false;             // reached train.steps
 };
