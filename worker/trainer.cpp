@@ -240,6 +240,12 @@ TrainSummary train(const RunConfig& c, std::ostream& log, const TrainOptions& op
                                   " token ids; expected model.vocab >= that, got " + std::to_string(c.model.vocab));
     }
     // Each DP replica takes its share of every global batch; the TP ranks of a replica the same one.
+    if (c.train.batch_seqs % (grid.dp_size() * c.train.micro_batch_seqs) != 0) {
+      throw std::invalid_argument(c.source + ": train.batch_seqs = " + std::to_string(c.train.batch_seqs) +
+                                  " must be a multiple of dp × train.micro_batch_seqs = " +
+                                  std::to_string(grid.dp_size()) + " × " + std::to_string(c.train.micro_batch_seqs) +
+                                  " (every data-parallel replica takes an equal share of each global batch)");
+    }
     data::LoaderConfig loader_config;
     loader_config.seq_len = c.train.seq_len;
     loader_config.global_batch_seqs = c.train.batch_seqs;

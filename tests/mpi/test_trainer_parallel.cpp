@@ -5,8 +5,9 @@
 //   batches, to fp32 rounding; ZeRO on and off give the same bits;
 // - a run stopped under tp = 2 (2×1, or 2×2 with 4 ranks) resumes under 1×N, 1×1 (and 4×1, 1×2)
 //   and continues as the uninterrupted run did, to fp32 rounding; under its own layout, bit for bit;
-// - a layout that does not fit the ranks, and an error on one rank in the middle of training, are
-//   the same clear error on every rank (AgreedError), not a hang.
+// - a layout that does not fit the ranks, a global batch the DP replicas cannot share, and an error
+//   on one rank in the middle of training are the same clear error on every rank (AgreedError), not
+//   a hang. (A rank that stops or dies: tests/fault/test_train_faults.cpp.)
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -222,6 +223,12 @@ TEST_F(TrainerParallel, ErrorsAreTheSameOnEveryRank) {
   std::string message = error_on_every_rank([&] { run(MPI_COMM_WORLD, config("bad", {"parallel.dp=3"})); });
   EXPECT_NE(message.find("parallel.tp = 1, parallel.dp = 3"), std::string::npos) << message;
   EXPECT_NE(message.find("needs 3 ranks but the world has " + std::to_string(size_)), std::string::npos) << message;
+
+  message = error_on_every_rank([&] { run(MPI_COMM_WORLD, config("bad", {"train.micro_batch_seqs=8"})); });
+  EXPECT_NE(message.find("train.batch_seqs = 8 must be a multiple of dp × train.micro_batch_seqs = " +
+                         std::to_string(size_) + " × 8"),
+            std::string::npos)
+      << message;
 
   message = error_on_every_rank([&] {
     run(MPI_COMM_WORLD, config("failing"), [&](const json& line) {
