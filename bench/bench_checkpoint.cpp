@@ -30,7 +30,8 @@ double raw_write_ms(const fs::path& path, const linea::CheckpointState& state) {
   const auto start = Clock::now();
   const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
   if (fd < 0) throw std::runtime_error("cannot create " + path.string());
-  for (const auto& [name, tensor] : state.tensors) {
+  for (const linea::CheckpointTensor& t : state.tensors) {
+    const linea::Tensor& tensor = t.data;
     const char* p = static_cast<const char*>(tensor.raw());
     for (size_t done = 0; done < tensor.nbytes();) {
       const ssize_t n = ::write(fd, p + done, tensor.nbytes() - done);

@@ -6,6 +6,16 @@
 // The buffers are kept and reused by the next save() when the tensors have the same names,
 // shapes and dtypes. A failed write does not throw: it is logged and reported by last_error().
 // Call the methods from one thread; the destructor waits for a write in flight.
+//
+// Several ranks (a `group` Communicator of more than one rank, a file system they all see): each
+// rank saves the tensors it holds (blocks of the full tensors) with checkpoint.h's several-writer
+// protocol, and save(), poll() and wait() become collective over the group — every rank calls
+// them at the same points of training. save(): rank 0 prepares the directory, then every rank
+// snapshots and starts writing its part. poll(), once per step: when every rank has finished, rank
+// 0 writes the manifest and commits. An error on any rank is reported by last_error() on every
+// rank, and nothing is committed. Only the calling thread communicates: the background thread
+// just writes files (MPI may be used by one thread at a time). A write still in flight when the
+// writer is destroyed is waited for but not committed (the next save removes it).
 #pragma once
 #include <atomic>
 #include <filesystem>
@@ -18,6 +28,8 @@
 
 namespace linea {
 
+class Communicator;
+
 struct CheckpointWriteStats {
   int64_t step = -1;
   int64_t bytes = 0;      // tensor bytes in the checkpoint
@@ -28,14 +40,19 @@ struct CheckpointWriteStats {
 
 class AsyncCheckpointWriter {
  public:
-  AsyncCheckpointWriter(std::filesystem::path root, int keep_last);
+  // group: the ranks that save together (nullptr, or a group of one: this process alone).
+  AsyncCheckpointWriter(std::filesystem::path root, int keep_last, Communicator* group = nullptr);
   AsyncCheckpointWriter(const AsyncCheckpointWriter&) = delete;
   AsyncCheckpointWriter& operator=(const AsyncCheckpointWriter&) = delete;
   ~AsyncCheckpointWriter();
 
-  // Validates `state` (throwing std::invalid_argument at once), snapshots it, starts the write.
+  // Validates `state` (throwing std::invalid_argument at once), waits for the previous write,
+  // snapshots `state`, starts the write. Collective over the group.
   void save(const CheckpointState& state);
-  // Blocks until no write is in flight.
+  // Finishes (commits) a write that every rank has completed; returns true when none is in flight
+  // any more. Never blocks on the disk. Collective over the group (a no-op alone).
+  bool poll();
+  // Blocks until no write is in flight, then finishes it. Collective over the group.
   void wait();
   bool is_busy() const { return busy_.load(); }
   // The error of the most recent finished write; nullopt when it succeeded (or none finished).
@@ -44,12 +61,20 @@ class AsyncCheckpointWriter {
   CheckpointWriteStats last_stats() const;
 
  private:
+  bool several() const;
   void snapshot(const CheckpointState& state);
   void write(CheckpointWriteStats stats);
+  void join();
+  // Several ranks: agrees on the outcome of the write every rank has finished; rank 0 commits.
+  void finish();
+  void record_error(std::optional<std::string> error);
 
   const std::filesystem::path root_;
   const int keep_last_;
-  CheckpointState snapshot_;  // owned by the background thread while busy
+  Communicator* group_;
+  std::filesystem::path temporary_;  // several ranks: the directory of the write in flight
+  bool pending_ = false;             // several ranks: a write not finished yet (the same on every rank)
+  CheckpointState snapshot_;         // owned by the background thread while busy
   std::thread thread_;
   std::atomic<bool> busy_{false};
   mutable std::mutex mutex_;  // guards the two fields below

@@ -79,6 +79,10 @@ std::vector<CommittedCheckpoint> list_committed_checkpoints(const fs::path& root
   return committed;
 }
 
+fs::path temporary_checkpoint_directory(const fs::path& root, int64_t step) {
+  return root / (checkpoint_directory_name(step) + std::string(kTemporarySuffix));
+}
+
 fs::path begin_checkpoint(const fs::path& root, int64_t step) {
   const std::string name = checkpoint_directory_name(step);
   std::error_code ec;
@@ -99,7 +103,7 @@ fs::path begin_checkpoint(const fs::path& root, int64_t step) {
     fail_root(root, "step " + std::to_string(step) + " is already committed in '" + (root / name).string() +
                         "'; a committed checkpoint is never overwritten");
   }
-  fs::path temporary = root / (name + std::string(kTemporarySuffix));
+  fs::path temporary = temporary_checkpoint_directory(root, step);
   fs::create_directory(temporary, ec);
   if (ec) fail_root(root, "cannot create '" + temporary.string() + "': " + ec.message());
   return temporary;

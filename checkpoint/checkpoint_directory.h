@@ -30,6 +30,9 @@ std::optional<int64_t> parse_checkpoint_directory_name(std::string_view name);
 // directory throws std::runtime_error.
 std::vector<CommittedCheckpoint> list_committed_checkpoints(const std::filesystem::path& root);
 
+// Where a save of `step` is written before it is committed: `root`/step-N.tmp.
+std::filesystem::path temporary_checkpoint_directory(const std::filesystem::path& root, int64_t step);
+
 // Prepares a save of `step`: creates `root` if needed, removes every uncommitted leftover
 // (`*.tmp` directories and step directories without `COMMITTED`) and returns a fresh, empty
 // `step-N.tmp/`. Throws if `step` is already committed (a committed checkpoint is never replaced).

@@ -1,22 +1,16 @@
 #include "worker/adamw.h"
 
 #include <cmath>
+#include <stdexcept>
+#include <string>
 
 #include "worker/float_dispatch.h"
 
 namespace linea {
 namespace {
 
-struct AdamWCoefficients {
-  double decay_factor;  // 1 − lr·λ
-  double beta1, beta2;
-  double step_size;              // lr / (1 − β1^t)
-  double bias_correction2_sqrt;  // sqrt(1 − β2^t)
-  double eps;
-};
-
 template <class T>
-void adamw_update(T* theta, const T* grad, T* m, T* v, int64_t n, const AdamWCoefficients& c) {
+void adamw_kernel(T* theta, const T* grad, T* m, T* v, int64_t n, const AdamWCoefficients& c) {
   const T decay_factor = static_cast<T>(c.decay_factor), beta1 = static_cast<T>(c.beta1),
           beta2 = static_cast<T>(c.beta2), step_size = static_cast<T>(c.step_size),
           bc2_sqrt = static_cast<T>(c.bias_correction2_sqrt), eps = static_cast<T>(c.eps);
@@ -36,27 +30,44 @@ bool takes_weight_decay(const Parameter& p, const OptimizerConfig& config) {
   return p.weight_decay && (p.role != ParamRole::embedding || config.decay_embeddings);
 }
 
+AdamWCoefficients adamw_coefficients(const OptimizerConfig& config, double lr, int64_t t, bool weight_decay) {
+  AdamWCoefficients c;
+  c.decay_factor = weight_decay ? 1 - lr * config.weight_decay : 1.0;
+  c.beta1 = config.beta1;
+  c.beta2 = config.beta2;
+  c.step_size = lr / (1 - std::pow(config.beta1, static_cast<double>(t)));
+  c.bias_correction2_sqrt = std::sqrt(1 - std::pow(config.beta2, static_cast<double>(t)));
+  c.eps = config.eps;
+  return c;
+}
+
+void adamw_update(const Tensor& theta, const Tensor& grad, const Tensor& m, const Tensor& v,
+                  const AdamWCoefficients& c) {
+  const int64_t n = theta.numel();
+  for (const Tensor* t : {&grad, &m, &v}) {
+    if (t->numel() != n || t->dtype() != theta.dtype() || t->device() != Device::cpu) {
+      throw std::invalid_argument("adamw_update: theta is " + theta.describe() + " but an operand is " + t->describe() +
+                                  "; expected the same dtype and element count on the CPU");
+    }
+  }
+  with_float_type(theta.dtype(), "AdamW", [&](auto zero) {
+    using T = decltype(zero);
+    adamw_kernel<T>(theta.data<T>(), grad.data<T>(), m.data<T>(), v.data<T>(), n, c);
+  });
+}
+
 AdamWRule::AdamWRule(const OptimizerConfig& config, ParamSelector selected)
     : config_(config), selected_(selected), m_("adamw.m", selected), v_("adamw.v", selected) {}
 
 void AdamWRule::apply(ParameterSet& params, double lr, int64_t t) {
   m_.bind(params);
   v_.bind(params);
-  AdamWCoefficients c{};
-  c.beta1 = config_.beta1;
-  c.beta2 = config_.beta2;
-  c.step_size = lr / (1 - std::pow(config_.beta1, static_cast<double>(t)));
-  c.bias_correction2_sqrt = std::sqrt(1 - std::pow(config_.beta2, static_cast<double>(t)));
-  c.eps = config_.eps;
   auto& ps = params.params();
   for (size_t i = 0; i < ps.size(); ++i) {
     Parameter& p = ps[i];
     if (!selected_(p)) continue;
-    c.decay_factor = takes_weight_decay(p, config_) ? 1 - lr * config_.weight_decay : 1.0;
-    with_float_type(params.dtype(), "AdamW", [&](auto zero) {
-      using T = decltype(zero);
-      adamw_update<T>(p.value.data<T>(), p.grad.data<T>(), m_.at(i).data<T>(), v_.at(i).data<T>(), p.value.numel(), c);
-    });
+    adamw_update(p.value, p.grad, m_.at(i), v_.at(i),
+                 adamw_coefficients(config_, lr, t, takes_weight_decay(p, config_)));
   }
 }
 

@@ -13,6 +13,22 @@ namespace linea {
 
 bool takes_weight_decay(const Parameter& p, const OptimizerConfig& config);
 
+// The constants of one AdamW step t (1-based) for one parameter.
+struct AdamWCoefficients {
+  double decay_factor = 1;  // 1 − lr·λ (1 without weight decay)
+  double beta1 = 0, beta2 = 0;
+  double step_size = 0;              // lr / (1 − β1^t)
+  double bias_correction2_sqrt = 0;  // sqrt(1 − β2^t)
+  double eps = 0;
+};
+AdamWCoefficients adamw_coefficients(const OptimizerConfig& config, double lr, int64_t t, bool weight_decay);
+
+// The update above on any run of elements: theta, grad, m and v are contiguous CPU tensors of one
+// floating dtype (f32 or f64) and equal element counts (shapes may differ). Every element is
+// updated on its own, so updating a parameter piece by piece gives the same bits as all at once.
+void adamw_update(const Tensor& theta, const Tensor& grad, const Tensor& m, const Tensor& v,
+                  const AdamWCoefficients& c);
+
 // The AdamW update of the parameters `selected` accepts, with its m and v buffers; the step count
 // belongs to the optimizer that holds it (AdamW itself, or Muon for its non-matrix parameters).
 class AdamWRule {

@@ -14,7 +14,7 @@ namespace {
 constexpr int64_t kSumBlock = 1 << 14;  // fixed, so the summation order never depends on threads
 
 template <class T>
-double sum_of_squares(const T* x, int64_t n) {
+double blocked_sum_of_squares(const T* x, int64_t n) {
   const int64_t blocks = (n + kSumBlock - 1) / kSumBlock;
   std::vector<double> partial(static_cast<size_t>(blocks));
 #pragma omp parallel for schedule(static)
@@ -41,14 +41,29 @@ void check_finalized(const ParameterSet& params, const char* who) {
 
 }  // namespace
 
-double grad_sum_of_squares(const ParameterSet& params) {
-  check_finalized(params, "grad_sum_of_squares");
+double sum_of_squares(const Tensor& x) {
+  if (x.device() != Device::cpu)
+    throw std::invalid_argument("sum_of_squares: expected a CPU tensor, got " + x.describe());
   double total = 0;
-  with_float_type(params.dtype(), "grad_sum_of_squares", [&](auto zero) {
+  with_float_type(x.dtype(), "sum_of_squares", [&](auto zero) {
     using T = decltype(zero);
-    total = sum_of_squares<T>(params.grads().data<T>(), params.numel());
+    total = blocked_sum_of_squares<T>(x.data<T>(), x.numel());
   });
   return total;
+}
+
+void scale_tensor(const Tensor& x, double factor) {
+  if (x.device() != Device::cpu)
+    throw std::invalid_argument("scale_tensor: expected a CPU tensor, got " + x.describe());
+  with_float_type(x.dtype(), "scale_tensor", [&](auto zero) {
+    using T = decltype(zero);
+    scale<T>(x.data<T>(), x.numel(), factor);
+  });
+}
+
+double grad_sum_of_squares(const ParameterSet& params) {
+  check_finalized(params, "grad_sum_of_squares");
+  return sum_of_squares(params.grads());
 }
 
 double grad_norm(const ParameterSet& params) { return std::sqrt(grad_sum_of_squares(params)); }
@@ -57,12 +72,7 @@ double grad_sum_of_squares(const ParameterSet& params, const TensorParallel& tp)
   if (tp.size == 1) return grad_sum_of_squares(params);
   check_finalized(params, "grad_sum_of_squares");
   Tensor sums = Tensor::zeros({2}, DType::f64);  // [shards, replicated]
-  with_float_type(params.dtype(), "grad_sum_of_squares", [&](auto zero) {
-    using T = decltype(zero);
-    for (const Parameter& p : params.params()) {
-      sums.data<double>()[p.shard_dim < 0 ? 1 : 0] += sum_of_squares<T>(p.grad.data<T>(), p.grad.numel());
-    }
-  });
+  for (const Parameter& p : params.params()) sums.data<double>()[p.shard_dim < 0 ? 1 : 0] += sum_of_squares(p.grad);
   Tensor shards = sums.slice(0, 1);
   tp.all_reduce_sum(shards);
   return sums.data<double>()[0] + sums.data<double>()[1];
@@ -70,10 +80,7 @@ double grad_sum_of_squares(const ParameterSet& params, const TensorParallel& tp)
 
 void scale_grads(ParameterSet& params, double factor) {
   check_finalized(params, "scale_grads");
-  with_float_type(params.dtype(), "scale_grads", [&](auto zero) {
-    using T = decltype(zero);
-    scale<T>(params.grads().data<T>(), params.numel(), factor);
-  });
+  scale_tensor(params.grads(), factor);
 }
 
 double clip_grad_norm(ParameterSet& params, double max_norm) {

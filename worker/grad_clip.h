@@ -11,6 +11,11 @@
 
 namespace linea {
 
+// Σ x² over a contiguous f32 or f64 CPU tensor, in f64, over fixed blocks (thread-count independent).
+double sum_of_squares(const Tensor& x);
+// x ← factor · x (computed in f64, rounded once).
+void scale_tensor(const Tensor& x, double factor);
+
 // Σ g² over all gradients (f64).
 double grad_sum_of_squares(const ParameterSet& params);
 double grad_norm(const ParameterSet& params);

@@ -2,15 +2,15 @@
 
 #include <algorithm>
 #include <cmath>
+#include <initializer_list>
 #include <stdexcept>
+#include <string>
 
 #include "worker/float_dispatch.h"
 #include "worker/newton_schulz.h"
 
 namespace linea {
 namespace {
-
-bool is_matrix(const Parameter& p) { return p.role == ParamRole::matrix; }
 
 // B ← μ·B + g;  u = g + μ·B (the Nesterov look-ahead, written to u)
 template <class T>
@@ -31,18 +31,58 @@ void apply_update(T* theta, const T* o, int64_t n, double decay_factor, double s
   for (int64_t i = 0; i < n; ++i) theta[i] = theta[i] * decay_t - scale_t * o[i];
 }
 
+void check_elementwise_operands(const char* who, const Tensor& first, std::initializer_list<const Tensor*> others) {
+  for (const Tensor* t : others) {
+    if (t->numel() != first.numel() || t->dtype() != first.dtype() || t->device() != Device::cpu) {
+      throw std::invalid_argument(std::string(who) + ": operands " + first.describe() + " and " + t->describe() +
+                                  " differ; expected the same dtype and element count on the CPU");
+    }
+  }
+}
+
 }  // namespace
+
+bool takes_muon(const Parameter& p) { return p.role == ParamRole::matrix; }
+
+void muon_momentum(const Tensor& grad, const Tensor& momentum, const Tensor& u, double mu) {
+  check_elementwise_operands("muon_momentum", grad, {&momentum, &u});
+  with_float_type(grad.dtype(), "Muon", [&](auto zero) {
+    using T = decltype(zero);
+    nesterov_momentum<T>(momentum.data<T>(), u.data<T>(), grad.data<T>(), grad.numel(), mu);
+  });
+}
+
+void muon_apply(const Tensor& theta, const Tensor& o, double lr, double decay_factor, int64_t rows, int64_t cols) {
+  check_elementwise_operands("muon_apply", theta, {&o});
+  const double scale = lr * 0.2 * std::sqrt(static_cast<double>(std::max(rows, cols)));
+  with_float_type(theta.dtype(), "Muon", [&](auto zero) {
+    using T = decltype(zero);
+    apply_update<T>(theta.data<T>(), o.data<T>(), theta.numel(), decay_factor, scale);
+  });
+}
+
+Tensor MuonScratch::input(int64_t rows, int64_t cols, DType dtype) {
+  const int64_t n = rows * cols;
+  if (input_.numel() < n || input_.dtype() != dtype) input_ = Tensor::empty({n}, dtype);
+  return input_.slice(0, n).reshape({rows, cols});
+}
+
+void MuonScratch::orthogonalise(const Tensor& u, int steps) {
+  const int64_t ws = newton_schulz_workspace_numel(u.dim(0), u.dim(1));
+  if (workspace_.numel() < ws || workspace_.dtype() != u.dtype()) workspace_ = Tensor::empty({ws}, u.dtype());
+  newton_schulz(u, u, steps, workspace_);
+}
 
 Muon::Muon(const OptimizerConfig& config)
     : config_(config),
-      momentum_("muon.momentum", is_matrix),
-      adamw_(config, [](const Parameter& p) { return !is_matrix(p); }) {
+      momentum_("muon.momentum", takes_muon),
+      adamw_(config, [](const Parameter& p) { return !takes_muon(p); }) {
   validate(config);
 }
 
 void Muon::check_matrices(const ParameterSet& params) const {
   for (const Parameter& p : params.params()) {
-    if (is_matrix(p) && p.shape.size() != 2) {
+    if (takes_muon(p) && p.shape.size() != 2) {
       throw std::invalid_argument("Muon: parameter '" + p.name + "' has role matrix but shape " +
                                   shape_string(p.shape) + "; expected 2-D");
     }
@@ -51,24 +91,11 @@ void Muon::check_matrices(const ParameterSet& params) const {
 
 void Muon::update_matrix(Parameter& p, const Tensor& momentum, double lr) {
   const int64_t rows = p.shape[0], cols = p.shape[1];
-  const int64_t n = rows * cols;
-  const DType dtype = p.value.dtype();
-  if (update_.numel() < n) update_ = Tensor::empty({n}, dtype);
-  const int64_t ws = newton_schulz_workspace_numel(rows, cols);
-  if (ns_workspace_.numel() < ws) ns_workspace_ = Tensor::empty({ws}, dtype);
-  Tensor u = update_.slice(0, n).reshape({rows, cols});
-
-  with_float_type(dtype, "Muon", [&](auto zero) {
-    using T = decltype(zero);
-    nesterov_momentum<T>(momentum.data<T>(), u.data<T>(), p.grad.data<T>(), n, config_.muon_momentum);
-  });
-  newton_schulz(u, u, config_.ns_steps, ns_workspace_);
+  const Tensor u = scratch_.input(rows, cols, p.value.dtype());
+  muon_momentum(p.grad, momentum, u, config_.muon_momentum);
+  scratch_.orthogonalise(u, config_.ns_steps);
   const double decay_factor = takes_weight_decay(p, config_) ? 1 - lr * config_.weight_decay : 1.0;
-  const double scale = lr * 0.2 * std::sqrt(static_cast<double>(std::max(rows, cols)));
-  with_float_type(dtype, "Muon", [&](auto zero) {
-    using T = decltype(zero);
-    apply_update<T>(p.value.data<T>(), u.data<T>(), n, decay_factor, scale);
-  });
+  muon_apply(p.value, u, lr, decay_factor, rows, cols);
 }
 
 void Muon::step(ParameterSet& params, double lr) {
@@ -77,7 +104,7 @@ void Muon::step(ParameterSet& params, double lr) {
   for (ParamBuffers* b : {&momentum_, &adamw_.m(), &adamw_.v()}) b->bind(params);
   auto& ps = params.params();
   for (size_t i = 0; i < ps.size(); ++i) {
-    if (is_matrix(ps[i])) update_matrix(ps[i], momentum_.at(i), lr);
+    if (takes_muon(ps[i])) update_matrix(ps[i], momentum_.at(i), lr);
   }
   adamw_.apply(params, lr, step_ + 1);
   ++step_;

@@ -13,6 +13,30 @@
 
 namespace linea {
 
+// Whether Muon (rather than AdamW) updates p: the ParamRole::matrix parameters.
+bool takes_muon(const Parameter& p);
+
+// The steps of one matrix's update, shared with DistributedOptimizer (which gathers a matrix
+// sharded over TP between them).
+// B ← μ·B + g,  u = g + μ·B: contiguous CPU tensors of one floating dtype and equal element counts.
+void muon_momentum(const Tensor& grad, const Tensor& momentum, const Tensor& u, double mu);
+// θ ← θ·decay_factor − lr · 0.2·sqrt(max(rows, cols)) · o, for a rows × cols matrix (or the part of
+// it that theta and o hold).
+void muon_apply(const Tensor& theta, const Tensor& o, double lr, double decay_factor, int64_t rows, int64_t cols);
+
+// Scratch for orthogonalising one matrix at a time, grown to the largest matrix seen.
+class MuonScratch {
+ public:
+  // A [rows, cols] tensor of scratch memory for the Nesterov input (valid until the next call).
+  Tensor input(int64_t rows, int64_t cols, DType dtype);
+  // u ← NewtonSchulz(u, steps), in place; u from input().
+  void orthogonalise(const Tensor& u, int steps);
+
+ private:
+  Tensor input_;
+  Tensor workspace_;  // newton_schulz() scratch
+};
+
 class Muon final : public Optimizer {
  public:
   explicit Muon(const OptimizerConfig& config);
@@ -30,8 +54,7 @@ class Muon final : public Optimizer {
   ParamBuffers momentum_;
   AdamWRule adamw_;
   int64_t step_ = 0;
-  Tensor update_;        // the Nesterov input, then its orthogonalisation, for one matrix at a time
-  Tensor ns_workspace_;  // newton_schulz() scratch, sized for the largest matrix
+  MuonScratch scratch_;
 };
 
 }  // namespace linea

@@ -3,6 +3,7 @@
 // parser fills it). validate() throws std::invalid_argument naming the field and what was expected.
 #pragma once
 #include <cstdint>
+#include <optional>
 #include <string_view>
 
 namespace linea {
@@ -32,6 +33,9 @@ struct OptimizerConfig {
   int64_t warmup_steps = 0;
   double lr_min_ratio = 0.1;     // floor of the decay, as a fraction of lr
   double wsd_decay_ratio = 0.2;  // fraction of all steps spent decaying (schedule wsd only)
+  // ZeRO-1 under data parallelism: optimizer state and the update sharded over the DP ranks
+  // (worker/distributed_optimizer.h). Unset: on when there is more than one DP rank.
+  std::optional<bool> zero;
 };
 
 // Throws std::invalid_argument ("optimizer.<field>: expected ..., got ...") on the first bad field.

@@ -26,6 +26,7 @@ OptimizerConfig parse_optimizer(ConfigSection s, const std::string& source) {
   c.warmup_steps = s.integer("warmup_steps", c.warmup_steps, 0);
   c.lr_min_ratio = s.number("lr_min_ratio", c.lr_min_ratio, 0.0, 1.0);
   c.wsd_decay_ratio = s.number("wsd_decay_ratio", c.wsd_decay_ratio, 0.0, 1.0);
+  if (s.has("zero")) c.zero = s.boolean("zero", true);
   try {
     validate(c);  // checks between fields; its messages name "optimizer.<field>"
   } catch (const std::invalid_argument& e) {
@@ -67,6 +68,15 @@ DataConfig parse_data(ConfigSection s) {
   return c;
 }
 
+ParallelConfig parse_parallel(ConfigSection s) {
+  ParallelConfig c;
+  c.tp = s.integer("tp", c.tp, 1, 1 << 20);
+  c.dp = s.integer("dp", c.dp, 0, 1 << 20);
+  c.timeout_s = s.number("timeout_s", c.timeout_s, 0.0, 1e6);
+  c.validate = s.boolean("validate", c.validate);
+  return c;
+}
+
 RunConfig parse(ConfigReader reader) {
   RunConfig c;
   c.source = reader.source();
@@ -82,6 +92,7 @@ RunConfig parse(ConfigReader reader) {
   c.optim = parse_optimizer(reader.section("optimizer"), c.source);
   c.train = parse_train(reader.section("train"));
   c.data = parse_data(reader.section("data"));
+  c.parallel = parse_parallel(reader.section("parallel"));
   try {
     LrSchedule(c.optim, c.train.steps);  // checks the schedule against train.steps
   } catch (const std::invalid_argument& e) {

@@ -4,11 +4,12 @@
 //   [run]    name, dir         # the run writes into dir/name/
 //   [model]  …                 # worker/model_config.h
 //   [optimizer] kind, lr, beta1, beta2, eps, weight_decay, decay_embeddings, muon_momentum, ns_steps,
-//               grad_clip, schedule, warmup_steps, lr_min_ratio, wsd_decay_ratio
+//               grad_clip, schedule, warmup_steps, lr_min_ratio, wsd_decay_ratio, zero
 //   [train]  steps, stop_at, batch_seqs, micro_batch_seqs, seq_len, seed, log_every, eval_every,
 //            eval_batches, checkpoint_every, keep_checkpoints, resume, threads
 //   [data]   path ("default" = the embedded corpus), vocab_size/eos_id (plain llm.c shard
 //            directories only), verify_checksums
+//   [parallel] tp, dp (tp × dp = the number of ranks; dp = 0: ranks / tp), timeout_s, validate
 //
 // Unknown keys, wrong types and values out of range fail here, before any work, with the file and
 // the dotted key in the message.
@@ -47,6 +48,13 @@ struct DataConfig {
   bool verify_checksums = true;
 };
 
+struct ParallelConfig {
+  int64_t tp = 1;          // tensor-parallel ranks per group
+  int64_t dp = 0;          // data-parallel replicas (0: the number of ranks / tp)
+  double timeout_s = 600;  // longest wait for the other ranks in one collective (0: no limit)
+  bool validate = false;   // compare every collective call across ranks first (debugging)
+};
+
 struct RunConfig {
   std::string source;  // the config file
   std::string name = "default";
@@ -56,6 +64,7 @@ struct RunConfig {
   OptimizerConfig optim;
   TrainConfig train;
   DataConfig data;
+  ParallelConfig parallel;
   std::string resolved;  // every key with the value used, as TOML: written to the run directory
 
   int64_t last_step() const { return train.stop_at > 0 ? std::min(train.stop_at, train.steps) : train.steps; }

@@ -5,13 +5,17 @@
 
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <filesystem>
+#include <functional>
 #include <iomanip>
+#include <memory>
+#include <optional>
 #include <ostream>
 #include <sstream>
+#include <thread>
 
 #include "checkpoint/async_checkpoint_writer.h"
-#include "checkpoint/checkpoint.h"
 #include "checkpoint/checkpoint_directory.h"
 #include "checkpoint/durable_file.h"
 #include "coordinator/client.h"
@@ -19,12 +23,16 @@
 #include "data/default_corpus.h"
 #include "data/loader.h"
 #include "kernels/device_memory.h"
-#include "worker/grad_clip.h"
+#include "parallel/error_agreement.h"
+#include "parallel/mpi_comm.h"
+#include "parallel/mpi_error.h"
+#include "parallel/process_grid.h"
+#include "worker/distributed_optimizer.h"
 #include "worker/lr_schedule.h"
 #include "worker/metrics_log.h"
 #include "worker/model.h"
-#include "worker/optimizer.h"
 #include "worker/stop_signal.h"
+#include "worker/training_checkpoint.h"
 
 namespace linea {
 
@@ -34,9 +42,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
-
-constexpr std::string_view kModelPrefix = "model/";
-constexpr std::string_view kOptimizerPrefix = "optimizer/";
 
 std::string human_count(double x) {
   std::ostringstream os;
@@ -97,50 +102,6 @@ double evaluate(Model& model, data::ValidationIterator& val) {
   return batches ? sum / static_cast<double>(batches) : std::numeric_limits<double>::quiet_NaN();
 }
 
-CheckpointState make_checkpoint(const RunConfig& c, int64_t step, int64_t tokens, const ParameterSet& params,
-                                const Optimizer& optimizer, const data::Loader& loader) {
-  CheckpointState s;
-  s.step = step;
-  s.tokens = tokens;
-  s.config = c.resolved;
-  s.data_position = loader.position().to_json();
-  OptimizerState opt = optimizer.export_state();
-  s.trainer_state = {{"optimizer_kind", opt.kind}, {"optimizer_step", opt.step}};
-  for (const Parameter& p : params.params()) s.tensors.emplace_back(std::string(kModelPrefix) + p.name, p.value);
-  for (auto& [key, tensor] : opt.tensors) s.tensors.emplace_back(std::string(kOptimizerPrefix) + key, tensor);
-  return s;
-}
-
-// Puts parameters, optimizer state and loader position back as they were at the checkpoint.
-void restore_checkpoint(const CheckpointState& s, const std::string& where, ParameterSet& params, Optimizer& optimizer,
-                        data::Loader& loader) {
-  std::map<std::string, const Tensor*> by_name;
-  for (const auto& [name, tensor] : s.tensors) by_name[name] = &tensor;
-  for (Parameter& p : params.params()) {
-    auto it = by_name.find(std::string(kModelPrefix) + p.name);
-    if (it == by_name.end()) {
-      throw std::runtime_error(where + ": has no parameter '" + p.name + "' (was the model config changed?)");
-    }
-    if (it->second->shape() != p.value.shape() || it->second->dtype() != p.value.dtype()) {
-      throw std::runtime_error(where + ": parameter '" + p.name + "' is " + it->second->describe() + ", expected " +
-                               p.value.describe() + " (was the model config changed?)");
-    }
-    p.value.copy_from(*it->second);
-  }
-  OptimizerState opt;
-  try {
-    opt.kind = s.trainer_state.at("optimizer_kind").get<std::string>();
-    opt.step = s.trainer_state.at("optimizer_step").get<int64_t>();
-  } catch (const nlohmann::json::exception& e) {
-    throw std::runtime_error(where + ": trainer_state: expected optimizer_kind and optimizer_step: " + e.what());
-  }
-  for (const auto& [name, tensor] : s.tensors) {
-    if (name.starts_with(kOptimizerPrefix)) opt.tensors[name.substr(kOptimizerPrefix.size())] = tensor;
-  }
-  optimizer.import_state(opt, params);
-  loader.seek(data::LoaderPosition::from_json(s.data_position, where));
-}
-
 // One line that redraws itself on a terminal, or a plain line every few steps in a log file.
 class ProgressLine {
  public:
@@ -171,79 +132,194 @@ class ProgressLine {
   bool open_ = false;
 };
 
+// An error every rank finds alike (from the same configuration): AgreedError with several ranks,
+// so that no rank aborts the others before they have said it too; E alone.
+template <class E>
+[[noreturn]] void throw_alike(const Communicator& world, const std::string& message) {
+  if (world.size() > 1) throw AgreedError(message);
+  throw E(message);
+}
+
+// The grid of [parallel] tp × dp, with the keys named when the layout does not fit the ranks
+// (ProcessGrid::create reaches the same verdict on every rank).
+ProcessGrid make_grid(const RunConfig& c, MPI_Comm world) {
+  CommunicatorOptions options;
+  options.validate = c.parallel.validate;
+  options.timeout = std::chrono::milliseconds(static_cast<int64_t>(c.parallel.timeout_s * 1000));
+  try {
+    return ProcessGrid::create({static_cast<int>(c.parallel.tp), static_cast<int>(c.parallel.dp)}, options, world);
+  } catch (const std::invalid_argument& e) {
+    const std::string message = c.source + ": parallel.tp = " + std::to_string(c.parallel.tp) +
+                                ", parallel.dp = " + std::to_string(c.parallel.dp) +
+                                (c.parallel.dp == 0 ? " (ranks / tp)" : "") + ": " + e.what();
+    if (mpi_is_initialized() && comm_size(world) > 1) throw AgreedError(message);
+    throw std::invalid_argument(message);
+  }
+}
+
+// train.threads, else OMP_NUM_THREADS, else the node's cores shared among its ranks (at most the
+// cores this rank may run on, when the launcher binds it).
+int thread_count(const RunConfig& c, const ProcessGrid& grid) {
+  if (c.train.threads > 0) return static_cast<int>(c.train.threads);
+  if (std::getenv("OMP_NUM_THREADS")) return omp_get_max_threads();
+  const int cores = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  return std::max(1, std::min(omp_get_num_procs(), cores / grid.local_size()));
+}
+
+// Every rank must train the same configuration: a config file that differs between nodes would
+// otherwise make them disagree silently.
+void check_same_config(Communicator& world, const RunConfig& c) {
+  if (world.size() == 1) return;
+  Tensor mine = Tensor::empty({1}, DType::i64);
+  mine.data<int64_t>()[0] = static_cast<int64_t>(std::hash<std::string>{}(c.resolved));
+  Tensor rank0 = mine.clone();
+  world.broadcast(rank0, 0);
+  const bool same = mine.data<int64_t>()[0] == rank0.data<int64_t>()[0];
+  const std::string errors = agree_on_errors(world, same ? "" : "its resolved configuration differs from rank 0's");
+  if (!errors.empty()) throw AgreedError(c.source + ": the ranks were given different configurations: " + errors);
+}
+
+// A value of this rank averaged over `group`.
+double group_mean(Communicator& group, double value) {
+  Tensor t = Tensor::empty({1}, DType::f64);
+  t.data<double>()[0] = value;
+  group.all_reduce(t, ReduceOp::avg);
+  return t.data<double>()[0];
+}
+
+// The stop signal one rank received, known to all (the first rank's, in rank order), so that they
+// all stop after the same step.
+int agreed_stop_signal(Communicator& world) {
+  Tensor mine = Tensor::empty({1}, DType::i64);
+  mine.data<int64_t>()[0] = stop_signal();
+  Tensor all = Tensor::empty({world.size()}, DType::i64);
+  world.all_gather(mine, all);
+  for (int r = 0; r < world.size(); ++r) {
+    if (all.data<int64_t>()[r] != 0) return static_cast<int>(all.data<int64_t>()[r]);
+  }
+  return 0;
+}
+
 }  // namespace
 
-TrainSummary train(const RunConfig& c, std::ostream& out) {
+TrainSummary train(const RunConfig& c, std::ostream& log, const TrainOptions& options) {
+  ProcessGrid grid = make_grid(c, options.world);
+  const bool lead = grid.world_rank() == 0;
+  std::ostream quiet(nullptr);
+  std::ostream& out = lead ? log : quiet;
+  Communicator& world = grid.comm(GridAxis::world);
+  Communicator& dp = grid.comm(GridAxis::dp);
   check_device(c, out);
-  if (c.train.threads > 0) omp_set_num_threads(static_cast<int>(c.train.threads));
+  check_same_config(world, c);
+  omp_set_num_threads(thread_count(c, grid));
+  const bool zero = c.optim.zero.value_or(grid.dp_size() > 1);
   const fs::path run_dir = fs::path(c.dir) / c.name;
   const fs::path checkpoint_root = run_dir / "checkpoints";
-  fs::create_directories(run_dir);
+  PendingErrors errors(world);
 
-  // Data.
-  const fs::path data_dir = data_directory(c);
-  data::DatasetOptions data_options;
-  data_options.vocab_size = c.data.vocab_size;
-  data_options.eos_id = static_cast<int32_t>(c.data.eos_id);
-  data_options.verify_checksums = c.data.verify_checksums;
-  auto dataset = data::Dataset::open(data_dir, data_options);
-  if (dataset->vocab_size() > c.model.vocab) {
-    throw std::invalid_argument(c.source + ": model.vocab: the data in " + data_dir.string() + " has " +
-                                std::to_string(dataset->vocab_size()) +
-                                " token ids; expected model.vocab >= that, got " + std::to_string(c.model.vocab));
-  }
-  data::LoaderConfig loader_config;
-  loader_config.seq_len = c.train.seq_len;
-  loader_config.global_batch_seqs = c.train.batch_seqs;
-  loader_config.micro_batch_seqs = c.train.micro_batch_seqs;
-  loader_config.seed = c.train.seed;
-  data::Loader loader(dataset, loader_config);
-  data::ValidationIterator val(dataset, c.train.seq_len, c.train.batch_seqs, 0, 1, c.train.eval_batches);
+  // Data: rank 0 builds the default corpus on first use while the others wait.
+  fs::path data_dir;
+  errors.run([&] {
+    if (!lead) return;
+    fs::create_directories(run_dir);
+    data_dir = data_directory(c);
+  });
+  errors.agree("preparing the run");
+  std::shared_ptr<const data::Dataset> dataset;
+  std::unique_ptr<data::Loader> loader;
+  std::unique_ptr<data::ValidationIterator> val;
+  errors.run([&] {
+    if (!lead) data_dir = data_directory(c);
+    data::DatasetOptions data_options;
+    data_options.vocab_size = c.data.vocab_size;
+    data_options.eos_id = static_cast<int32_t>(c.data.eos_id);
+    data_options.verify_checksums = c.data.verify_checksums;
+    dataset = data::Dataset::open(data_dir, data_options);
+    if (dataset->vocab_size() > c.model.vocab) {
+      throw std::invalid_argument(c.source + ": model.vocab: the data in " + data_dir.string() + " has " +
+                                  std::to_string(dataset->vocab_size()) +
+                                  " token ids; expected model.vocab >= that, got " + std::to_string(c.model.vocab));
+    }
+    // Each DP replica takes its share of every global batch; the TP ranks of a replica the same one.
+    if (c.train.batch_seqs % (grid.dp_size() * c.train.micro_batch_seqs) != 0) {
+      throw std::invalid_argument(c.source + ": train.batch_seqs = " + std::to_string(c.train.batch_seqs) +
+                                  " must be a multiple of dp × train.micro_batch_seqs = " +
+                                  std::to_string(grid.dp_size()) + " × " + std::to_string(c.train.micro_batch_seqs) +
+                                  " (every data-parallel replica takes an equal share of each global batch)");
+    }
+    data::LoaderConfig loader_config;
+    loader_config.seq_len = c.train.seq_len;
+    loader_config.global_batch_seqs = c.train.batch_seqs;
+    loader_config.micro_batch_seqs = c.train.micro_batch_seqs;
+    loader_config.rank = grid.dp_rank();
+    loader_config.world = grid.dp_size();
+    loader_config.seed = c.train.seed;
+    loader = std::make_unique<data::Loader>(dataset, loader_config);
+    val = std::make_unique<data::ValidationIterator>(dataset, c.train.seq_len, c.train.batch_seqs, grid.dp_rank(),
+                                                     grid.dp_size(), c.train.eval_batches);
+  });
+  errors.agree("opening the data");
 
   // Model, optimizer, schedule.
-  Model model(c.model, DType::f32);
-  model.init_parameters(c.train.seed);
-  ParameterSet& params = model.params();
-  std::unique_ptr<Optimizer> optimizer = make_optimizer(c.optim);
+  std::unique_ptr<Model> model;
+  std::unique_ptr<DistributedOptimizer> optimizer;
+  const auto build_model = [&] {
+    const TensorParallel tp = TensorParallel::over(grid.comm(GridAxis::tp));
+    model = std::make_unique<Model>(c.model, DType::f32, true, tp);
+    model->init_parameters(c.train.seed);
+    optimizer = std::make_unique<DistributedOptimizer>(c.optim, model->params(), dp, zero, tp);
+  };
+  errors.run(build_model);
+  errors.agree("building the model");
   const LrSchedule schedule(c.optim, c.train.steps);
 
   // Resume.
   TrainSummary summary;
   int64_t tokens = 0;
   if (c.train.resume != ResumeMode::never) {
-    std::optional<CheckpointState> checkpoint = load_latest_checkpoint(checkpoint_root);
-    if (!checkpoint && c.train.resume == ResumeMode::require) {
-      throw std::runtime_error(checkpoint_root.string() +
-                               ": train.resume = \"require\" but there is no committed checkpoint");
-    }
-    if (checkpoint) {
-      const std::string where = (checkpoint_root / checkpoint_directory_name(checkpoint->step)).string();
-      restore_checkpoint(*checkpoint, where, params, *optimizer, loader);
-      summary.start_step = checkpoint->step;
-      tokens = checkpoint->tokens;
-      if (checkpoint->config != c.resolved) {
-        out << "warning: the configuration differs from the one " << where << " was written with\n";
+    const std::optional<ResumedTraining> resumed = resume_training(checkpoint_root, world, *optimizer, *loader, out);
+    if (resumed) {
+      summary.start_step = resumed->step;
+      tokens = resumed->tokens;
+      if (resumed->config != c.resolved) {
+        out << "warning: the configuration differs from the one " << resumed->directory.string()
+            << " was written with\n";
       }
-      out << "resumed from " << where << " (step " << checkpoint->step << ", " << human_count(double(tokens))
-          << " tokens)\n";
+      out << "resumed from " << resumed->directory.string() << " (step " << resumed->step << ", "
+          << human_count(double(tokens)) << " tokens, written as tp " << resumed->layout.tp << " × dp "
+          << resumed->layout.dp << ")\n";
+    } else if (c.train.resume == ResumeMode::require) {
+      throw_alike<std::runtime_error>(
+          world, checkpoint_root.string() + ": train.resume = \"require\" but there is no committed checkpoint");
+    } else {
+      errors.run(build_model);  // a damaged checkpoint may have been partly read: start afresh
+      errors.agree("building the model");
     }
   }
-  write_file_atomically(run_dir / "config.toml", c.resolved);
-  MetricsLog metrics(run_dir / "metrics.jsonl", summary.start_step);
-  AsyncCheckpointWriter writer(checkpoint_root, static_cast<int>(c.train.keep_checkpoints));
+  std::optional<MetricsLog> metrics;
+  errors.run([&] {
+    if (!lead) return;
+    write_file_atomically(run_dir / "config.toml", c.resolved);
+    metrics.emplace(run_dir / "metrics.jsonl", summary.start_step);
+  });
+  errors.agree("starting the run");
+  AsyncCheckpointWriter writer(checkpoint_root, static_cast<int>(c.train.keep_checkpoints), &world);
 
-  // Progress for a coordinator that launched this job (nullptr otherwise); a silent job is a hung one.
-  std::unique_ptr<coordinator::HeartbeatClient> heartbeats = coordinator::HeartbeatClient::from_env();
-  int64_t committed_step = summary.start_step > 0 ? summary.start_step : -1;
-
+  ParameterSet& params = model->params();
   const int64_t last_step = c.last_step();
-  const int64_t micro_steps = c.train.batch_seqs / c.train.micro_batch_seqs;
+  const int64_t micro_steps = loader->micro_steps_per_step();
   const int64_t tokens_per_step = c.train.batch_seqs * c.train.seq_len;
-  out << "run " << run_dir.string() << ": " << human_count(double(params.numel())) << " parameters ("
-      << mixer_kind_name(c.model.mixer) << ", " << c.model.layers << " layers), " << omp_get_max_threads()
-      << " threads, data " << data_dir.string() << " ("
-      << human_count(double(dataset->split(data::Split::train).num_tokens())) << " train tokens), " << tokens_per_step
-      << " tokens/step, steps " << summary.start_step << " → " << last_step << " of " << c.train.steps << "\n";
+  const CheckpointLayout layout{grid.tp_size(), grid.dp_size(), grid.world_size()};
+  out << "run " << run_dir.string() << ": " << human_count(double(params.numel()))
+      << (grid.tp_size() > 1 ? " parameters per TP rank (" : " parameters (") << mixer_kind_name(c.model.mixer) << ", "
+      << c.model.layers << " layers), " << grid.world_size()
+      << (grid.world_size() == 1 ? " rank"
+                                 : " ranks = tp " + std::to_string(grid.tp_size()) + " × dp " +
+                                       std::to_string(grid.dp_size()) + (zero ? " (ZeRO-1)" : ""))
+      << ", " << omp_get_max_threads() << " threads" << (grid.world_size() > 1 ? " per rank" : "") << ", data "
+      << data_dir.string() << " (" << human_count(double(dataset->split(data::Split::train).num_tokens()))
+      << " train tokens), " << tokens_per_step << " tokens/step, steps " << summary.start_step << " → " << last_step
+      << " of " << c.train.steps << "\n";
   summary.end_step = summary.start_step;
   summary.tokens = tokens;
   if (summary.start_step >= c.train.steps) {
@@ -254,9 +330,15 @@ TrainSummary train(const RunConfig& c, std::ostream& out) {
 
   auto save = [&](int64_t step) {
     const auto t0 = Clock::now();
-    writer.save(make_checkpoint(c, step, tokens, params, *optimizer, loader));
+    writer.save(training_checkpoint_part(c, step, tokens, *optimizer, *loader, layout));
     summary.checkpoint_blocked_ms = std::max(summary.checkpoint_blocked_ms, 1e3 * seconds_since(t0));
   };
+
+  // Progress for a coordinator that launched this job (rank 0 reports; nullptr otherwise): a job that
+  // falls silent is taken for a hung one.
+  std::unique_ptr<coordinator::HeartbeatClient> heartbeats =
+      lead ? coordinator::HeartbeatClient::from_env(grid.world_size()) : nullptr;
+  int64_t committed_step = summary.start_step > 0 ? summary.start_step : -1;
 
   ProgressLine progress(out, last_step);
   const auto run_start = Clock::now();
@@ -264,19 +346,23 @@ TrainSummary train(const RunConfig& c, std::ostream& out) {
   for (int64_t step = summary.start_step + 1; step <= last_step; ++step) {
     const auto step_start = Clock::now();
     const double lr = schedule.at(step - 1);
-    params.zero_grads();
-    double loss = 0;
-    for (int64_t m = 0; m < micro_steps; ++m) {
-      data::TokenBatch batch = loader.next();
-      const auto n = static_cast<int64_t>(batch.inputs.size());
-      loss += model.forward_backward(Tensor::view(batch.inputs.data(), {n}, DType::i32),
-                                     Tensor::view(batch.targets.data(), {n}, DType::i32), batch.layout,
-                                     1.0 / static_cast<double>(micro_steps)) /
-              static_cast<double>(micro_steps);
-    }
-    const double norm = c.optim.grad_clip > 0 ? clip_grad_norm(params, c.optim.grad_clip) : grad_norm(params);
-    if (std::isfinite(loss) && std::isfinite(norm)) {
-      optimizer->step(params, lr);
+    double local_loss = 0;
+    errors.run([&] {
+      params.zero_grads();
+      for (int64_t m = 0; m < micro_steps; ++m) {
+        data::TokenBatch batch = loader->next();
+        const auto n = static_cast<int64_t>(batch.inputs.size());
+        local_loss += model->forward_backward(Tensor::view(batch.inputs.data(), {n}, DType::i32),
+                                              Tensor::view(batch.targets.data(), {n}, DType::i32), batch.layout,
+                                              1.0 / static_cast<double>(micro_steps)) /
+                      static_cast<double>(micro_steps);
+      }
+    });
+    errors.agree("step " + std::to_string(step));
+    const double loss = group_mean(dp, local_loss);
+    const double norm = optimizer->reduce_gradients();
+    if (std::isfinite(loss) && std::isfinite(norm)) {  // the same verdict on every rank
+      optimizer->step(lr);
     } else {
       progress.finish_line();
       out << "warning: step " << step << ": non-finite loss " << loss << " or gradient norm " << norm
@@ -298,16 +384,24 @@ TrainSummary train(const RunConfig& c, std::ostream& out) {
                            {"tokens_per_s", double(tokens_per_step) / step_seconds},
                            {"elapsed_s", seconds_since(run_start)}};
     if (eval_step) {
-      summary.last_val_loss = evaluate(model, val);
+      double local_val_loss = 0;
+      errors.run([&] { local_val_loss = evaluate(*model, *val); });
+      errors.agree("evaluating at step " + std::to_string(step));
+      summary.last_val_loss = group_mean(dp, local_val_loss);
       line["val_loss"] = summary.last_val_loss;
     }
-    if (eval_step || step % c.train.log_every == 0 || step == last_step) metrics.append(line);
-    progress.update(step, last_step, loss, double(tokens_per_step) / step_seconds, step_seconds_avg);
-    if (eval_step) {
-      progress.finish_line();
-      out << "step " << step << ": val_loss " << std::fixed << std::setprecision(4) << summary.last_val_loss << "\n";
-    }
-
+    errors.run([&] {
+      if (lead) {
+        if (eval_step || step % c.train.log_every == 0 || step == last_step) metrics->append(line);
+        progress.update(step, last_step, loss, double(tokens_per_step) / step_seconds, step_seconds_avg);
+        if (eval_step) {
+          progress.finish_line();
+          out << "step " << step << ": val_loss " << std::fixed << std::setprecision(4) << summary.last_val_loss
+              << "\n";
+        }
+      }
+      if (options.on_step) options.on_step(line);
+    });
     if (heartbeats) {
       if (!writer.last_error() && writer.last_stats().step > committed_step) committed_step = writer.last_stats().step;
       coordinator::Heartbeat beat;
@@ -319,19 +413,21 @@ TrainSummary train(const RunConfig& c, std::ostream& out) {
       heartbeats->heartbeat(beat);
     }
 
-    summary.stop_signal = stop_signal();
+    summary.stop_signal = agreed_stop_signal(world);
     const bool checkpoint_step = (c.train.checkpoint_every > 0 && step % c.train.checkpoint_every == 0) ||
                                  step == last_step || summary.stop_signal != 0;
     if (checkpoint_step) save(step);
+    writer.poll();
     if (summary.stop_signal != 0) {
       progress.finish_line();
       out << "stopping at step " << step << " on signal " << summary.stop_signal << "\n";
       break;
     }
   }
+  errors.agree("after step " + std::to_string(summary.end_step));
   progress.finish_line();
   writer.wait();
-  if (auto error = writer.last_error()) throw std::runtime_error("checkpoint write failed: " + *error);
+  if (auto error = writer.last_error()) throw_alike<std::runtime_error>(world, "checkpoint write failed: " + *error);
   summary.checkpoint_write_ms = writer.last_stats().write_ms;
   summary.checkpoint_bytes = writer.last_stats().bytes;
   summary.seconds = seconds_since(run_start);

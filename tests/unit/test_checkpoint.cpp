@@ -58,9 +58,10 @@ void expect_same_state(const CheckpointState& expected, const CheckpointState& g
   EXPECT_EQ(got.layout, expected.layout);
   ASSERT_EQ(got.tensors.size(), expected.tensors.size());
   for (size_t i = 0; i < got.tensors.size(); ++i) {
-    const auto& [name, tensor] = got.tensors[i];
-    const Tensor& want = expected.tensors[i].second;
-    EXPECT_EQ(name, expected.tensors[i].first);
+    const std::string& name = got.tensors[i].name;
+    const Tensor& tensor = got.tensors[i].data;
+    const Tensor& want = expected.tensors[i].data;
+    EXPECT_EQ(name, expected.tensors[i].name);
     EXPECT_EQ(tensor.device(), Device::cpu);
     EXPECT_EQ(tensor.dtype(), want.dtype()) << name;
     EXPECT_EQ(tensor.shape(), want.shape()) << name;
@@ -238,11 +239,18 @@ TEST(Checkpoint, ManifestContentIsValidated) {
       {[](json& m) {
          m["datasets"][0]["offset"] = {16, 0};
        },
-       "resharding is not implemented"},
+       "field 'offset': expected a block inside full_shape"},
       {[](json& m) { m["datasets"][0]["file"] = "../rank-00000.h5"; }, "expected one of the manifest's files"},
       {[](json& m) { m["files"] = {"../../etc/passwd"}; }, "field 'files': expected rank-RRRRR.h5 file names"},
       {[](json& m) { m["datasets"][2]["name"] = "absent"; }, "dataset 'absent': no such dataset"},
-      {[](json& m) { m["datasets"][0]["name"] = "optimizer/adam/m"; }, "dataset 'optimizer/adam/m': checksum mismatch"},
+      {[](json& m) { m["datasets"][0]["name"] = "optimizer/adam/m"; },
+       "field 'name': expected a name not used before in its file, found \"optimizer/adam/m\""},
+      {[](json& m) {  // the entry of another dataset of the same shape: its checksum gives it away
+         m["datasets"][4]["name"] = "embedding.weight";
+         m["datasets"][0]["name"] = "optimizer/adam/m";
+       },
+       "dataset 'optimizer/adam/m': checksum mismatch"},
+      {[](json& m) { m["datasets"][1]["full_shape"] = {5}; }, "its blocks hold 4 of its 5 elements"},
   };
   for (const auto& [edit, expected] : edits) {
     SCOPED_TRACE(expected);

@@ -19,7 +19,7 @@ CheckpointState state_with(int64_t step, const std::vector<std::pair<std::string
   state.tokens = 1000 * step;
   state.config = "step " + std::to_string(step);
   state.data_position = {{"offset", step}};
-  state.tensors = tensors;
+  for (const auto& [name, tensor] : tensors) state.tensors.emplace_back(name, tensor);
   return state;
 }
 
@@ -52,8 +52,8 @@ TEST(AsyncCheckpointWriter, CallerMayMutateItsTensorsRightAfterSave) {
   EXPECT_EQ(writer.last_error(), std::nullopt);
   for (int64_t step = 1; step <= 2; ++step) {
     const CheckpointState loaded = load_checkpoint(root.path() / checkpoint_directory_name(step));
-    EXPECT_TRUE(all_equal(loaded.tensors[0].second, static_cast<float>(step))) << "step " << step;
-    const double* m = loaded.tensors[1].second.data<double>();
+    EXPECT_TRUE(all_equal(loaded.tensors[0].data, static_cast<float>(step))) << "step " << step;
+    const double* m = loaded.tensors[1].data.data<double>();
     EXPECT_EQ(m[0], static_cast<double>(step));
     EXPECT_EQ(m[(1 << 18) - 1], static_cast<double>(step));
     EXPECT_EQ(loaded.config, step == 1 ? "step 1" : "changed");  // a state's fields are copied at save()
@@ -80,7 +80,7 @@ TEST(AsyncCheckpointWriter, WritesOneAtATimeAndKeepsTheLastK) {
   EXPECT_EQ(steps, (std::vector<int64_t>{30, 40}));
   const std::optional<CheckpointState> latest = load_latest_checkpoint(root.path());
   ASSERT_TRUE(latest.has_value());
-  EXPECT_TRUE(all_equal(latest->tensors[0].second, 40.f));
+  EXPECT_TRUE(all_equal(latest->tensors[0].data, 40.f));
 }
 
 TEST(AsyncCheckpointWriter, FailuresAreReportedNotThrown) {

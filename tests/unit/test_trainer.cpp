@@ -9,7 +9,7 @@
 #include <sstream>
 
 #include "checkpoint/checkpoint_directory.h"
-#include "data/shard_format.h"
+#include "tests/testing/synthetic_shards.h"
 #include "tests/testing/temporary_directory.h"
 #include "worker/run_config.h"
 #include "worker/stop_signal.h"
@@ -21,32 +21,9 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-constexpr int64_t kVocab = 64;
+constexpr int64_t kVocab = testing::kSyntheticVocab;
 
-// A token stream with structure to learn: documents (EOS = 0 first) of a linear congruence.
-std::vector<int32_t> synthetic_tokens(int64_t n, uint32_t seed) {
-  std::vector<int32_t> ids;
-  uint32_t x = seed;
-  while (static_cast<int64_t>(ids.size()) < n) {
-    ids.push_back(0);
-    x = x * 1103515245u + 12345u;
-    int32_t t = 1 + static_cast<int32_t>((x >> 16) % (kVocab - 1));
-    const int64_t length = 20 + (x >> 8) % 40;
-    for (int64_t i = 0; i < length; ++i) {
-      ids.push_back(t);
-      t = 1 + (t * 7 + 3) % (kVocab - 1);
-    }
-  }
-  ids.resize(static_cast<size_t>(n));
-  return ids;
-}
-
-std::string make_data(const fs::path& dir) {
-  fs::create_directories(dir);
-  data::write_shard(dir / "fineweb_train_000000.bin", synthetic_tokens(20000, 1), data::TokenWidth::u16);
-  data::write_shard(dir / "fineweb_val_000000.bin", synthetic_tokens(3000, 2), data::TokenWidth::u16);
-  return dir.string();
-}
+std::string make_data(const fs::path& dir) { return testing::make_synthetic_data(dir); }
 
 std::string tiny_config(const fs::path& data_dir) {
   return R"(device = "cpu"
