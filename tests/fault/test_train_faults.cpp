@@ -21,7 +21,7 @@
 
 #include "checkpoint/checkpoint_directory.h"
 #include "tests/testing/synthetic_shards.h"
-#include "tests/testing/temporary_directory.h"
+#include "tests/testing/temp_dir.h"
 
 namespace linea {
 namespace {
@@ -168,7 +168,7 @@ eos_id = 0
     return lines;
   }
 
-  testing::TemporaryDirectory tmp_;
+  testing::TempDir tmp_;
   fs::path config_;
 };
 

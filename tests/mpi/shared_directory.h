@@ -8,7 +8,7 @@
 #include <optional>
 #include <string>
 
-#include "tests/testing/temporary_directory.h"
+#include "tests/testing/temp_dir.h"
 
 namespace linea::testing {
 
@@ -27,13 +27,13 @@ class SharedDirectory {
   }
   SharedDirectory(const SharedDirectory&) = delete;
   SharedDirectory& operator=(const SharedDirectory&) = delete;
-  ~SharedDirectory() { MPI_Barrier(comm_); }  // then rank 0's TemporaryDirectory removes it
+  ~SharedDirectory() { MPI_Barrier(comm_); }  // then rank 0's TempDir removes it
 
   const std::filesystem::path& path() const { return path_; }
 
  private:
   MPI_Comm comm_;
-  std::optional<TemporaryDirectory> own_;
+  std::optional<TempDir> own_;
   std::filesystem::path path_;
 };
 

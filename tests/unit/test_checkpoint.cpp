@@ -10,7 +10,7 @@
 #include "checkpoint/checkpoint.h"
 #include "checkpoint/hdf5_file.h"
 #include "kernels/random.h"
-#include "tests/testing/temporary_directory.h"
+#include "tests/testing/temp_dir.h"
 
 namespace linea {
 namespace {
@@ -111,7 +111,7 @@ void flip_data_bit(const fs::path& file, const std::string& dataset) {
 }
 
 TEST(Checkpoint, RoundTripIsBitExact) {
-  testing::TemporaryDirectory root;
+  testing::TempDir root;
   const CheckpointState state = make_state(5);
   const fs::path directory = save_checkpoint(root.path(), state, 3);
   EXPECT_EQ(directory, root.path() / "step-000000005");
@@ -128,7 +128,7 @@ TEST(Checkpoint, RoundTripIsBitExact) {
 }
 
 TEST(Checkpoint, FilesDescribeSlicesAndChecksums) {
-  testing::TemporaryDirectory root;
+  testing::TempDir root;
   const fs::path directory = save_checkpoint(root.path(), make_state(2), 1);
   const json manifest = json::parse(std::ifstream(directory / "manifest.json"));
   EXPECT_EQ(manifest["format_version"], kCheckpointFormatVersion);
@@ -151,7 +151,7 @@ TEST(Checkpoint, FilesDescribeSlicesAndChecksums) {
 }
 
 TEST(Checkpoint, UncommittedDirectoriesDoNotExistAndAreCleanedUp) {
-  testing::TemporaryDirectory root;
+  testing::TempDir root;
   save_checkpoint(root.path(), make_state(1), 5);
   const fs::path step2 = save_checkpoint(root.path(), make_state(2), 5);
   // A crash after the rename but before the marker: complete files, no COMMITTED.
@@ -204,7 +204,7 @@ TEST(Checkpoint, DamagedNewestFallsBackToThePreviousWithAWarning) {
   };
   for (const Damage& damage : damages) {
     SCOPED_TRACE(damage.what);
-    testing::TemporaryDirectory root;
+    testing::TempDir root;
     const CheckpointState older = make_state(10);
     save_checkpoint(root.path(), older, 5);
     const fs::path newest = save_checkpoint(root.path(), make_state(20), 5);
@@ -254,7 +254,7 @@ TEST(Checkpoint, ManifestContentIsValidated) {
   };
   for (const auto& [edit, expected] : edits) {
     SCOPED_TRACE(expected);
-    testing::TemporaryDirectory root;
+    testing::TempDir root;
     const fs::path directory = save_checkpoint(root.path(), make_state(20), 1);
     json manifest = json::parse(std::ifstream(directory / "manifest.json"));
     edit(manifest);
@@ -265,7 +265,7 @@ TEST(Checkpoint, ManifestContentIsValidated) {
     const std::string message = error_of<std::runtime_error>([&] { load_checkpoint(directory); });
     EXPECT_NE(message.find(expected), std::string::npos) << message;
   }
-  testing::TemporaryDirectory root;
+  testing::TempDir root;
   const fs::path directory = save_checkpoint(root.path(), make_state(20), 1);
   Hdf5File::open(directory / "rank-00000.h5", Hdf5File::Access::read_write)
       .set_attribute("embedding.weight", "offset", std::vector<int64_t>{1, 0});
@@ -275,7 +275,7 @@ TEST(Checkpoint, ManifestContentIsValidated) {
 
 // After falling back from a damaged step N, training reaches step N again and saves it.
 TEST(Checkpoint, ADamagedStepIsSetAsideWhenSavedAgain) {
-  testing::TemporaryDirectory root;
+  testing::TempDir root;
   save_checkpoint(root.path(), make_state(10), 5);
   const fs::path step20 = save_checkpoint(root.path(), make_state(20), 5);
   EXPECT_THROW(save_checkpoint(root.path(), make_state(20, 99), 5), std::runtime_error);  // sound: kept
@@ -290,7 +290,7 @@ TEST(Checkpoint, ADamagedStepIsSetAsideWhenSavedAgain) {
 }
 
 TEST(Checkpoint, NoValidCheckpointIsAResultUnlessStrict) {
-  testing::TemporaryDirectory root;
+  testing::TempDir root;
   EXPECT_FALSE(load_latest_checkpoint(root.path() / "absent").has_value());
   EXPECT_FALSE(load_latest_checkpoint(root.path()).has_value());
   std::string message = error_of<std::runtime_error>([&] { load_latest_checkpoint(root.path(), {.strict = true}); });
@@ -306,7 +306,7 @@ TEST(Checkpoint, NoValidCheckpointIsAResultUnlessStrict) {
 }
 
 TEST(Checkpoint, KeepsTheLastKCommitted) {
-  testing::TemporaryDirectory root;
+  testing::TempDir root;
   for (int64_t step = 1; step <= 5; ++step) save_checkpoint(root.path(), make_state(step * 100), 2);
   EXPECT_EQ(committed_steps(root.path()), (std::vector<int64_t>{400, 500}));
   std::vector<std::string> entries;
@@ -326,7 +326,7 @@ TEST(Checkpoint, KeepsTheLastKCommitted) {
 }
 
 TEST(Checkpoint, BadInputGivesClearErrors) {
-  testing::TemporaryDirectory root;
+  testing::TempDir root;
   const fs::path file = root.path() / "a-file";
   overwrite_file(file, "x");
   std::string message = error_of<std::runtime_error>([&] { save_checkpoint(file, make_state(1), 1); });

@@ -6,7 +6,7 @@
 
 #include "checkpoint/async_checkpoint_writer.h"
 #include "kernels/random.h"
-#include "tests/testing/temporary_directory.h"
+#include "tests/testing/temp_dir.h"
 
 namespace linea {
 namespace {
@@ -32,7 +32,7 @@ bool all_equal(const Tensor& t, float value) {
 }
 
 TEST(AsyncCheckpointWriter, CallerMayMutateItsTensorsRightAfterSave) {
-  testing::TemporaryDirectory root;
+  testing::TempDir root;
   Tensor weights = Tensor::empty({1 << 20}, DType::f32);  // 4 MB: the write is still running below
   Tensor moments = Tensor::empty({1 << 18}, DType::f64);
   AsyncCheckpointWriter writer(root.path(), 5);
@@ -66,7 +66,7 @@ TEST(AsyncCheckpointWriter, CallerMayMutateItsTensorsRightAfterSave) {
 }
 
 TEST(AsyncCheckpointWriter, WritesOneAtATimeAndKeepsTheLastK) {
-  testing::TemporaryDirectory root;
+  testing::TempDir root;
   Tensor t = Tensor::zeros({1000}, DType::f32);
   {
     AsyncCheckpointWriter writer(root.path(), 2);
@@ -84,7 +84,7 @@ TEST(AsyncCheckpointWriter, WritesOneAtATimeAndKeepsTheLastK) {
 }
 
 TEST(AsyncCheckpointWriter, FailuresAreReportedNotThrown) {
-  testing::TemporaryDirectory root;
+  testing::TempDir root;
   const fs::path not_a_directory = root.path() / "file";
   std::ofstream(not_a_directory) << "x";
   AsyncCheckpointWriter writer(not_a_directory, 1);

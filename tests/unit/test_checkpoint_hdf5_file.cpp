@@ -12,7 +12,7 @@
 
 #include "checkpoint/hdf5_file.h"
 #include "kernels/random.h"
-#include "tests/testing/temporary_directory.h"
+#include "tests/testing/temp_dir.h"
 
 namespace linea {
 namespace {
@@ -21,7 +21,7 @@ namespace fs = std::filesystem;
 
 class Hdf5FileTest : public ::testing::Test {
  protected:
-  testing::TemporaryDirectory temporary_;
+  testing::TempDir temporary_;
   const fs::path& dir_ = temporary_.path();
 };
 

@@ -11,7 +11,7 @@
 #include "checkpoint/checkpoint.h"
 #include "checkpoint/durable_file.h"
 #include "kernels/random.h"
-#include "tests/testing/temporary_directory.h"
+#include "tests/testing/temp_dir.h"
 
 namespace linea {
 namespace {
@@ -83,7 +83,7 @@ fs::path save_three_ranks(const fs::path& root) {
 }
 
 TEST(CheckpointResharding, BlocksOfSeveralRanksReadAsAnyBlock) {
-  testing::TemporaryDirectory root;
+  testing::TempDir root;
   const fs::path directory = save_three_ranks(root.path());
   for (const char* file : {"rank-00000.h5", "rank-00001.h5", "rank-00002.h5", "manifest.json", "COMMITTED"}) {
     EXPECT_TRUE(fs::exists(directory / file)) << file;
@@ -130,7 +130,7 @@ TEST(CheckpointResharding, BlocksOfSeveralRanksReadAsAnyBlock) {
 }
 
 TEST(CheckpointResharding, ADamagedRankFileIsFoundWhenItsBlocksAreRead) {
-  testing::TemporaryDirectory root;
+  testing::TempDir root;
   const fs::path directory = save_three_ranks(root.path());
   fs::resize_file(directory / "rank-00002.h5", fs::file_size(directory / "rank-00002.h5") / 2);
   CheckpointReader reader(directory);  // the manifest is sound
@@ -142,7 +142,7 @@ TEST(CheckpointResharding, ADamagedRankFileIsFoundWhenItsBlocksAreRead) {
 
 TEST(CheckpointResharding, PartsThatDoNotTileAreRefused) {
   {  // a rank's part missing: the commit names the file
-    testing::TemporaryDirectory root;
+    testing::TempDir root;
     const fs::path temporary = begin_checkpoint_save(root.path(), 7);
     write_checkpoint_part(temporary, part(0), 0);
     write_checkpoint_part(temporary, part(2), 2);
@@ -151,7 +151,7 @@ TEST(CheckpointResharding, PartsThatDoNotTileAreRefused) {
     EXPECT_TRUE(list_committed_checkpoints(root.path()).empty());
   }
   {  // two ranks writing the same rows: overlap
-    testing::TemporaryDirectory root;
+    testing::TempDir root;
     const fs::path temporary = begin_checkpoint_save(root.path(), 7);
     write_checkpoint_part(temporary, part(0), 0);
     write_checkpoint_part(temporary, part(1), 1);
@@ -165,7 +165,7 @@ TEST(CheckpointResharding, PartsThatDoNotTileAreRefused) {
         << message;
   }
   {  // a gap: rows 4–5 of "w" and the last two columns of "opt/m" missing
-    testing::TemporaryDirectory root;
+    testing::TempDir root;
     const fs::path temporary = begin_checkpoint_save(root.path(), 7);
     write_checkpoint_part(temporary, part(0), 0);
     write_checkpoint_part(temporary, part(1), 1);
@@ -179,7 +179,7 @@ TEST(CheckpointResharding, PartsThatDoNotTileAreRefused) {
   // A block outside its full shape is refused before anything is written.
   CheckpointState outside = metadata(7, 1, 1);
   outside.tensors.emplace_back("w", block_of_full({0, 0, 0}, {2, 5, 4}), kFull, std::vector<int64_t>{5, 0, 0});
-  testing::TemporaryDirectory root;
+  testing::TempDir root;
   try {
     save_checkpoint(root.path(), outside, 1);
     ADD_FAILURE() << "accepted";

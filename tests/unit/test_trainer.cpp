@@ -10,7 +10,7 @@
 
 #include "checkpoint/checkpoint_directory.h"
 #include "tests/testing/synthetic_shards.h"
-#include "tests/testing/temporary_directory.h"
+#include "tests/testing/temp_dir.h"
 #include "worker/run_config.h"
 #include "worker/stop_signal.h"
 #include "worker/trainer.h"
@@ -100,7 +100,7 @@ class TrainerTest : public ::testing::Test {
     }
   }
 
-  testing::TemporaryDirectory tmp_;
+  testing::TempDir tmp_;
   std::string data_dir_;
   std::string last_log_;
 };
