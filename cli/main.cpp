@@ -37,11 +37,11 @@ bool choose_openblas_core() {
 }
 
 // By default an idle OpenMP thread of libgomp spins (300,000 polls) before it sleeps, at the end
-// of every parallel region and between regions. A training step runs hundreds of short regions,
-// and where the cores are shared (other jobs, or more threads than free cores) the spinning
-// threads take the cores that the threads they wait for need. Measured on a loaded 2-core
-// machine: passive waiting halved the CPU time of a step of the default job and made it 1.3-1.7x
-// faster; on an idle machine it costs a futex wake per region (microseconds).
+// of every parallel region and between regions. Where the cores are shared (other jobs, or more
+// threads than free cores) the spinning threads take the cores that the threads they wait for
+// need. Measured with the default job on a shared 2-core machine: passive waiting halved the CPU
+// time of a run and made steps 1.3-2x faster. On an idle machine it costs a futex wake per
+// parallel region, and a step of the default job runs about 500 of them (microseconds each).
 bool choose_openmp_wait_policy() {
   if (std::getenv("OMP_WAIT_POLICY") || std::getenv("GOMP_SPINCOUNT")) return false;
   setenv("OMP_WAIT_POLICY", "passive", 1);

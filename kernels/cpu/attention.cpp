@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <limits>
 #include <vector>
 
 #include "kernels/cpu/gemm.h"
@@ -60,8 +59,9 @@ QueryBlock query_block(const SeqLayout& seqs, int64_t seq, int64_t t0, const Cau
 std::vector<QueryBlock> query_blocks(const SeqLayout& seqs, const CausalWindow& window) {
   std::vector<QueryBlock> blocks;
   for (int64_t i = 0; i < seqs.num_seqs(); ++i) {
-    for (int64_t t0 = seqs.begin(i); t0 < seqs.end(i); t0 += kQueryBlock)
+    for (int64_t t0 = seqs.begin(i); t0 < seqs.end(i); t0 += kQueryBlock) {
       blocks.push_back(query_block(seqs, i, t0, window));
+    }
   }
   return blocks;
 }
@@ -74,7 +74,7 @@ void scores(T* Z, const QueryBlock& b, const T* q, const T* k, int64_t h, int64_
           kvrows.at(k, b.k0, g), kvrows.stride(), T(0), Z, b.keys());
 }
 
-// Row t of the block sees the keys k0 + [first, last]: the ones it sees in its window.
+// The keys that query t of the block sees, as columns [first, last] of the block's scores.
 struct SeenKeys {
   int64_t first, last;
 };
