@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/cuda/gpu_bench.h"
 #include "kernels/cuda/gemm.h"
 #include "kernels/device_memory.h"
 #include "kernels/ops.h"
@@ -25,71 +26,7 @@
 namespace {
 
 using namespace linea;
-
-void check(cudaError_t status, const char* what) {
-  if (status != cudaSuccess) throw std::runtime_error(std::string(what) + ": " + cudaGetErrorString(status));
-}
-
-// Mean milliseconds of fn over `iterations` launches, after 3 untimed ones, between two events.
-double mean_ms(int iterations, const std::function<void()>& fn) {
-  for (int i = 0; i < 3; ++i) fn();
-  cudaEvent_t start, stop;
-  check(cudaEventCreate(&start), "cudaEventCreate");
-  check(cudaEventCreate(&stop), "cudaEventCreate");
-  check(cudaEventRecord(start), "cudaEventRecord");
-  for (int i = 0; i < iterations; ++i) fn();
-  check(cudaEventRecord(stop), "cudaEventRecord");
-  check(cudaEventSynchronize(stop), "cudaEventSynchronize");
-  float ms = 0;
-  check(cudaEventElapsedTime(&ms, start, stop), "cudaEventElapsedTime");
-  cudaEventDestroy(start);
-  cudaEventDestroy(stop);
-  return ms / iterations;
-}
-
-// A device tensor of `dtype` with entries uniform in [lo, hi), filled on the host.
-Tensor random_device(const Shape& shape, DType dtype, Rng& rng, double lo = -1, double hi = 1) {
-  Tensor host = Tensor::empty(shape, dtype);
-  for (int64_t i = 0; i < host.numel(); ++i) {
-    const float v = static_cast<float>(lo + (hi - lo) * rng.uniform());
-    if (dtype == DType::bf16) {
-      host.data<bf16>()[i] = bf16(v);
-    } else {
-      host.data<float>()[i] = v;
-    }
-  }
-  Tensor device = Tensor::empty(shape, dtype, Device::cuda);
-  device.copy_from(host);
-  return device;
-}
-
-Tensor device_ids(int64_t n, int64_t range, Rng& rng) {
-  Tensor host = Tensor::empty({n}, DType::i32);
-  for (int64_t i = 0; i < n; ++i) host.data<int32_t>()[i] = static_cast<int32_t>(rng.next_u64() % range);
-  Tensor device = Tensor::empty({n}, DType::i32, Device::cuda);
-  device.copy_from(host);
-  return device;
-}
-
-int64_t parse_arg(int argc, char** argv, int index, int64_t fallback) {
-  if (argc <= index) return fallback;
-  try {
-    const int64_t v = std::stoll(argv[index]);
-    if (v <= 0) throw std::invalid_argument("not positive");
-    return v;
-  } catch (const std::exception&) {
-    throw std::invalid_argument(std::string("bench_gpu_ops: argument ") + std::to_string(index) + " ('" + argv[index] +
-                                "'): expected a positive integer");
-  }
-}
-
-void emit(nlohmann::json line) {
-  std::printf("%s\n", line.dump().c_str());
-  std::fflush(stdout);
-}
-
-double tflops(double flop, double ms) { return flop / (ms * 1e9); }
-double gbs(double bytes, double ms) { return bytes / (ms * 1e6); }
+using namespace linea::bench;
 
 void bench_gemm_ceiling(int iterations, Rng& rng) {
   const int64_t s = 8192;
@@ -247,20 +184,18 @@ void bench_ops(const ModelShape& m, DType dt, int iterations, Rng& rng) {
 int main(int argc, char** argv) {
   try {
     if (!cuda_device_available()) throw std::runtime_error("bench_gpu_ops: no CUDA device");
-    const ModelShape shape{parse_arg(argc, argv, 1, 32768),
-                           parse_arg(argc, argv, 2, 1024),
-                           parse_arg(argc, argv, 3, 32000),
+    const ModelShape shape{positive_arg("bench_gpu_ops", argc, argv, 1, 32768),
+                           positive_arg("bench_gpu_ops", argc, argv, 2, 1024),
+                           positive_arg("bench_gpu_ops", argc, argv, 3, 32000),
                            4,
                            256,
                            512,
                            2816,
                            4};
-    const int iterations = static_cast<int>(parse_arg(argc, argv, 4, 20));
+    const int iterations = static_cast<int>(positive_arg("bench_gpu_ops", argc, argv, 4, 20));
     if (shape.d % 128 != 0) throw std::invalid_argument("bench_gpu_ops: d_model must be a multiple of 128");
     Rng rng(1);
-    cudaDeviceProp prop{};
-    check(cudaGetDeviceProperties(&prop, 0), "cudaGetDeviceProperties");
-    emit({{"device", prop.name}, {"multiprocessors", prop.multiProcessorCount}});
+    emit_device();
     bench_gemm_ceiling(iterations, rng);
     for (DType dt : {DType::bf16, DType::f32}) bench_ops(shape, dt, iterations, rng);
     return 0;
