@@ -6,21 +6,22 @@
 //   dP_ts = dout_t·v_s,   dS_ts = P_ts (dP_ts − D_t)
 //   dq_t = scale Σ_s dS_ts k_s,   dk_s = scale Σ_{t, h of g} dS_ts q_t,   dv_s = Σ_{t, h of g} P_ts dout_t
 //
-// Work comes in tiles of kTile consecutive tokens of one sequence (a host-made list, heaviest
-// first so that the long causal rows start early); a tile never crosses a sequence boundary.
+// Work comes in tiles of consecutive tokens of one sequence (a host-made list, heaviest first so
+// that the long causal rows start early); a tile never crosses a sequence boundary.
 //
-// bf16: flash kernels on mma.sync m16n8k16 (bf16 operands, f32 accumulators), 4 warps of 16 rows
-// per block, operands staged in shared memory (rows padded by 8 elements: ldmatrix without bank
+// bf16: flash kernels on mma.sync m16n8k16 (bf16 operands, f32 accumulators), 4 warps per block,
+// operands staged in shared memory (rows padded by 8 elements: ldmatrix without bank
 // conflicts) by cp.async, double-buffered so that the next tile loads while this one is used.
-// - forward: a block per (query tile, head) walks the key tiles its queries see: from the first
-//   key of its first query to its last query, so fully masked tiles are never visited; the mask is
-//   evaluated only on tiles that it cuts. Online softmax in base 2 (z' = z·log2 e): m = running row
+// - forward: a block per (query tile, head) walks the keys its queries see, a step of keys at a
+//   time, from the first key of its first query to its last query, so fully masked steps are never
+//   visited; the mask is evaluated only on steps that it cuts. A warp owns 32 queries (two mma row
+//   tiles sharing every K/V fragment it reads). Online softmax in base 2 (z' = z·log2 e): m = running row
 //   max, l = running Σ exp2(z' − m), O rescaled by exp2(m_old − m_new) when m grows;
 //   lse = (m + log2 l) · ln 2.
 // - backward: P is recomputed from lse. A block per (key tile, kv head) holds dK, dV of its keys in
 //   registers over the query heads of the group and the query steps (kBackwardStep queries) that
 //   see its keys: dV += Pᵀ dO, dK += dSᵀ Q. A second kernel, a block per (query tile, head),
-//   accumulates dQ += dS K over the key tiles (S and dP computed again: no atomics, no partial
+//   accumulates dQ += dS K over the key steps (S and dP computed again: no atomics, no partial
 //   sums). Every output row is written by one warp after sums in a fixed order: deterministic.
 // f32 (for the tests): one warp per row, lanes splitting the head dim, the same sums key by key in
 // exact f32 arithmetic.
@@ -48,14 +49,24 @@ namespace {
 
 using bf16_t = __nv_bfloat16;
 
-constexpr int kTile = 64;          // queries of a forward / dQ block, keys of a dK/dV block
-constexpr int kWarps = 4;          // each owns kWarpRows rows of the tile
-constexpr int kWarpRows = 16;      // the rows of one mma
-constexpr int kBackwardStep = 32;  // queries per step of the dK/dV block
+constexpr int kWarps = 4;
 constexpr int kThreads = kWarps * kWarpSize;
+constexpr int kMmaRows = 16;  // the rows of one mma
+// Forward and dQ: a warp owns kQueryMmas mma row tiles of queries (every K/V fragment read from
+// shared memory feeds that many mmas), a block kQueryTile queries. Keys go in steps of
+// kForwardKeyStep (forward) and kQueryGradientKeyStep (dQ: its S, dP and dQ accumulators share the
+// registers).
+constexpr int kQueryMmas = 2;
+constexpr int kQueryWarpRows = kQueryMmas * kMmaRows;
+constexpr int kQueryTile = kWarps * kQueryWarpRows;
+constexpr int kForwardKeyStep = 64;
+constexpr int kQueryGradientKeyStep = 32;
+// dK, dV: a warp owns one mma row tile of keys (its dK and dV accumulators fill the registers), a
+// block kKeyTile keys; queries go in steps of kBackwardStep.
+constexpr int kKeyTile = kWarps * kMmaRows;
+constexpr int kBackwardStep = 32;
 constexpr float kLog2e = 1.4426950408889634f;
 constexpr float kLn2 = 0.6931471805599453f;
-static_assert(kWarps * kWarpRows == kTile, "the warps cover a tile");
 
 // Tokens [begin, end) of the sequence [seq_begin, seq_end).
 struct Tile {
@@ -132,7 +143,7 @@ __device__ __forceinline__ int fragment_col(int nt, int c) { return nt * 8 + (th
 template <int D>
 inline constexpr int kStride = D + 8;
 template <int D, int Rows>
-inline constexpr int kTileElements = Rows* kStride<D>;
+inline constexpr int kTileElements = kStride<D>* Rows;
 
 // Starts copying rows first..first+Rows−1 of head `head` of a [N, heads·D] tensor into `tile`;
 // rows at or past `end` become zeros.
@@ -146,59 +157,77 @@ __device__ void load_rows(bf16_t* tile, const bf16_t* base, int heads, int head,
   }
 }
 
-// acc[16 × 8·NT] += A · Bᵀ: A = the 16 rows at `a`, B = the 8·NT rows at `b` (shared tiles; the
-// contraction runs over the D columns of both).
-template <int D, int NT>
-__device__ void mma_rows_by_rows(float (&acc)[NT][4], const bf16_t* a, const bf16_t* b) {
+// acc[16·MT × 8·NT] += A · Bᵀ: A = the 16·MT rows at `a`, B = the 8·NT rows at `b` (shared tiles;
+// the contraction runs over the D columns of both). acc[mt] is the mma row tile mt.
+template <int D, int MT, int NT>
+__device__ void mma_rows_by_rows(float (&acc)[MT][NT][4], const bf16_t* a, const bf16_t* b) {
   static_assert(NT % 2 == 0, "n-tiles go in pairs");
   const int lane = threadIdx.x % kWarpSize;
 #pragma unroll
   for (int kk = 0; kk < D / 16; ++kk) {
-    uint32_t af[4];
-    ldmatrix_x4(af, a + (lane % 16) * kStride<D> + kk * 16 + (lane / 16) * 8);
+    uint32_t af[MT][4];
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt) {
+      ldmatrix_x4(af[mt], a + (mt * kMmaRows + lane % 16) * kStride<D> + kk * 16 + (lane / 16) * 8);
+    }
 #pragma unroll
     for (int np = 0; np < NT / 2; ++np) {
       uint32_t bf[4];
       ldmatrix_x4(bf, b + (np * 16 + lane % 8 + (lane / 16) * 8) * kStride<D> + kk * 16 + ((lane / 8) % 2) * 8);
-      mma_bf16(acc[2 * np], af, bf[0], bf[1]);
-      mma_bf16(acc[2 * np + 1], af, bf[2], bf[3]);
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt) {
+        mma_bf16(acc[mt][2 * np], af[mt], bf[0], bf[1]);
+        mma_bf16(acc[mt][2 * np + 1], af[mt], bf[2], bf[3]);
+      }
     }
   }
 }
 
-// acc[16 × D] += W · B: W [16 × K] in accumulator layout (rounded to bf16 here), B = the K rows at
-// `b` (a shared tile; the contraction runs over its rows).
-template <int D, int K>
-__device__ void mma_weights_by_rows(float (&acc)[D / 8][4], const float (&w)[K / 8][4], const bf16_t* b) {
+// acc[16·MT × D] += W · B: W [16·MT × K] in accumulator layout (rounded to bf16 here), B = the K
+// rows at `b` (a shared tile; the contraction runs over its rows).
+template <int D, int MT, int K>
+__device__ void mma_weights_by_rows(float (&acc)[MT][D / 8][4], const float (&w)[MT][K / 8][4], const bf16_t* b) {
   const int lane = threadIdx.x % kWarpSize;
 #pragma unroll
   for (int kk = 0; kk < K / 16; ++kk) {
-    const uint32_t af[4] = {pack_bf16(w[2 * kk][0], w[2 * kk][1]), pack_bf16(w[2 * kk][2], w[2 * kk][3]),
-                            pack_bf16(w[2 * kk + 1][0], w[2 * kk + 1][1]),
-                            pack_bf16(w[2 * kk + 1][2], w[2 * kk + 1][3])};
+    uint32_t af[MT][4];
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt) {
+      af[mt][0] = pack_bf16(w[mt][2 * kk][0], w[mt][2 * kk][1]);
+      af[mt][1] = pack_bf16(w[mt][2 * kk][2], w[mt][2 * kk][3]);
+      af[mt][2] = pack_bf16(w[mt][2 * kk + 1][0], w[mt][2 * kk + 1][1]);
+      af[mt][3] = pack_bf16(w[mt][2 * kk + 1][2], w[mt][2 * kk + 1][3]);
+    }
 #pragma unroll
     for (int np = 0; np < D / 16; ++np) {
       uint32_t bf[4];
       ldmatrix_x4_trans(bf, b + (kk * 16 + lane % 8 + ((lane / 8) % 2) * 8) * kStride<D> + np * 16 + (lane / 16) * 8);
-      mma_bf16(acc[2 * np], af, bf[0], bf[1]);
-      mma_bf16(acc[2 * np + 1], af, bf[2], bf[3]);
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt) {
+        mma_bf16(acc[mt][2 * np], af[mt], bf[0], bf[1]);
+        mma_bf16(acc[mt][2 * np + 1], af[mt], bf[2], bf[3]);
+      }
     }
   }
 }
 
-// Writes factor[row half] · acc (16 rows × D from token `first`) to head `head`, rows below `end`.
-template <int D>
-__device__ void store_rows(bf16_t* base, int heads, int head, int first, int end, const float (&acc)[D / 8][4],
-                           const float (&factor)[2]) {
+// Writes factor[mt][row half] · acc (16·MT rows × D from token `first`) to head `head`, rows below
+// `end`.
+template <int D, int MT>
+__device__ void store_rows(bf16_t* base, int heads, int head, int first, int end, const float (&acc)[MT][D / 8][4],
+                           const float (&factor)[MT][2]) {
 #pragma unroll
-  for (int half = 0; half < 2; ++half) {
-    const int token = first + fragment_row(2 * half);
-    if (token >= end) continue;
-    bf16_t* row = head_row<D>(base, token, heads, head);
+  for (int mt = 0; mt < MT; ++mt) {
 #pragma unroll
-    for (int nt = 0; nt < D / 8; ++nt) {
-      *reinterpret_cast<__nv_bfloat162*>(row + fragment_col(nt, 0)) =
-          __floats2bfloat162_rn(acc[nt][2 * half] * factor[half], acc[nt][2 * half + 1] * factor[half]);
+    for (int half = 0; half < 2; ++half) {
+      const int token = first + mt * kMmaRows + fragment_row(2 * half);
+      if (token >= end) continue;
+      bf16_t* row = head_row<D>(base, token, heads, head);
+#pragma unroll
+      for (int nt = 0; nt < D / 8; ++nt) {
+        *reinterpret_cast<__nv_bfloat162*>(row + fragment_col(nt, 0)) = __floats2bfloat162_rn(
+            acc[mt][nt][2 * half] * factor[mt][half], acc[mt][nt][2 * half + 1] * factor[mt][half]);
+      }
     }
   }
 }
@@ -222,116 +251,131 @@ __device__ void pipelined(int steps, Load&& load, Body&& body) {
   }
 }
 
-// The key tiles of a query tile: from its first query's first key to its last query.
+// The key steps of a query tile: from its first query's first key to its last query.
 struct KeyRange {
   int begin, steps;
 };
-__device__ inline KeyRange key_range(const Tile& tile, int window) {
+__device__ inline KeyRange key_range(const Tile& tile, int window, int step) {
   const int begin = first_key(tile.begin, tile.seq_begin, window);
-  return {begin, (tile.end - begin + kTile - 1) / kTile};
+  return {begin, (tile.end - begin + step - 1) / step};
 }
 
-// Whether a warp's queries [t0, t_last] see all of keys [s0, s0 + kTile) (no mask needed) or none
-// (nothing to do).
+// Whether a warp's queries [t0, t_last] (up to kQueryWarpRows) see all of keys [s0, s0 + keys) (no
+// mask needed) or none (nothing to do).
 struct Coverage {
   bool all, any;
 };
-__device__ inline Coverage query_rows_cover(int t0, int t_last, int s0, const Tile& tile, int window) {
-  return {t_last == t0 + kWarpRows - 1 && s0 + kTile - 1 <= t0 && s0 >= tile.seq_begin &&
+__device__ inline Coverage query_rows_cover(int t0, int t_last, int s0, int keys, const Tile& tile, int window) {
+  return {t_last == t0 + kQueryWarpRows - 1 && s0 + keys - 1 <= t0 && s0 >= tile.seq_begin &&
               (window == 0 || t_last - s0 < window),
-          t0 <= t_last && s0 <= t_last && s0 + kTile - 1 >= first_key(t0, tile.seq_begin, window)};
+          t0 <= t_last && s0 <= t_last && s0 + keys - 1 >= first_key(t0, tile.seq_begin, window)};
 }
 
 // ---- bf16 forward ------------------------------------------------------------------------------
 template <int D>
-constexpr size_t forward_shared_bytes() {
-  return sizeof(bf16_t) * 5 * kTileElements<D, kTile>;  // Q, then (K, V) × 2 buffers
+constexpr size_t forward_shared_bytes() {  // Q, then (K, V) × 2 buffers
+  return sizeof(bf16_t) * (kTileElements<D, kQueryTile> + 4 * kTileElements<D, kForwardKeyStep>);
 }
 
 template <int D>
 __global__ void __launch_bounds__(kThreads) forward_kernel(bf16_t* out, float* lse, const bf16_t* q, const bf16_t* k,
                                                            const bf16_t* v, const Tile* tiles, Dims dims) {
   extern __shared__ __align__(16) unsigned char shared[];
-  constexpr int kElements = kTileElements<D, kTile>;
+  constexpr int MT = kQueryMmas, kStep = kForwardKeyStep;
+  constexpr int kKeyElements = kTileElements<D, kStep>;
   bf16_t* sq = reinterpret_cast<bf16_t*>(shared);
-  bf16_t* skv = sq + kElements;
+  bf16_t* skv = sq + kTileElements<D, kQueryTile>;
   const int h = blockIdx.x % dims.q_heads, g = h / dims.group;
   const Tile tile = tiles[blockIdx.x / dims.q_heads];
   const int warp = threadIdx.x / kWarpSize, lane = threadIdx.x % kWarpSize;
-  const int t0 = tile.begin + warp * kWarpRows, t_last = min(t0 + kWarpRows, tile.end) - 1;
-  const KeyRange keys = key_range(tile, dims.window);
+  const int t0 = tile.begin + warp * kQueryWarpRows, t_last = min(t0 + kQueryWarpRows, tile.end) - 1;
+  const KeyRange keys = key_range(tile, dims.window, kStep);
   auto load_kv = [&](int step, int buffer) {
-    bf16_t* kbuf = skv + buffer * 2 * kElements;
-    load_rows<D, kTile>(kbuf, k, dims.kv_heads, g, keys.begin + step * kTile, tile.end);
-    load_rows<D, kTile>(kbuf + kElements, v, dims.kv_heads, g, keys.begin + step * kTile, tile.end);
+    bf16_t* kbuf = skv + buffer * 2 * kKeyElements;
+    load_rows<D, kStep>(kbuf, k, dims.kv_heads, g, keys.begin + step * kStep, tile.end);
+    load_rows<D, kStep>(kbuf + kKeyElements, v, dims.kv_heads, g, keys.begin + step * kStep, tile.end);
   };
-  load_rows<D, kTile>(sq, q, dims.q_heads, h, tile.begin, tile.end);
+  load_rows<D, kQueryTile>(sq, q, dims.q_heads, h, tile.begin, tile.end);
   load_kv(0, 0);
 
-  float o[D / 8][4] = {};
-  float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};  // rows g and g + 8
+  float o[MT][D / 8][4] = {};
+  float m[MT][2], l[MT][2] = {};  // rows g and g + 8 of each mma row tile
+#pragma unroll
+  for (int mt = 0; mt < MT; ++mt) m[mt][0] = m[mt][1] = -INFINITY;
   pipelined(keys.steps, load_kv, [&](int step, int buffer) {
-    const int s0 = keys.begin + step * kTile;
-    const Coverage cover = query_rows_cover(t0, t_last, s0, tile, dims.window);
+    const int s0 = keys.begin + step * kStep;
+    const Coverage cover = query_rows_cover(t0, t_last, s0, kStep, tile, dims.window);
     if (!cover.any) return;
-    const bf16_t* kbuf = skv + buffer * 2 * kElements;
-    float s[kTile / 8][4] = {};
-    mma_rows_by_rows<D, kTile / 8>(s, sq + warp * kWarpRows * kStride<D>, kbuf);
-    float row_max[2] = {-INFINITY, -INFINITY};
+    const bf16_t* kbuf = skv + buffer * 2 * kKeyElements;
+    float s[MT][kStep / 8][4] = {};
+    mma_rows_by_rows<D, MT, kStep / 8>(s, sq + warp * kQueryWarpRows * kStride<D>, kbuf);
+    float row_max[MT][2];
 #pragma unroll
-    for (int nt = 0; nt < kTile / 8; ++nt) {
+    for (int mt = 0; mt < MT; ++mt) {
+      row_max[mt][0] = row_max[mt][1] = -INFINITY;
 #pragma unroll
-      for (int c = 0; c < 4; ++c) {
-        const int t = t0 + fragment_row(c), key = s0 + fragment_col(nt, c);
-        const bool seen = cover.all || (t <= t_last && sees(t, key, tile.seq_begin, dims.window));
-        s[nt][c] = seen ? s[nt][c] * dims.scale_log2 : -INFINITY;
-        row_max[c / 2] = fmaxf(row_max[c / 2], s[nt][c]);
+      for (int nt = 0; nt < kStep / 8; ++nt) {
+#pragma unroll
+        for (int c = 0; c < 4; ++c) {
+          const int t = t0 + mt * kMmaRows + fragment_row(c), key = s0 + fragment_col(nt, c);
+          const bool seen = cover.all || (t <= t_last && sees(t, key, tile.seq_begin, dims.window));
+          s[mt][nt][c] = seen ? s[mt][nt][c] * dims.scale_log2 : -INFINITY;
+          row_max[mt][c / 2] = fmaxf(row_max[mt][c / 2], s[mt][nt][c]);
+        }
       }
     }
-    float base[2], rescale[2];
+    float base[MT][2], rescale[MT][2];
 #pragma unroll
-    for (int half = 0; half < 2; ++half) {  // the 4 lanes of a row hold its 64 keys between them
-      row_max[half] = fmaxf(row_max[half], __shfl_xor_sync(0xffffffffu, row_max[half], 1));
-      row_max[half] = fmaxf(row_max[half], __shfl_xor_sync(0xffffffffu, row_max[half], 2));
-      const float m_new = fmaxf(m[half], row_max[half]);
-      base[half] = m_new == -INFINITY ? 0.0f : m_new;  // a row with no key seen yet keeps p = 0
-      rescale[half] = exp2f(m[half] - base[half]);
-      m[half] = m_new;
-      l[half] *= rescale[half];
-    }
+    for (int mt = 0; mt < MT; ++mt) {
 #pragma unroll
-    for (int nt = 0; nt < D / 8; ++nt) {
+      for (int half = 0; half < 2; ++half) {  // the 4 lanes of a row hold its keys between them
+        float& r = row_max[mt][half];
+        r = fmaxf(r, __shfl_xor_sync(0xffffffffu, r, 1));
+        r = fmaxf(r, __shfl_xor_sync(0xffffffffu, r, 2));
+        const float m_new = fmaxf(m[mt][half], r);
+        base[mt][half] = m_new == -INFINITY ? 0.0f : m_new;  // a row with no key seen yet keeps p = 0
+        rescale[mt][half] = exp2f(m[mt][half] - base[mt][half]);
+        m[mt][half] = m_new;
+        l[mt][half] *= rescale[mt][half];
+      }
 #pragma unroll
-      for (int c = 0; c < 4; ++c) o[nt][c] *= rescale[c / 2];
-    }
+      for (int nt = 0; nt < D / 8; ++nt) {
 #pragma unroll
-    for (int nt = 0; nt < kTile / 8; ++nt) {
+        for (int c = 0; c < 4; ++c) o[mt][nt][c] *= rescale[mt][c / 2];
+      }
 #pragma unroll
-      for (int c = 0; c < 4; ++c) {
-        s[nt][c] = exp2f(s[nt][c] - base[c / 2]);
-        l[c / 2] += s[nt][c];
+      for (int nt = 0; nt < kStep / 8; ++nt) {
+#pragma unroll
+        for (int c = 0; c < 4; ++c) {
+          s[mt][nt][c] = exp2f(s[mt][nt][c] - base[mt][c / 2]);
+          l[mt][c / 2] += s[mt][nt][c];
+        }
       }
     }
-    mma_weights_by_rows<D, kTile>(o, s, kbuf + kElements);
+    mma_weights_by_rows<D, MT, kStep>(o, s, kbuf + kKeyElements);
   });
 
-  float inverse[2];
+  float inverse[MT][2];
 #pragma unroll
-  for (int half = 0; half < 2; ++half) {
-    l[half] += __shfl_xor_sync(0xffffffffu, l[half], 1);
-    l[half] += __shfl_xor_sync(0xffffffffu, l[half], 2);
-    inverse[half] = l[half] > 0.0f ? 1.0f / l[half] : 0.0f;
-    const int t = t0 + fragment_row(2 * half);
-    if (lane % 4 == 0 && t <= t_last) lse[int64_t{t} * dims.q_heads + h] = (m[half] + log2f(l[half])) * kLn2;
+  for (int mt = 0; mt < MT; ++mt) {
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      float& sum = l[mt][half];
+      sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+      sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+      inverse[mt][half] = sum > 0.0f ? 1.0f / sum : 0.0f;
+      const int t = t0 + mt * kMmaRows + fragment_row(2 * half);
+      if (lane % 4 == 0 && t <= t_last) lse[int64_t{t} * dims.q_heads + h] = (m[mt][half] + log2f(sum)) * kLn2;
+    }
   }
-  store_rows<D>(out, dims.q_heads, h, t0, t_last + 1, o, inverse);
+  store_rows<D, MT>(out, dims.q_heads, h, t0, t_last + 1, o, inverse);
 }
 
 // ---- bf16 backward -----------------------------------------------------------------------------
-// dQ: per query tile and head, over the same key tiles as the forward.
+// dQ: per query tile and head, over the keys that the forward visits.
 template <int D>
-constexpr size_t query_gradient_shared_bytes() {
-  return sizeof(bf16_t) * 6 * kTileElements<D, kTile>;  // Q, dO, then (K, V) × 2 buffers
+constexpr size_t query_gradient_shared_bytes() {  // Q, dO, then (K, V) × 2 buffers
+  return sizeof(bf16_t) * (2 * kTileElements<D, kQueryTile> + 4 * kTileElements<D, kQueryGradientKeyStep>);
 }
 
 template <int D>
@@ -339,62 +383,72 @@ __global__ void __launch_bounds__(kThreads)
     query_gradient_kernel(bf16_t* dq, const bf16_t* q, const bf16_t* k, const bf16_t* v, const bf16_t* dout,
                           const float* lse, const float* delta, const Tile* tiles, Dims dims) {
   extern __shared__ __align__(16) unsigned char shared[];
-  constexpr int kElements = kTileElements<D, kTile>;
+  constexpr int MT = kQueryMmas, kStep = kQueryGradientKeyStep;
+  constexpr int kQueryElements = kTileElements<D, kQueryTile>, kKeyElements = kTileElements<D, kStep>;
   bf16_t* sq = reinterpret_cast<bf16_t*>(shared);
-  bf16_t* sdo = sq + kElements;
-  bf16_t* skv = sdo + kElements;
+  bf16_t* sdo = sq + kQueryElements;
+  bf16_t* skv = sdo + kQueryElements;
   const int h = blockIdx.x % dims.q_heads, g = h / dims.group;
   const Tile tile = tiles[blockIdx.x / dims.q_heads];
   const int warp = threadIdx.x / kWarpSize;
-  const int t0 = tile.begin + warp * kWarpRows, t_last = min(t0 + kWarpRows, tile.end) - 1;
-  const KeyRange keys = key_range(tile, dims.window);
+  const int t0 = tile.begin + warp * kQueryWarpRows, t_last = min(t0 + kQueryWarpRows, tile.end) - 1;
+  const KeyRange keys = key_range(tile, dims.window, kStep);
   auto load_kv = [&](int step, int buffer) {
-    bf16_t* kbuf = skv + buffer * 2 * kElements;
-    load_rows<D, kTile>(kbuf, k, dims.kv_heads, g, keys.begin + step * kTile, tile.end);
-    load_rows<D, kTile>(kbuf + kElements, v, dims.kv_heads, g, keys.begin + step * kTile, tile.end);
+    bf16_t* kbuf = skv + buffer * 2 * kKeyElements;
+    load_rows<D, kStep>(kbuf, k, dims.kv_heads, g, keys.begin + step * kStep, tile.end);
+    load_rows<D, kStep>(kbuf + kKeyElements, v, dims.kv_heads, g, keys.begin + step * kStep, tile.end);
   };
-  load_rows<D, kTile>(sq, q, dims.q_heads, h, tile.begin, tile.end);
-  load_rows<D, kTile>(sdo, dout, dims.q_heads, h, tile.begin, tile.end);
+  load_rows<D, kQueryTile>(sq, q, dims.q_heads, h, tile.begin, tile.end);
+  load_rows<D, kQueryTile>(sdo, dout, dims.q_heads, h, tile.begin, tile.end);
   load_kv(0, 0);
 
-  float row_lse[2], row_delta[2];  // lse · log2 e and D of rows g and g + 8
+  float row_lse[MT][2], row_delta[MT][2];  // lse · log2 e and D of rows g and g + 8 of each row tile
 #pragma unroll
-  for (int half = 0; half < 2; ++half) {
-    const int t = t0 + fragment_row(2 * half);
-    row_lse[half] = t <= t_last ? lse[int64_t{t} * dims.q_heads + h] * kLog2e : 0.0f;
-    row_delta[half] = t <= t_last ? delta[int64_t{t} * dims.q_heads + h] : 0.0f;
+  for (int mt = 0; mt < MT; ++mt) {
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const int t = t0 + mt * kMmaRows + fragment_row(2 * half);
+      row_lse[mt][half] = t <= t_last ? lse[int64_t{t} * dims.q_heads + h] * kLog2e : 0.0f;
+      row_delta[mt][half] = t <= t_last ? delta[int64_t{t} * dims.q_heads + h] : 0.0f;
+    }
   }
-  float acc[D / 8][4] = {};
+  float acc[MT][D / 8][4] = {};
   pipelined(keys.steps, load_kv, [&](int step, int buffer) {
-    const int s0 = keys.begin + step * kTile;
-    const Coverage cover = query_rows_cover(t0, t_last, s0, tile, dims.window);
+    const int s0 = keys.begin + step * kStep;
+    const Coverage cover = query_rows_cover(t0, t_last, s0, kStep, tile, dims.window);
     if (!cover.any) return;
-    const bf16_t* kbuf = skv + buffer * 2 * kElements;
-    float s[kTile / 8][4] = {}, dp[kTile / 8][4] = {};
-    mma_rows_by_rows<D, kTile / 8>(s, sq + warp * kWarpRows * kStride<D>, kbuf);
-    mma_rows_by_rows<D, kTile / 8>(dp, sdo + warp * kWarpRows * kStride<D>, kbuf + kElements);
+    const bf16_t* kbuf = skv + buffer * 2 * kKeyElements;
+    float s[MT][kStep / 8][4] = {}, dp[MT][kStep / 8][4] = {};
+    mma_rows_by_rows<D, MT, kStep / 8>(s, sq + warp * kQueryWarpRows * kStride<D>, kbuf);
+    mma_rows_by_rows<D, MT, kStep / 8>(dp, sdo + warp * kQueryWarpRows * kStride<D>, kbuf + kKeyElements);
 #pragma unroll
-    for (int nt = 0; nt < kTile / 8; ++nt) {
+    for (int mt = 0; mt < MT; ++mt) {
 #pragma unroll
-      for (int c = 0; c < 4; ++c) {  // s becomes dS
-        const int t = t0 + fragment_row(c), key = s0 + fragment_col(nt, c);
-        const bool seen = cover.all || (t <= t_last && sees(t, key, tile.seq_begin, dims.window));
-        const float p = exp2f(s[nt][c] * dims.scale_log2 - row_lse[c / 2]);
-        s[nt][c] = seen ? p * (dp[nt][c] - row_delta[c / 2]) : 0.0f;
+      for (int nt = 0; nt < kStep / 8; ++nt) {
+#pragma unroll
+        for (int c = 0; c < 4; ++c) {  // s becomes dS
+          const int t = t0 + mt * kMmaRows + fragment_row(c), key = s0 + fragment_col(nt, c);
+          const bool seen = cover.all || (t <= t_last && sees(t, key, tile.seq_begin, dims.window));
+          const float p = exp2f(s[mt][nt][c] * dims.scale_log2 - row_lse[mt][c / 2]);
+          s[mt][nt][c] = seen ? p * (dp[mt][nt][c] - row_delta[mt][c / 2]) : 0.0f;
+        }
       }
     }
-    mma_weights_by_rows<D, kTile>(acc, s, kbuf);
+    mma_weights_by_rows<D, MT, kStep>(acc, s, kbuf);
   });
-  const float factor[2] = {dims.scale, dims.scale};
-  store_rows<D>(dq, dims.q_heads, h, t0, t_last + 1, acc, factor);
+  float factor[MT][2];
+#pragma unroll
+  for (int mt = 0; mt < MT; ++mt) factor[mt][0] = factor[mt][1] = dims.scale;
+  store_rows<D, MT>(dq, dims.q_heads, h, t0, t_last + 1, acc, factor);
 }
 
 // dK, dV: per key tile and kv head, over the query heads of the group and the query steps that see
 // the tile's keys.
 template <int D>
 constexpr size_t key_value_gradient_shared_bytes() {
-  return sizeof(bf16_t) * (2 * kTileElements<D, kTile> + 4 * kTileElements<D, kBackwardStep>)+sizeof(float) * 4 *
-         kBackwardStep;  // K, V, (Q, dO) × 2 buffers, (lse·log2 e, D) × 2 buffers
+  // K, V, (Q, dO) × 2 buffers, then (lse·log2 e, D) × 2 buffers
+  constexpr size_t kTiles = 2 * kTileElements<D, kKeyTile> + 4 * kTileElements<D, kBackwardStep>;
+  return sizeof(bf16_t) * kTiles + sizeof(float) * 4 * kBackwardStep;
 }
 
 template <int D>
@@ -402,7 +456,7 @@ __global__ void __launch_bounds__(kThreads)
     key_value_gradient_kernel(bf16_t* dk, bf16_t* dv, const bf16_t* q, const bf16_t* k, const bf16_t* v,
                               const bf16_t* dout, const float* lse, const float* delta, const Tile* tiles, Dims dims) {
   extern __shared__ __align__(16) unsigned char shared[];
-  constexpr int kKeyElements = kTileElements<D, kTile>, kQueryElements = kTileElements<D, kBackwardStep>;
+  constexpr int kKeyElements = kTileElements<D, kKeyTile>, kQueryElements = kTileElements<D, kBackwardStep>;
   bf16_t* sk = reinterpret_cast<bf16_t*>(shared);
   bf16_t* sv = sk + kKeyElements;
   bf16_t* squeries = sv + kKeyElements;                                     // buffer b: Q at 2b, dO at 2b + 1
@@ -410,7 +464,7 @@ __global__ void __launch_bounds__(kThreads)
   const int g = blockIdx.x % dims.kv_heads;
   const Tile tile = tiles[blockIdx.x / dims.kv_heads];
   const int warp = threadIdx.x / kWarpSize;
-  const int s0 = tile.begin + warp * kWarpRows, s_last = min(s0 + kWarpRows, tile.end) - 1;
+  const int s0 = tile.begin + warp * kMmaRows, s_last = min(s0 + kMmaRows, tile.end) - 1;
   const int queries_end = last_query(tile.end - 1, tile.seq_end, dims.window) + 1;
   const int per_head = (queries_end - tile.begin + kBackwardStep - 1) / kBackwardStep;
   auto step_head = [&](int step) { return g * dims.group + step / per_head; };
@@ -427,39 +481,39 @@ __global__ void __launch_bounds__(kThreads)
       stats[kBackwardStep + i] = t < queries_end ? delta[int64_t{t} * dims.q_heads + h] : 0.0f;
     }
   };
-  load_rows<D, kTile>(sk, k, dims.kv_heads, g, tile.begin, tile.end);
-  load_rows<D, kTile>(sv, v, dims.kv_heads, g, tile.begin, tile.end);
+  load_rows<D, kKeyTile>(sk, k, dims.kv_heads, g, tile.begin, tile.end);
+  load_rows<D, kKeyTile>(sv, v, dims.kv_heads, g, tile.begin, tile.end);
   load_queries(0, 0);
 
-  float dk_acc[D / 8][4] = {}, dv_acc[D / 8][4] = {};
+  float dk_acc[1][D / 8][4] = {}, dv_acc[1][D / 8][4] = {};
   pipelined(dims.group * per_head, load_queries, [&](int step, int buffer) {
     const int t0 = step_first(step), t_last = t0 + kBackwardStep - 1;
     // Rows are keys s0 … s_last, columns queries t0 … t_last: Sᵀ and dPᵀ.
-    const bool all = s_last == s0 + kWarpRows - 1 && t_last < tile.seq_end && s_last <= t0 &&
+    const bool all = s_last == s0 + kMmaRows - 1 && t_last < tile.seq_end && s_last <= t0 &&
                      (dims.window == 0 || t_last - s0 < dims.window);
     if (s0 > s_last || t_last < s0 || t0 > last_query(s_last, tile.seq_end, dims.window)) return;
     const bf16_t* sq = squeries + 2 * buffer * kQueryElements;
     const float* stats = sstats + 2 * buffer * kBackwardStep;
-    float st[kBackwardStep / 8][4] = {}, dpt[kBackwardStep / 8][4] = {};
-    mma_rows_by_rows<D, kBackwardStep / 8>(st, sk + warp * kWarpRows * kStride<D>, sq);
-    mma_rows_by_rows<D, kBackwardStep / 8>(dpt, sv + warp * kWarpRows * kStride<D>, sq + kQueryElements);
+    float st[1][kBackwardStep / 8][4] = {}, dpt[1][kBackwardStep / 8][4] = {};
+    mma_rows_by_rows<D, 1, kBackwardStep / 8>(st, sk + warp * kMmaRows * kStride<D>, sq);
+    mma_rows_by_rows<D, 1, kBackwardStep / 8>(dpt, sv + warp * kMmaRows * kStride<D>, sq + kQueryElements);
 #pragma unroll
     for (int nt = 0; nt < kBackwardStep / 8; ++nt) {
 #pragma unroll
       for (int c = 0; c < 4; ++c) {  // st becomes Pᵀ, dpt dSᵀ
         const int key = s0 + fragment_row(c), column = fragment_col(nt, c), t = t0 + column;
         const bool seen = all || (key <= s_last && t < tile.seq_end && sees(t, key, tile.seq_begin, dims.window));
-        const float p = seen ? exp2f(st[nt][c] * dims.scale_log2 - stats[column]) : 0.0f;
-        st[nt][c] = p;
-        dpt[nt][c] = seen ? p * (dpt[nt][c] - stats[kBackwardStep + column]) : 0.0f;
+        const float p = seen ? exp2f(st[0][nt][c] * dims.scale_log2 - stats[column]) : 0.0f;
+        st[0][nt][c] = p;
+        dpt[0][nt][c] = seen ? p * (dpt[0][nt][c] - stats[kBackwardStep + column]) : 0.0f;
       }
     }
-    mma_weights_by_rows<D, kBackwardStep>(dv_acc, st, sq + kQueryElements);
-    mma_weights_by_rows<D, kBackwardStep>(dk_acc, dpt, sq);
+    mma_weights_by_rows<D, 1, kBackwardStep>(dv_acc, st, sq + kQueryElements);
+    mma_weights_by_rows<D, 1, kBackwardStep>(dk_acc, dpt, sq);
   });
-  const float dk_factor[2] = {dims.scale, dims.scale}, dv_factor[2] = {1.0f, 1.0f};
-  store_rows<D>(dk, dims.kv_heads, g, s0, s_last + 1, dk_acc, dk_factor);
-  store_rows<D>(dv, dims.kv_heads, g, s0, s_last + 1, dv_acc, dv_factor);
+  const float dk_factor[1][2] = {{dims.scale, dims.scale}}, dv_factor[1][2] = {{1.0f, 1.0f}};
+  store_rows<D, 1>(dk, dims.kv_heads, g, s0, s_last + 1, dk_acc, dk_factor);
+  store_rows<D, 1>(dv, dims.kv_heads, g, s0, s_last + 1, dv_acc, dv_factor);
 }
 
 // ---- D_t = Σ_d dout_td · o_td (both dtypes) ------------------------------------------------------
@@ -598,25 +652,27 @@ Dims make_dims(const char* op, const ops::AttentionShape& shape, int64_t tokens)
           scale * kLog2e};
 }
 
-// The kTile-token tiles of every sequence, ordered by `work` (descending; stable).
+// The tiles of `size` tokens of every sequence, ordered by `work` (descending; stable).
 template <class Work>
-std::vector<Tile> tiles_by_work(const SeqLayout& seqs, Work&& work) {
+std::vector<Tile> tiles_by_work(const SeqLayout& seqs, int64_t size, Work&& work) {
   std::vector<Tile> tiles;
   for (int64_t i = 0; i < seqs.num_seqs(); ++i) {
-    for (int64_t t = seqs.begin(i); t < seqs.end(i); t += kTile) {
-      tiles.push_back({static_cast<int32_t>(t), static_cast<int32_t>(std::min(t + kTile, seqs.end(i))),
+    for (int64_t t = seqs.begin(i); t < seqs.end(i); t += size) {
+      tiles.push_back({static_cast<int32_t>(t), static_cast<int32_t>(std::min(t + size, seqs.end(i))),
                        static_cast<int32_t>(seqs.begin(i)), static_cast<int32_t>(seqs.end(i))});
     }
   }
   std::stable_sort(tiles.begin(), tiles.end(), [&](const Tile& a, const Tile& b) { return work(a) > work(b); });
   return tiles;
 }
-// Query tiles by the keys they see; key tiles by the queries that see them.
+// Query tiles (forward, dQ) by the keys they see; key tiles (dK, dV) by the queries that see them.
 std::vector<Tile> query_tiles(const SeqLayout& seqs, const Dims& dims) {
-  return tiles_by_work(seqs, [&](const Tile& t) { return t.end - first_key(t.begin, t.seq_begin, dims.window); });
+  return tiles_by_work(seqs, kQueryTile,
+                       [&](const Tile& t) { return t.end - first_key(t.begin, t.seq_begin, dims.window); });
 }
 std::vector<Tile> key_tiles(const SeqLayout& seqs, const Dims& dims) {
-  return tiles_by_work(seqs, [&](const Tile& t) { return last_query(t.end - 1, t.seq_end, dims.window) - t.begin; });
+  return tiles_by_work(seqs, kKeyTile,
+                       [&](const Tile& t) { return last_query(t.end - 1, t.seq_end, dims.window) - t.begin; });
 }
 
 const Tile* upload(void* piece, const std::vector<Tile>& tiles) {
