@@ -97,7 +97,7 @@ double Model::forward_backward(const Tensor& ids, const Tensor& targets, const S
   norm_.backward(dhidden, grad);
   const bool report = gradients_ready_ && partial_grads_.numel() == 0;  // partial sums end with finish()
   const size_t params_end = params_.params().size();
-  if (report) gradients_ready_(block_params_.back(), params_end);  // the untied head
+  if (report && block_params_.back() < params_end) gradients_ready_(block_params_.back(), params_end);  // untied head
   for (size_t i = blocks_.size(); i-- > 0;) {
     blocks_[i].backward(ctx, grad, next);
     std::swap(grad, next);
