@@ -19,6 +19,7 @@
 #include <memory>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "parallel/local_communicator.h"
 #include "tests/gpu/gpu_test.h"
@@ -168,6 +169,13 @@ TEST_F(GpuTest, GradientNormAndClipping) {
   EXPECT_NEAR(gpu_norm, cpu_norm, 1e-12 * cpu_norm);
   EXPECT_EQ(grad_norm(t.gpu), gpu_norm) << "the device sum must be the same on every run";
   EXPECT_EQ(sum_of_squares(Tensor::zeros({0}, DType::f32, Device::cuda)), 0.0);
+  std::vector<Tensor> grads;  // per parameter, with one synchronisation
+  for (const Parameter& p : t.gpu.params()) grads.push_back(p.grad);
+  const std::vector<double> each = sums_of_squares(grads);
+  for (size_t i = 0; i < grads.size(); ++i) {
+    EXPECT_EQ(each[i], sum_of_squares(grads[i])) << i;
+    EXPECT_NEAR(each[i], sum_of_squares(t.cpu.params()[i].grad), 1e-12 * each[i]) << i;
+  }
 
   const double max_norm = cpu_norm / 3;
   EXPECT_EQ(clip_grad_norm(t.cpu, max_norm), cpu_norm);
