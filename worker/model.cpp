@@ -31,8 +31,10 @@ Model::Model(const ModelConfig& config, DType dtype, bool allocate, TensorParall
     throw std::invalid_argument("Model: parameters must be f32 or f64, got " + std::string(dtype_name(dtype)));
   }
   blocks_.reserve(static_cast<size_t>(config_.layers));
+  block_params_.push_back(params_.params().size());
   for (int64_t i = 0; i < config_.layers; ++i) {
     blocks_.emplace_back(params_, "layers." + std::to_string(i), config_, i, tp_);
+    block_params_.push_back(params_.params().size());
   }
   if (!config_.tie_embeddings) {
     head_ = params_.declare("head.weight", {config_.vocab, config_.d_model}, ParamRole::head, true, 0,
@@ -93,13 +95,18 @@ double Model::forward_backward(const Tensor& ids, const Tensor& targets, const S
   Tensor grad = ctx.activation(hidden.shape());
   Tensor next = ctx.activation(hidden.shape());
   norm_.backward(dhidden, grad);
-  for (auto block = blocks_.rbegin(); block != blocks_.rend(); ++block) {
-    block->backward(ctx, grad, next);
+  const bool report = gradients_ready_ && partial_grads_.numel() == 0;  // partial sums end with finish()
+  const size_t params_end = params_.params().size();
+  if (report && block_params_.back() < params_end) gradients_ready_(block_params_.back(), params_end);  // untied head
+  for (size_t i = blocks_.size(); i-- > 0;) {
+    blocks_[i].backward(ctx, grad, next);
     std::swap(grad, next);
     scratch_.reset();
+    if (report) gradients_ready_(block_params_[i], block_params_[i + 1]);
   }
   embedding_.backward(grad);
   partial_grads_.finish(tp_);
+  if (gradients_ready_) gradients_ready_(0, report ? block_params_.front() : params_end);
   return loss_sum / double(count);
 }
 

@@ -49,12 +49,12 @@ Parameter* ParameterSet::declare(std::string name, Shape full_shape, ParamRole r
 
 void ParameterSet::finalize() {
   if (finalized_) return;
-  values_ = Tensor::zeros({numel_}, dtype_);
-  grads_ = Tensor::zeros({numel_}, dtype_);
+  values_ = Tensor::zeros({numel_}, dtype_, device_);
+  grads_ = Tensor::zeros({numel_}, dtype_, device_);
   const size_t elem = dtype_size(dtype_);
   for (Parameter& p : params_) {
-    p.value = Tensor::view(static_cast<char*>(values_.raw()) + p.offset * elem, p.shape, dtype_);
-    p.grad = Tensor::view(static_cast<char*>(grads_.raw()) + p.offset * elem, p.shape, dtype_);
+    p.value = Tensor::view(static_cast<char*>(values_.raw()) + p.offset * elem, p.shape, dtype_, device_);
+    p.grad = Tensor::view(static_cast<char*>(grads_.raw()) + p.offset * elem, p.shape, dtype_, device_);
   }
   finalized_ = true;
 }

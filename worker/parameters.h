@@ -54,7 +54,8 @@ struct Parameter {
 
 class ParameterSet {
  public:
-  explicit ParameterSet(DType dtype = DType::f32) : dtype_(dtype) {}
+  // The flat buffers live on `device`.
+  explicit ParameterSet(DType dtype = DType::f32, Device device = Device::cpu) : dtype_(dtype), device_(device) {}
   ParameterSet(const ParameterSet&) = delete;
   ParameterSet& operator=(const ParameterSet&) = delete;
 
@@ -68,6 +69,7 @@ class ParameterSet {
   bool finalized() const { return finalized_; }
 
   DType dtype() const { return dtype_; }
+  Device device() const { return device_; }
   int64_t numel() const { return numel_; }
   Tensor values() const { return values_; }  // [numel]
   Tensor grads() const { return grads_; }    // [numel]
@@ -81,6 +83,7 @@ class ParameterSet {
 
  private:
   DType dtype_;
+  Device device_;
   std::deque<Parameter> params_;
   int64_t numel_ = 0;
   bool finalized_ = false;
