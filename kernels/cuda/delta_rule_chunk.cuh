@@ -82,9 +82,10 @@ struct Workspace {
 };
 
 // The backward's extra buffers: dUt (∂L/∂Ũ, [N, H, V]), dS (∂L/∂ state at the chunk's end,
-// [NC, H, K, V]), and per-chunk scratch rows dX ([N, H, V]), dW, dY, dG, r, db ([N, H, K]).
+// [NC, H, K, V]), and per-chunk scratch rows dX ([N, H, V]), dW, dY, dG, r, db, dQd (∂L/∂(Q ⊙ γ)),
+// dKe (∂L/∂Kend) ([N, H, K]).
 struct GradWorkspace {
-  float *dUt, *dS, *dX, *dW, *dY, *dG, *r, *db;
+  float *dUt, *dS, *dX, *dW, *dY, *dG, *r, *db, *dQd, *dKe;
 };
 
 // One chunk of one head: operand access by (row i of the chunk, channel).

@@ -1,6 +1,7 @@
 // The two sequential passes over the chunks of a sequence, one block per (sequence, head, tile of
 // kBlockV value columns), the state tile kept in shared memory in f32 (the columns of S never mix,
-// so V splits across blocks). Each chunk's W and Kend rows are staged in shared memory first.
+// so V splits across blocks). Each chunk's rows of W and Kend (and Qg and the dO tile in the
+// backward) are staged in shared memory first.
 //
 // state_forward, chunks in order, S = h0 (or 0) at the sequence start:
 //   S_chunk = S                                   (stored: the state entering the chunk)
@@ -22,16 +23,22 @@ namespace {
 
 constexpr int kBlockV = 16;
 
-// Shared memory: the state tile [K][kBlockV], a chunk's tile of Ũ or dŨ [C][kBlockV], and the
-// chunk's rows of W and Kend [C][K] each.
-size_t state_shared_bytes(int key_dim) {
-  return sizeof(float) * (static_cast<size_t>(key_dim) * kBlockV + kChunk * kBlockV + 2 * kChunk * key_dim);
+// Shared memory: the state tile [K][kBlockV], a chunk's tile of Ũ or dŨ [C][kBlockV], the chunk's
+// rows of W and Kend [C][K] each; the backward adds the rows of Qg [C][K] and a tile of dO [C][kBlockV].
+size_t state_shared_bytes(int key_dim, bool backward) {
+  const size_t forward = static_cast<size_t>(key_dim) * kBlockV + kChunk * kBlockV + 2 * kChunk * key_dim;
+  return sizeof(float) * (forward + (backward ? kChunk * key_dim + kChunk * kBlockV : 0));
 }
 
 struct StateTile {
-  float *S, *Ut, *W, *Kend;
+  float *S, *Ut, *W, *Kend, *Qg, *dO;
   __device__ explicit StateTile(float* shared, int K)
-      : S(shared), Ut(shared + K * kBlockV), W(Ut + kChunk * kBlockV), Kend(W + kChunk * K) {}
+      : S(shared),
+        Ut(shared + K * kBlockV),
+        W(Ut + kChunk * kBlockV),
+        Kend(W + kChunk * K),
+        Qg(Kend + kChunk * K),
+        dO(Qg + kChunk * K) {}
 };
 
 // W and Kend rows of the chunk into shared memory (coalesced over the channels).
@@ -122,6 +129,11 @@ __global__ void __launch_bounds__(kThreads)
       dS_chunk[d * V + e0 + e] = t.S[d * kBlockV + e];
     }
     stage_rows(c, ws, t, K);
+    for (int p = threadIdx.x; p < L * K; p += blockDim.x) t.Qg[p] = ws.Qg[c.key(p / K, p % K)];
+    for (int p = threadIdx.x; p < L * BV; p += blockDim.x) {
+      const int i = p / BV, e = p % BV;
+      t.dO[i * kBlockV + e] = to_float(d_o[c.value(i, e0 + e)]);
+    }
     __syncthreads();
     for (int p = threadIdx.x; p < L * BV; p += blockDim.x) {
       const int i = p / BV, e = p % BV;
@@ -135,7 +147,7 @@ __global__ void __launch_bounds__(kThreads)
       const int d = p / BV, e = p % BV;
       float s = chunk_decay(c, d) * t.S[d * kBlockV + e];
       for (int i = 0; i < L; ++i) {
-        s += ws.Qg[c.key(i, d)] * to_float(d_o[c.value(i, e0 + e)]) - t.W[i * K + d] * t.Ut[i * kBlockV + e];
+        s += t.Qg[i * K + d] * t.dO[i * kBlockV + e] - t.W[i * K + d] * t.Ut[i * kBlockV + e];
       }
       t.S[d * kBlockV + e] = s;
     }
@@ -158,7 +170,7 @@ dim3 state_grid(const Call& call) {
 
 void state_forward(const Call& call, const Workspace& ws, const float* h0, float* ht) {
   if (call.chunks.seqs == 0) return;
-  const size_t bytes = state_shared_bytes(call.key_dim);
+  const size_t bytes = state_shared_bytes(call.key_dim, false);
   dispatch_kinds(call, [&](auto element, auto decay, auto gate) {
     using E = decltype(element);
     const auto kernel = state_forward_kernel<E, decltype(decay)::value, decltype(gate)::value>;
@@ -171,7 +183,7 @@ void state_forward(const Call& call, const Workspace& ws, const float* h0, float
 void state_backward(const Call& call, const Workspace& ws, const void* d_o, const float* dht, const GradWorkspace& gws,
                     float* dh0) {
   if (call.chunks.seqs == 0) return;
-  const size_t bytes = state_shared_bytes(call.key_dim);
+  const size_t bytes = state_shared_bytes(call.key_dim, true);
   dispatch_kinds(call, [&](auto element, auto decay, auto gate) {
     using E = decltype(element);
     const auto kernel = state_backward_kernel<E, decltype(decay)::value, decltype(gate)::value>;
