@@ -15,8 +15,6 @@ namespace linea::cuda {
 namespace delta {
 
 void allow_shared_memory(const void* kernel, size_t bytes) {
-  constexpr size_t kDefault = 48 * 1024;
-  if (bytes <= kDefault) return;
   int device = 0, limit = 0;
   check_cuda(cudaGetDevice(&device), "cudaGetDevice");
   check_cuda(cudaDeviceGetAttribute(&limit, cudaDevAttrMaxSharedMemoryPerBlockOptin, device),

@@ -176,7 +176,8 @@ void dispatch_kinds(const Call& call, Fn&& fn) {
   });
 }
 
-// Lets `kernel` use `bytes` of dynamic shared memory (above the 48 KiB default).
+// Lets `kernel` use `bytes` of dynamic shared memory (beside its static shared memory, and above
+// the 48 KiB default in all).
 void allow_shared_memory(const void* kernel, size_t bytes);
 
 // The kernels' launchers (one file each).

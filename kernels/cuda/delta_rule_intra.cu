@@ -21,8 +21,9 @@ __global__ void __launch_bounds__(kThreads) intra_chunk_kernel(Operands<E> x, Ch
   const int64_t chunk = blockIdx.x;
   const int head = blockIdx.y;
   const int K = x.key_dim, V = x.value_dim;
-  __shared__ float A[kChunk][kChunk + 1];
-  __shared__ float Tm[kChunk][kChunk + 1];
+  extern __shared__ float shared[];  // A and Tm, [C][C + 1] each
+  float(*A)[kChunk + 1] = reinterpret_cast<float(*)[kChunk + 1]>(shared);
+  float(*Tm)[kChunk + 1] = A + kChunk;
   __shared__ BlockGemmTiles tiles;
   const ChunkRef<E, kDecay, kGate> c(x, chunks, ws.G, chunk, head);
   const int L = c.len;
@@ -128,8 +129,10 @@ void intra_chunk(const Call& call, const Workspace& ws) {
   dispatch_kinds(call, [&](auto element, auto decay, auto gate) {
     using E = decltype(element);
     const dim3 grid(static_cast<unsigned>(call.chunks.count), static_cast<unsigned>(call.heads));
-    intra_chunk_kernel<E, decltype(decay)::value, decltype(gate)::value>
-        <<<grid, kThreads>>>(operands<E>(call), call.chunks, ws);
+    const auto kernel = intra_chunk_kernel<E, decltype(decay)::value, decltype(gate)::value>;
+    constexpr size_t bytes = sizeof(float) * 2 * kChunk * (kChunk + 1);
+    allow_shared_memory(reinterpret_cast<const void*>(kernel), bytes);
+    kernel<<<grid, kThreads, bytes>>>(operands<E>(call), call.chunks, ws);
     check_launch("delta_rule intra_chunk_kernel");
   });
 }
