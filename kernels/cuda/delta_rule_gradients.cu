@@ -33,7 +33,8 @@ struct Outputs {
   float* dg;
 };
 
-constexpr int kPitch = kChunk + 1;  // row pitch of the C×C tiles in shared memory
+constexpr int kPitch = kChunk + 1;
+constexpr int kSubChunk = 16;  // row pitch of the C×C tiles in shared memory
 constexpr size_t kGradientSharedBytes = sizeof(float) * 3 * kChunk * kPitch;
 
 template <class E, ops::DecayKind kDecay, ops::GateKind kGate>
@@ -100,13 +101,17 @@ __global__ void __launch_bounds__(kThreads) chunk_gradients_kernel(Operands<E> x
       [&](int i, int j, float s) { dA[i * kPitch + j] = j < i ? -s : 0.0f; }, tiles);
   __syncthreads();
 
-  // 3b. Without a per-channel decay, e_ij is one factor per pair and step 4's sums over pairs are
-  // products: with Ã = dA ⊙ e and P̃ = dP ⊙ e (j < i), dek = Ã K, Σ_{j<i} dP_ij k_j e_ij = P̃ K,
-  // Σ_{m>i} dA_mi b_m k_m e_mi = Ãᵀ (b ⊙ K), Σ_{m>i} dP_mi q_m e_mi = P̃ᵀ Q. They land in dW, dG, r
-  // and db, free until step 4 reads each entry back (and then overwrites it) in the same thread.
+  // 3b. Step 4's sums over pairs as products. They land in dW, dG, r and db (free until step 4
+  // reads each entry back, and then overwrites it, in the same thread):
+  //   dek_i = Σ_{j<i} dA_ij k_j e_ij,  dp_row_i = Σ_{j<i} dP_ij k_j e_ij,
+  //   da_col_i = Σ_{m>i} dA_mi b_m k_m e_mi,  dp_col_i = Σ_{m>i} dP_mi q_m e_mi.
+  const auto key_row = [&](int j, int d) { return c.k(j, d); };
+  const auto erase_key_row = [&](int m, int d) { return c.erase(m, d) * c.k(m, d); };
+  const auto query_row = [&](int m, int d) { return c.q(m, d); };
   if constexpr (kDecay != ops::DecayKind::channel) {
+    // e_ij is one factor per pair: with Ã = dA ⊙ e and P̃ = dP ⊙ e (j < i), dek = Ã K,
+    // dp_row = P̃ K, da_col = Ãᵀ (b ⊙ K), dp_col = P̃ᵀ Q.
     const auto decayed = [&](const float* M, int i, int j) { return j < i ? M[i * kPitch + j] * e_of(i, j, 0) : 0.0f; };
-    const auto key_row = [&](int j, int d) { return c.k(j, d); };
     block_gemm(
         L, K, L, [&](int i, int j) { return decayed(dA, i, j); }, key_row,
         [&](int i, int d, float s) { gws.dW[c.key(i, d)] = s; }, tiles);
@@ -114,14 +119,44 @@ __global__ void __launch_bounds__(kThreads) chunk_gradients_kernel(Operands<E> x
         L, K, L, [&](int i, int j) { return decayed(dP, i, j); }, key_row,
         [&](int i, int d, float s) { gws.dG[c.key(i, d)] = s; }, tiles);
     block_gemm<false, true>(
-        L, K, L, [&](int i, int m) { return decayed(dA, m, i); },
-        [&](int m, int d) { return c.erase(m, d) * c.k(m, d); }, [&](int i, int d, float s) { gws.r[c.key(i, d)] = s; },
-        tiles);
+        L, K, L, [&](int i, int m) { return decayed(dA, m, i); }, erase_key_row,
+        [&](int i, int d, float s) { gws.r[c.key(i, d)] = s; }, tiles);
     block_gemm<false, true>(
-        L, K, L, [&](int i, int m) { return decayed(dP, m, i); }, [&](int m, int d) { return c.q(m, d); },
+        L, K, L, [&](int i, int m) { return decayed(dP, m, i); }, query_row,
         [&](int i, int d, float s) { gws.db[c.key(i, d)] = s; }, tiles);
+  } else {
+    // Per channel, by sub-chunks of kSubChunk rows: for a pair in different sub-chunks, with n the
+    // first row of the later one, e_ijd = exp(G_id − G_nd) · exp(G_nd − G_jd) (both exponents ≤ 0),
+    // so the pairs across sub-chunks are products of rescaled rows; step 4 adds the pairs inside
+    // a sub-chunk. Row sums: rows i ∈ [n, n + 16) over j < n. Column sums: rows i < n over
+    // m ∈ [n, n + 16), one product per n, added up.
+    for (int p = threadIdx.x; p < L * K; p += blockDim.x) {
+      const int i = p / K, d = p % K;
+      gws.r[c.key(i, d)] = gws.db[c.key(i, d)] = 0.0f;
+      if (i < kSubChunk) gws.dW[c.key(i, d)] = gws.dG[c.key(i, d)] = 0.0f;
+    }
     __syncthreads();
+    for (int n = kSubChunk; n < L; n += kSubChunk) {
+      const int rows = min(kSubChunk, L - n);
+      const auto to_ref = [&](int j, int d) { return c.k(j, d) * c.between(n, j, d); };
+      block_gemm(
+          rows, K, n, [&](int i, int j) { return dA[(n + i) * kPitch + j]; }, to_ref,
+          [&](int i, int d, float s) { gws.dW[c.key(n + i, d)] = s * c.between(n + i, n, d); }, tiles);
+      block_gemm(
+          rows, K, n, [&](int i, int j) { return dP[(n + i) * kPitch + j]; }, to_ref,
+          [&](int i, int d, float s) { gws.dG[c.key(n + i, d)] = s * c.between(n + i, n, d); }, tiles);
+      const auto from_ref = [&](auto row) {
+        return [&, row](int m, int d) { return row(n + m, d) * c.between(n + m, n, d); };
+      };
+      block_gemm<false, true>(
+          n, K, rows, [&](int i, int m) { return dA[(n + m) * kPitch + i]; }, from_ref(erase_key_row),
+          [&](int i, int d, float s) { gws.r[c.key(i, d)] += s * c.between(n, i, d); }, tiles);
+      block_gemm<false, true>(
+          n, K, rows, [&](int i, int m) { return dP[(n + m) * kPitch + i]; }, from_ref(query_row),
+          [&](int i, int d, float s) { gws.db[c.key(i, d)] += s * c.between(n, i, d); }, tiles);
+    }
   }
+  __syncthreads();
 
   // 4.
   for (int p = threadIdx.x; p < L * K; p += blockDim.x) {
@@ -129,21 +164,20 @@ __global__ void __launch_bounds__(kThreads) chunk_gradients_kernel(Operands<E> x
     const float q = c.q(i, d), k = c.k(i, d), b = c.erase(i, d), gamma = c.gamma(i, d), to_end = c.to_end(i, d);
     const float dq_decayed = gws.dQd[c.key(i, d)], dk_to_end = gws.dKe[c.key(i, d)];
     const float dY = gws.dY[c.key(i, d)];
-    float dek = 0.0f, dp_row = 0.0f, da_col = 0.0f, dp_col = 0.0f;
+    float dek = gws.dW[c.key(i, d)], dp_row = gws.dG[c.key(i, d)];
+    float da_col = gws.r[c.key(i, d)], dp_col = gws.db[c.key(i, d)];
     if constexpr (kDecay == ops::DecayKind::channel) {
-      for (int j = 0; j < i; ++j) {
+      const int n = i - i % kSubChunk;
+      for (int j = n; j < i; ++j) {
         const float kf = c.k(j, d) * e_of(i, j, d);
         dek += dA[i * kPitch + j] * kf;
         dp_row += dP[i * kPitch + j] * kf;
       }
-      for (int m = i + 1; m < L; ++m) {
+      for (int m = i + 1; m < min(n + kSubChunk, L); ++m) {
         const float f = e_of(m, i, d);
         da_col += dA[m * kPitch + i] * c.erase(m, d) * c.k(m, d) * f;
         dp_col += dP[m * kPitch + i] * c.q(m, d) * f;
       }
-    } else {
-      dek = gws.dW[c.key(i, d)], dp_row = gws.dG[c.key(i, d)];
-      da_col = gws.r[c.key(i, d)], dp_col = gws.db[c.key(i, d)];
     }
     const float diagonal = dP[i * kPitch + i];
     const float dq = dq_decayed * gamma + dp_row + diagonal * k;
