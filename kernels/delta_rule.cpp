@@ -66,15 +66,18 @@ Expected expected_types(const std::string& op, DeltaRuleImpl impl, const Tensor&
     return x;
   }
 #ifndef LINEA_WITH_CUDA
+  (void)impl;
   throw std::runtime_error(op + ": q is on " + std::string(device_name(q.device())) +
                            " but this build has no CUDA backend (configure with -DLINEA_CUDA=ON)");
-#endif
+#else
   if (impl != DeltaRuleImpl::chunked) fail(op, "impl recurrent has no CUDA implementation; use chunked");
   if (q.dtype() != DType::f32 && q.dtype() != DType::bf16)
     fail(op, "q must be f32 or bf16 on cuda, got " + q.describe());
   x.decay = x.state = DType::f32;
   return x;
+#endif
 }
+
 Shape decay_shape(const DeltaRuleSpec& spec, const Dims& d) {
   if (spec.decay == DecayKind::scalar) return {d.tokens, d.heads};
   return {d.tokens, d.heads, d.key_dim};
