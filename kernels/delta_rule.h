@@ -13,7 +13,9 @@
 //
 // Layout (fla's, flattened over tokens): q, k: [N, H, K]; v: [N, H, V]; beta: [N, H];
 // b: [N, H, K]; w: [N, H, V]; g: [N, H] (scalar decay) or [N, H, K] (channel decay), undefined for
-// none; h0, ht: [S, H, K, V] (h0 may be undefined = zeros). All f32 or all f64 on the CPU.
+// none; h0, ht: [S, H, K, V] (h0 may be undefined = zeros). All f32 or all f64 on the CPU. On a CUDA
+// device (chunked only, K ≤ 256): token operands bf16 or f32, g and the states f32
+// (kernels/cuda/delta_rule.h).
 #pragma once
 #include "kernels/seq_layout.h"
 #include "kernels/tensor.h"

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <functional>
+#include <vector>
 
 #include "tests/testing/delta_rule_problem.h"
 
@@ -64,6 +65,43 @@ TEST(DeltaRuleArguments, ForwardRejectsBadInputsAndLeavesOutputsUntouched) {
   expect_rejected([&] { forward(good, Tensor::empty({7, 2, 4}, DType::f64), ht); }, {"o", "[7, 2, 5]"});
 
   for (int64_t i = 0; i < o.numel(); ++i) ASSERT_EQ(o.data<double>()[i], 7.0);
+}
+
+// Tensors labelled as CUDA ones (views of host memory that no check reads): the CUDA path's rules
+// are enforced before any device work, with or without a CUDA build.
+TEST(DeltaRuleArguments, CudaCallsAreCheckedFirst) {
+  std::vector<float> memory(7 * 2 * 300 * 2);
+  const auto on_cuda = [&](Shape shape, DType dtype) {
+    return Tensor::view(memory.data(), shape, dtype, Device::cuda);
+  };
+  DeltaRuleProblem p;
+  p.spec = {DecayKind::scalar, GateKind::beta, 0.5};
+  p.seqs.cu_seqlens = {0, 3, 7};
+  p.in.q = on_cuda({7, 2, 4}, DType::bf16), p.in.k = on_cuda({7, 2, 4}, DType::bf16);
+  p.in.v = on_cuda({7, 2, 5}, DType::bf16), p.in.beta = on_cuda({7, 2}, DType::bf16);
+  p.in.g = on_cuda({7, 2}, DType::f32);
+  const Tensor o = on_cuda({7, 2, 5}, DType::bf16);
+#ifdef LINEA_WITH_CUDA
+  expect_rejected([&] { ops::delta_rule_forward(DeltaRuleImpl::recurrent, p.spec, p.seqs, p.in, o, Tensor()); },
+                  {"delta_rule_forward: impl recurrent has no CUDA implementation"});
+  DeltaRuleProblem bad = p;
+  bad.in.g = on_cuda({7, 2}, DType::bf16);
+  expect_rejected([&] { forward(bad, o, Tensor()); }, {"g has dtype bf16, expected f32"});
+  bad = p;
+  bad.in.k = Tensor::zeros({7, 2, 4}, DType::bf16);
+  expect_rejected([&] { forward(bad, o, Tensor()); }, {"k is on cpu, expected cuda like q"});
+  expect_rejected([&] { forward(p, o, on_cuda({2, 2, 4, 5}, DType::bf16)); }, {"ht has dtype bf16, expected f32"});
+  bad = p;
+  bad.in.q = on_cuda({7, 2, 300}, DType::bf16), bad.in.k = on_cuda({7, 2, 300}, DType::bf16);
+  expect_rejected([&] { forward(bad, o, Tensor()); }, {"the CUDA kernels take K ≤ 256, got K = 300"});
+#else
+  try {
+    forward(p, o, Tensor());
+    ADD_FAILURE() << "a CUDA tensor was accepted by a build without CUDA";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("this build has no CUDA backend"), std::string::npos) << e.what();
+  }
+#endif
 }
 
 TEST(DeltaRuleArguments, BackwardRejectsMissingOrMisplacedGradients) {

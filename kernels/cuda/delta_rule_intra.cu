@@ -1,0 +1,140 @@
+// intra_chunk: everything about one chunk of one head that does not depend on the state entering
+// it, for all chunks of all heads at once (one block each). With L ≤ 64 the chunk's length, g the
+// log decay, b the erase gate and w the write gate (both β for GateKind::beta):
+//   G_i   = Σ_{s≤i} g_s                                     (per channel, or one per row)
+//   A_ij  = Σ_d b_id k_id k_jd exp(G_id − G_jd)   (j < i)    P_ij = Σ_d q_id k_jd exp(G_id − G_jd)   (j ≤ i)
+//   T     = (I + A)^{-1}, by forward substitution: T_ij = −Σ_{j≤m<i} A_im T_mj for j < i, T_ii = 1
+//   U     = T (w ⊙ V),   W = T (b ⊙ K ⊙ γ),   Kend = K ⊙ exp(G_L − G),   Qg = scale · Q ⊙ γ
+// A and T stay in shared memory; G, P, T, U, W, Kend and Qg go to the workspace.
+#include "kernels/cuda/block_gemm.cuh"
+#include "kernels/cuda/check.h"
+#include "kernels/cuda/delta_rule_chunk.cuh"
+
+namespace linea::cuda::delta {
+
+namespace {
+
+constexpr int kSubChunk = 16;
+
+template <class E, ops::DecayKind kDecay, ops::GateKind kGate>
+__global__ void __launch_bounds__(kThreads) intra_chunk_kernel(Operands<E> x, Chunks chunks, Workspace ws) {
+  const int64_t chunk = blockIdx.x;
+  const int head = blockIdx.y;
+  const int K = x.key_dim, V = x.value_dim;
+  extern __shared__ float shared[];  // A and Tm, [C][C + 1] each
+  float(*A)[kChunk + 1] = reinterpret_cast<float(*)[kChunk + 1]>(shared);
+  float(*Tm)[kChunk + 1] = A + kChunk;
+  __shared__ BlockGemmTiles tiles;
+  const ChunkRef<E, kDecay, kGate> c(x, chunks, ws.G, chunk, head);
+  const int L = c.len;
+
+  // G: a running sum down the chunk, one thread per channel (or one thread for a scalar decay).
+  if constexpr (kDecay == ops::DecayKind::channel) {
+    for (int d = threadIdx.x; d < K; d += blockDim.x) {
+      float sum = 0.0f;
+      for (int i = 0; i < L; ++i) {
+        sum += x.g[c.key(i, d)];
+        ws.G[c.key(i, d)] = sum;
+      }
+    }
+  } else if constexpr (kDecay == ops::DecayKind::scalar) {
+    if (threadIdx.x == 0) {
+      float sum = 0.0f;
+      for (int i = 0; i < L; ++i) {
+        sum += x.g[c.row(i)];
+        ws.G[c.row(i)] = sum;
+      }
+    }
+  }
+  __syncthreads();
+
+  // A and P. Without a per-channel decay, the decay of a pair is one factor: each is a product
+  // Gram matrix, masked and scaled by exp(G_i − G_j).
+  float* P = ws.P + (chunk * x.heads + head) * kChunk * kChunk;
+  const auto key_at = [&](int d, int j) { return c.k(j, d); };
+  if constexpr (kDecay != ops::DecayKind::channel) {
+    block_gemm<true, false>(
+        L, L, K, [&](int i, int d) { return c.erase(i, d) * c.k(i, d); }, key_at,
+        [&](int i, int j, float s) { A[i][j] = j < i ? s * c.between(i, j, 0) : 0.0f; }, tiles);
+    block_gemm<true, false>(
+        L, L, K, [&](int i, int d) { return c.q(i, d); }, key_at,
+        [&](int i, int j, float s) { P[i * kChunk + j] = j <= i ? s * c.between(i, j, 0) : 0.0f; }, tiles);
+  } else {
+    // Per channel, by sub-chunks of kSubChunk rows (reference/mixers.md §2.3): rows i ∈ [n, n + 16)
+    // with the columns j < n are a product of rows rescaled to the reference row n,
+    // (X_i ⊙ exp(G_i − G_n)) · (k_j ⊙ exp(G_n − G_j)); the pairs inside a sub-chunk go entry by entry.
+    for (int n = kSubChunk; n < L; n += kSubChunk) {
+      const int rows = min(kSubChunk, L - n);
+      const auto to_ref = [&](int d, int j) { return c.k(j, d) * c.between(n, j, d); };
+      block_gemm<true, false>(
+          rows, n, K, [&](int i, int d) { return c.erase(n + i, d) * c.k(n + i, d) * c.between(n + i, n, d); }, to_ref,
+          [&](int i, int j, float s) { A[n + i][j] = s; }, tiles);
+      block_gemm<true, false>(
+          rows, n, K, [&](int i, int d) { return c.q(n + i, d) * c.between(n + i, n, d); }, to_ref,
+          [&](int i, int j, float s) { P[(n + i) * kChunk + j] = s; }, tiles);
+    }
+    for (int p = threadIdx.x; p < L * kSubChunk; p += blockDim.x) {
+      const int i = p / kSubChunk, j = i - i % kSubChunk + p % kSubChunk;
+      float a = 0.0f, s = 0.0f;
+      if (j <= i) {
+        for (int d = 0; d < K; ++d) {
+          const float kf = c.k(j, d) * c.between(i, j, d);
+          a += c.erase(i, d) * c.k(i, d) * kf;
+          s += c.q(i, d) * kf;
+        }
+      }
+      A[i][j] = j < i ? a : 0.0f;
+      if (j < L) P[i * kChunk + j] = s;
+    }
+    for (int p = threadIdx.x; p < L * L; p += blockDim.x) {  // above the diagonal sub-chunks
+      const int i = p / L, j = p % L;
+      if (j >= i - i % kSubChunk + kSubChunk) P[i * kChunk + j] = 0.0f;
+    }
+  }
+  for (int p = threadIdx.x; p < kChunk * kChunk; p += blockDim.x) {
+    Tm[p / kChunk][p % kChunk] = p / kChunk == p % kChunk ? 1.0f : 0.0f;
+  }
+  __syncthreads();
+
+  // T, row by row (row i needs the rows above it).
+  for (int i = 1; i < L; ++i) {
+    for (int j = threadIdx.x; j < i; j += blockDim.x) {
+      float s = 0.0f;
+      for (int m = j; m < i; ++m) s += A[i][m] * Tm[m][j];
+      Tm[i][j] = -s;
+    }
+    __syncthreads();
+  }
+  float* T = ws.T + (chunk * x.heads + head) * kChunk * kChunk;
+  for (int p = threadIdx.x; p < L * L; p += blockDim.x) T[(p / L) * kChunk + p % L] = Tm[p / L][p % L];
+
+  block_gemm(
+      L, V, L, [&](int i, int m) { return Tm[i][m]; }, [&](int m, int e) { return c.write(m, e) * c.v(m, e); },
+      [&](int i, int e, float u) { ws.U[c.value(i, e)] = u; }, tiles);
+  block_gemm(
+      L, K, L, [&](int i, int m) { return Tm[i][m]; },
+      [&](int m, int d) { return c.erase(m, d) * c.k(m, d) * c.gamma(m, d); },
+      [&](int i, int d, float w) { ws.W[c.key(i, d)] = w; }, tiles);
+  for (int p = threadIdx.x; p < L * K; p += blockDim.x) {
+    const int i = p / K, d = p % K;
+    ws.Kend[c.key(i, d)] = c.k(i, d) * c.to_end(i, d);
+    ws.Qg[c.key(i, d)] = x.scale * c.q(i, d) * c.gamma(i, d);
+  }
+}
+
+}  // namespace
+
+void intra_chunk(const Call& call, const Workspace& ws) {
+  if (call.chunks.count == 0) return;
+  dispatch_kinds(call, [&](auto element, auto decay, auto gate) {
+    using E = decltype(element);
+    const dim3 grid(static_cast<unsigned>(call.chunks.count), static_cast<unsigned>(call.heads));
+    const auto kernel = intra_chunk_kernel<E, decltype(decay)::value, decltype(gate)::value>;
+    constexpr size_t bytes = sizeof(float) * 2 * kChunk * (kChunk + 1);
+    allow_shared_memory(reinterpret_cast<const void*>(kernel), bytes);
+    kernel<<<grid, kThreads, bytes>>>(operands<E>(call), call.chunks, ws);
+    check_launch("delta_rule intra_chunk_kernel");
+  });
+}
+
+}  // namespace linea::cuda::delta
