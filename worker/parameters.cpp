@@ -101,8 +101,8 @@ void ParameterSet::accumulate_compute_grads() {
 void ParameterSet::with_host_values(const std::function<void()>& fn) {
   if (!finalized_) throw std::logic_error("ParameterSet::with_host_values before finalize");
   if (device_ == Device::cpu) return fn();
-  Tensor host_values = values_.clone(), host_grads = grads_.clone();
-  bind_views(host_values, host_grads);
+  Tensor host_values = values_.clone();
+  bind_views(host_values, grads_);
   try {
     fn();
   } catch (...) {

@@ -96,7 +96,8 @@ class ParameterSet {
   void accumulate_compute_grads();
   // Runs fn with every Parameter::value (and compute, without mixed precision) bound to a host copy
   // of values(), then copies that back to the device and refreshes the compute copy: for code that
-  // writes weights through host pointers (initialisation). On the CPU it just runs fn.
+  // writes weights through host pointers (initialisation). Gradients stay where they are. On the
+  // CPU it just runs fn.
   void with_host_values(const std::function<void()>& fn);
 
   std::deque<Parameter>& params() { return params_; }
