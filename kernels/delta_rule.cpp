@@ -1,4 +1,5 @@
-// Checks the delta-rule arguments and dispatches to the CPU kernels (kernels/cpu/delta_rule_*).
+// Checks the delta-rule arguments and dispatches to the CPU kernels (kernels/cpu/delta_rule_*) or,
+// for tensors on a CUDA device, to kernels/cuda/delta_rule.h (chunked only).
 #include "kernels/delta_rule.h"
 
 #include <stdexcept>
@@ -6,6 +7,9 @@
 
 #include "kernels/cpu/delta_rule_chunked.h"
 #include "kernels/cpu/delta_rule_recurrent.h"
+#ifdef LINEA_WITH_CUDA
+#include "kernels/cuda/delta_rule.h"
+#endif
 
 namespace linea::ops {
 
@@ -15,67 +19,103 @@ struct Dims {
   int64_t tokens = 0, heads = 0, key_dim = 0, value_dim = 0, seqs = 0;
 };
 
+// The dtypes and device every argument of one call must have. On the CPU everything has q's dtype
+// (f32 or f64); on CUDA the token operands have q's dtype (f32 or bf16), the log decays g, dg and
+// the states h0, ht, dht, dh0 are f32.
+struct Expected {
+  Device device = Device::cpu;
+  DType operand = DType::f32, decay = DType::f32, state = DType::f32;
+};
+
+// The largest key dimension of the CUDA kernels (kernels/cuda/delta_rule_chunk.cuh).
+constexpr int64_t kMaxCudaKeyDim = 256;
+
 [[noreturn]] void fail(const std::string& op, const std::string& what) {
   throw std::invalid_argument(op + ": " + what);
 }
 
-// A tensor that must be defined with this shape, on the CPU, of the call's dtype.
-void check_operand(const std::string& op, const Tensor& t, const char* name, const Shape& shape, DType dtype) {
+// A tensor that must be defined with this shape, dtype and device.
+void check_operand(const std::string& op, const Tensor& t, const char* name, const Shape& shape, DType dtype,
+                   Device device) {
   if (!t.defined()) fail(op, std::string(name) + " is required but undefined");
   check_shape(t, shape, op + ": " + name);
   if (t.dtype() != dtype) {
     fail(op, std::string(name) + " has dtype " + std::string(dtype_name(t.dtype())) + ", expected " +
-                 std::string(dtype_name(dtype)) + " like q");
+                 std::string(dtype_name(dtype)));
   }
-  if (t.device() != Device::cpu) {
-    throw std::runtime_error(op + ": " + name + " is on " + std::string(device_name(t.device())) +
-                             "; the delta rule has only a CPU implementation so far");
+  if (t.device() != device) {
+    fail(op, std::string(name) + " is on " + std::string(device_name(t.device())) + ", expected " +
+                 std::string(device_name(device)) + " like q");
   }
 }
 
-void check_optional(const std::string& op, const Tensor& t, const char* name, const Shape& shape, DType dtype) {
-  if (t.defined()) check_operand(op, t, name, shape, dtype);
+void check_optional(const std::string& op, const Tensor& t, const char* name, const Shape& shape, DType dtype,
+                    Device device) {
+  if (t.defined()) check_operand(op, t, name, shape, dtype, device);
 }
 
 void check_absent(const std::string& op, const Tensor& t, const char* name, const char* why) {
   if (t.defined()) fail(op, std::string(name) + " must be undefined " + why);
 }
 
+Expected expected_types(const std::string& op, DeltaRuleImpl impl, const Tensor& q) {
+  Expected x{q.device(), q.dtype(), q.dtype(), q.dtype()};
+  if (q.device() == Device::cpu) {
+    if (q.dtype() != DType::f32 && q.dtype() != DType::f64)
+      fail(op, "q must be f32 or f64 on the CPU, got " + q.describe());
+    return x;
+  }
+#ifndef LINEA_WITH_CUDA
+  throw std::runtime_error(op + ": q is on " + std::string(device_name(q.device())) +
+                           " but this build has no CUDA backend (configure with -DLINEA_CUDA=ON)");
+#endif
+  if (impl != DeltaRuleImpl::chunked) fail(op, "impl recurrent has no CUDA implementation; use chunked");
+  if (q.dtype() != DType::f32 && q.dtype() != DType::bf16)
+    fail(op, "q must be f32 or bf16 on cuda, got " + q.describe());
+  x.decay = x.state = DType::f32;
+  return x;
+}
 Shape decay_shape(const DeltaRuleSpec& spec, const Dims& d) {
   if (spec.decay == DecayKind::scalar) return {d.tokens, d.heads};
   return {d.tokens, d.heads, d.key_dim};
 }
 
-Dims check_inputs(const std::string& op, const DeltaRuleSpec& spec, const SeqLayout& seqs, const DeltaRuleInputs& in) {
+Dims check_inputs(const std::string& op, DeltaRuleImpl impl, const DeltaRuleSpec& spec, const SeqLayout& seqs,
+                  const DeltaRuleInputs& in, Expected& x) {
   if (!in.q.defined() || in.q.ndim() != 3) fail(op, "q must be [N, H, K], got " + in.q.describe());
   if (!in.v.defined() || in.v.ndim() != 3) fail(op, "v must be [N, H, V], got " + in.v.describe());
-  const DType dtype = in.q.dtype();
-  if (dtype != DType::f32 && dtype != DType::f64) fail(op, "q must be f32 or f64, got " + in.q.describe());
+  x = expected_types(op, impl, in.q);
   Dims d{in.q.dim(0), in.q.dim(1), in.q.dim(2), in.v.dim(2), seqs.num_seqs()};
   if (d.heads < 1 || d.key_dim < 1 || d.value_dim < 1) fail(op, "H, K and V must be positive");
+  if (x.device == Device::cuda && d.key_dim > kMaxCudaKeyDim) {
+    fail(op,
+         "q: the CUDA kernels take K ≤ " + std::to_string(kMaxCudaKeyDim) + ", got K = " + std::to_string(d.key_dim));
+  }
   try {
     seqs.validate(d.tokens);
   } catch (const std::invalid_argument& e) {
     fail(op, std::string("seqs: ") + e.what());
   }
-  check_operand(op, in.q, "q", {d.tokens, d.heads, d.key_dim}, dtype);
-  check_operand(op, in.k, "k", {d.tokens, d.heads, d.key_dim}, dtype);
-  check_operand(op, in.v, "v", {d.tokens, d.heads, d.value_dim}, dtype);
+  const DType dtype = x.operand;
+  const Device device = x.device;
+  check_operand(op, in.q, "q", {d.tokens, d.heads, d.key_dim}, dtype, device);
+  check_operand(op, in.k, "k", {d.tokens, d.heads, d.key_dim}, dtype, device);
+  check_operand(op, in.v, "v", {d.tokens, d.heads, d.value_dim}, dtype, device);
   if (spec.gate == GateKind::beta) {
-    check_operand(op, in.beta, "beta", {d.tokens, d.heads}, dtype);
+    check_operand(op, in.beta, "beta", {d.tokens, d.heads}, dtype, device);
     check_absent(op, in.b, "b", "for GateKind::beta");
     check_absent(op, in.w, "w", "for GateKind::beta");
   } else {
-    check_operand(op, in.b, "b", {d.tokens, d.heads, d.key_dim}, dtype);
-    check_operand(op, in.w, "w", {d.tokens, d.heads, d.value_dim}, dtype);
+    check_operand(op, in.b, "b", {d.tokens, d.heads, d.key_dim}, dtype, device);
+    check_operand(op, in.w, "w", {d.tokens, d.heads, d.value_dim}, dtype, device);
     check_absent(op, in.beta, "beta", "for GateKind::erase_write");
   }
   if (spec.decay == DecayKind::none) {
     check_absent(op, in.g, "g", "for DecayKind::none");
   } else {
-    check_operand(op, in.g, "g", decay_shape(spec, d), dtype);
+    check_operand(op, in.g, "g", decay_shape(spec, d), x.decay, device);
   }
-  check_optional(op, in.h0, "h0", {d.seqs, d.heads, d.key_dim, d.value_dim}, dtype);
+  check_optional(op, in.h0, "h0", {d.seqs, d.heads, d.key_dim, d.value_dim}, x.state, device);
   return d;
 }
 
@@ -156,11 +196,14 @@ void backward(DeltaRuleImpl impl, const DeltaRuleSpec& spec, const SeqLayout& se
 void delta_rule_forward(DeltaRuleImpl impl, const DeltaRuleSpec& spec, const SeqLayout& seqs, const DeltaRuleInputs& in,
                         Tensor o, Tensor ht) {
   const std::string op = "delta_rule_forward";
-  const Dims d = check_inputs(op, spec, seqs, in);
-  const DType dtype = in.q.dtype();
-  check_operand(op, o, "o", {d.tokens, d.heads, d.value_dim}, dtype);
-  check_optional(op, ht, "ht", {d.seqs, d.heads, d.key_dim, d.value_dim}, dtype);
-  if (dtype == DType::f32) {
+  Expected x;
+  const Dims d = check_inputs(op, impl, spec, seqs, in, x);
+  check_operand(op, o, "o", {d.tokens, d.heads, d.value_dim}, x.operand, x.device);
+  check_optional(op, ht, "ht", {d.seqs, d.heads, d.key_dim, d.value_dim}, x.state, x.device);
+#ifdef LINEA_WITH_CUDA
+  if (x.device == Device::cuda) return cuda::delta_rule_forward(spec, seqs, in, o, ht);
+#endif
+  if (x.operand == DType::f32) {
     forward<float>(impl, spec, seqs, in, d, o, ht);
   } else {
     forward<double>(impl, spec, seqs, in, d, o, ht);
@@ -170,28 +213,33 @@ void delta_rule_forward(DeltaRuleImpl impl, const DeltaRuleSpec& spec, const Seq
 void delta_rule_backward(DeltaRuleImpl impl, const DeltaRuleSpec& spec, const SeqLayout& seqs,
                          const DeltaRuleInputs& in, const Tensor& d_o, const Tensor& dht, DeltaRuleGrads& grads) {
   const std::string op = "delta_rule_backward";
-  const Dims d = check_inputs(op, spec, seqs, in);
-  const DType dtype = in.q.dtype();
-  check_operand(op, d_o, "d_o", {d.tokens, d.heads, d.value_dim}, dtype);
-  check_optional(op, dht, "dht", {d.seqs, d.heads, d.key_dim, d.value_dim}, dtype);
-  check_operand(op, grads.dq, "dq", {d.tokens, d.heads, d.key_dim}, dtype);
-  check_operand(op, grads.dk, "dk", {d.tokens, d.heads, d.key_dim}, dtype);
-  check_operand(op, grads.dv, "dv", {d.tokens, d.heads, d.value_dim}, dtype);
+  Expected x;
+  const Dims d = check_inputs(op, impl, spec, seqs, in, x);
+  const DType dtype = x.operand;
+  const Device device = x.device;
+  check_operand(op, d_o, "d_o", {d.tokens, d.heads, d.value_dim}, dtype, device);
+  check_optional(op, dht, "dht", {d.seqs, d.heads, d.key_dim, d.value_dim}, x.state, device);
+  check_operand(op, grads.dq, "dq", {d.tokens, d.heads, d.key_dim}, dtype, device);
+  check_operand(op, grads.dk, "dk", {d.tokens, d.heads, d.key_dim}, dtype, device);
+  check_operand(op, grads.dv, "dv", {d.tokens, d.heads, d.value_dim}, dtype, device);
   if (spec.gate == GateKind::beta) {
-    check_operand(op, grads.dbeta, "dbeta", {d.tokens, d.heads}, dtype);
+    check_operand(op, grads.dbeta, "dbeta", {d.tokens, d.heads}, dtype, device);
     check_absent(op, grads.db, "db", "for GateKind::beta");
     check_absent(op, grads.dw, "dw", "for GateKind::beta");
   } else {
-    check_operand(op, grads.db, "db", {d.tokens, d.heads, d.key_dim}, dtype);
-    check_operand(op, grads.dw, "dw", {d.tokens, d.heads, d.value_dim}, dtype);
+    check_operand(op, grads.db, "db", {d.tokens, d.heads, d.key_dim}, dtype, device);
+    check_operand(op, grads.dw, "dw", {d.tokens, d.heads, d.value_dim}, dtype, device);
     check_absent(op, grads.dbeta, "dbeta", "for GateKind::erase_write");
   }
   if (spec.decay == DecayKind::none) {
     check_absent(op, grads.dg, "dg", "for DecayKind::none");
   } else {
-    check_operand(op, grads.dg, "dg", decay_shape(spec, d), dtype);
+    check_operand(op, grads.dg, "dg", decay_shape(spec, d), x.decay, device);
   }
-  check_optional(op, grads.dh0, "dh0", {d.seqs, d.heads, d.key_dim, d.value_dim}, dtype);
+  check_optional(op, grads.dh0, "dh0", {d.seqs, d.heads, d.key_dim, d.value_dim}, x.state, device);
+#ifdef LINEA_WITH_CUDA
+  if (device == Device::cuda) return cuda::delta_rule_backward(spec, seqs, in, d_o, dht, grads);
+#endif
   if (dtype == DType::f32) {
     backward<float>(impl, spec, seqs, in, d, d_o, dht, grads);
   } else {

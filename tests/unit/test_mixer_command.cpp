@@ -17,6 +17,7 @@
 #include "checkpoint/hdf5_file.h"
 #include "cli/command.h"
 #include "kernels/delta_rule.h"
+#include "kernels/device_memory.h"
 #include "tests/testing/assert_close.h"
 #include "tests/testing/delta_rule_problem.h"
 
@@ -439,7 +440,11 @@ TEST_F(MixerCommand, BadArgumentsAreReported) {
   expect_rejected({"--mixer", "mamba", "--impl", "chunked", "--in", in, "--out", out},
                   {"--mixer: unknown mixer 'mamba'; expected deltanet, gdn, kda or gdn2"});
   expect_rejected({"--mixer", "gdn", "--impl", "parallel", "--in", in, "--out", out},
-                  {"--impl: unknown implementation 'parallel'; expected recurrent or chunked"});
+                  {"--impl: unknown implementation 'parallel'; expected recurrent, chunked or cuda"});
+  expect_rejected({"--mixer", "gdn", "--impl", "chunked", "--dtype", "bf16", "--in", in, "--out", out},
+                  {"--dtype: only for --impl cuda"});
+  expect_rejected({"--mixer", "gdn", "--impl", "cuda", "--dtype", "f16", "--in", in, "--out", out},
+                  {"--dtype: unknown dtype 'f16'; expected f32 or bf16"});
   expect_rejected({"--mixer", "gdn", "--in", in}, {"missing --impl, --out"});
   expect_rejected({"--mixer", "gdn", "--impl"}, {"--impl needs a value"});
   expect_rejected({"--mixer", "gdn", "--chunk", "64"}, {"unknown argument '--chunk'"});
@@ -457,6 +462,22 @@ TEST_F(MixerCommand, BadArgumentsAreReported) {
     EXPECT_NE(std::string(e.what()).find(text.string()), std::string::npos) << e.what();
   }
   fs::remove(text);
+  EXPECT_EQ(directory_listing(), std::vector<std::string>{"in.h5"});
+}
+
+TEST_F(MixerCommand, CudaWithoutADeviceIsReported) {
+  if (cuda_device_available()) GTEST_SKIP() << "a CUDA device is visible (tests/gpu covers --impl cuda's kernels)";
+  const fs::path in = dir_ / "in.h5";
+  write_datasets(in, input_datasets(make_case(testing::named_mixers()[1], Layout::batched_full, 6)));
+  try {
+    run_mixer_command({"--mixer", "gdn", "--impl", "cuda", "--dtype", "bf16", "--in", in, "--out", dir_ / "out.h5"});
+    ADD_FAILURE() << "--impl cuda ran without a CUDA device";
+  } catch (const std::runtime_error& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("--impl cuda: "), std::string::npos) << what;
+    EXPECT_TRUE(what.find("no CUDA device") != std::string::npos || what.find("no CUDA backend") != std::string::npos)
+        << what;
+  }
   EXPECT_EQ(directory_listing(), std::vector<std::string>{"in.h5"});
 }
 

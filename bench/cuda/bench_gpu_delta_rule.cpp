@@ -1,0 +1,130 @@
+// bench_gpu_delta_rule: times the CUDA delta rule (kernels/cuda/delta_rule.h) at the shapes of
+// shared/ANCHORS.md (B·T = 32768 tokens, H = 16, K = V = 128; T = 4096, 16384, 32768 with B = 8, 2,
+// 1), bf16 operands and f32 gates, for DeltaNet, GDN, KDA and GDN-2: one JSON line per (mixer, T)
+// with the forward and forward+backward milliseconds (CUDA events, mean over the timed launches),
+// fla's figures and linea's target from ANCHORS.md where it gives them, and the effective TFLOP/s
+// at reference/mixers.md §2.7's dense counts (forward 6KV + 6CK + 4CV + C²/3, backward
+// 16KV + 18CK + 10CV + 4C² FLOPs per token and head, C = 64).
+//
+// Usage: bench_gpu_delta_rule [iterations=10]
+#include <cmath>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+
+#include "bench/cuda/gpu_bench.h"
+#include "kernels/delta_rule.h"
+#include "kernels/random.h"
+
+namespace {
+
+using namespace linea;
+using namespace linea::bench;
+
+struct Reference {  // ANCHORS.md: fla's fwd and fwd+bwd ms, linea's fwd+bwd target (ms)
+  std::optional<double> fla_fwd, fla_fwd_bwd, target_fwd_bwd;
+};
+
+Reference anchors(const std::string& mixer, int64_t T) {
+  if (mixer == "deltanet" && T == 4096) return {1.00, 2.83, 1.9};
+  if (mixer == "gdn" && T == 4096) return {0.84, 3.31, 2.2};
+  if (mixer == "gdn" && T == 16384) return {1.04, 4.11, 2.4};
+  if (mixer == "gdn" && T == 32768) return {1.45, 5.80, 2.5};
+  if (mixer == "kda" && T == 4096) return {1.82, 9.71, 4.9};
+  return {};
+}
+
+nlohmann::json optional_json(const std::optional<double>& v) { return v ? nlohmann::json(*v) : nlohmann::json(); }
+
+struct Mixer {
+  const char* name;
+  ops::DecayKind decay;
+  ops::GateKind gate;
+};
+
+constexpr int64_t kTokens = 32768, kHeads = 16, kKeyDim = 128, kValueDim = 128, kChunk = 64;
+
+// Every operand any mixer takes, on the device, filled once (all shapes have B·T = kTokens):
+// q, k with rows of norm ≈ 1 like L2-normalised ones, v and d_o in [−1, 1), gates in [0.1, 0.9),
+// log decays in [−0.2, −0.001).
+struct Operands {
+  Tensor q, k, v, beta, b, w, g_scalar, g_channel, d_o;
+  explicit Operands(Rng& rng) {
+    const int64_t N = kTokens, H = kHeads, K = kKeyDim, V = kValueDim;
+    const DType dt = DType::bf16;
+    const double edge = std::sqrt(3.0 / static_cast<double>(K));
+    q = random_device({N, H, K}, dt, rng, -edge, edge);
+    k = random_device({N, H, K}, dt, rng, -edge, edge);
+    v = random_device({N, H, V}, dt, rng);
+    beta = random_device({N, H}, dt, rng, 0.1, 0.9);
+    b = random_device({N, H, K}, dt, rng, 0.1, 0.9);
+    w = random_device({N, H, V}, dt, rng, 0.1, 0.9);
+    g_scalar = random_device({N, H}, DType::f32, rng, -0.2, -0.001);
+    g_channel = random_device({N, H, K}, DType::f32, rng, -0.2, -0.001);
+    d_o = random_device({N, H, V}, dt, rng);
+  }
+};
+
+void bench_mixer(const Mixer& m, int64_t batch, int iterations, const Operands& x) {
+  const int64_t T = kTokens / batch, N = kTokens, H = kHeads, K = kKeyDim, V = kValueDim, C = kChunk;
+  const ops::DeltaRuleSpec spec{m.decay, m.gate, 1 / std::sqrt(static_cast<double>(K))};
+  const SeqLayout seqs = SeqLayout::uniform(batch, T);
+  ops::DeltaRuleInputs in;
+  in.q = x.q, in.k = x.k, in.v = x.v;
+  if (m.gate == ops::GateKind::beta) {
+    in.beta = x.beta;
+  } else {
+    in.b = x.b, in.w = x.w;
+  }
+  if (m.decay == ops::DecayKind::scalar) in.g = x.g_scalar;
+  if (m.decay == ops::DecayKind::channel) in.g = x.g_channel;
+  Tensor o = Tensor::empty({N, H, V}, DType::bf16, Device::cuda);
+  auto empty_like = [](const Tensor& t) {
+    return t.defined() ? Tensor::empty(t.shape(), t.dtype(), Device::cuda) : Tensor();
+  };
+  ops::DeltaRuleGrads grads{empty_like(in.q), empty_like(in.k), empty_like(in.v), empty_like(in.beta),
+                            empty_like(in.b), empty_like(in.w), empty_like(in.g), Tensor()};
+
+  const auto forward = [&] { ops::delta_rule_forward(ops::DeltaRuleImpl::chunked, spec, seqs, in, o, Tensor()); };
+  const double fwd_ms = mean_ms(iterations, forward);
+  const double fwd_bwd_ms = mean_ms(iterations, [&] {
+    forward();
+    ops::delta_rule_backward(ops::DeltaRuleImpl::chunked, spec, seqs, in, x.d_o, Tensor(), grads);
+  });
+
+  const double per_token_fwd = 6.0 * K * V + 6.0 * C * K + 4.0 * C * V + C * C / 3.0;
+  const double per_token_bwd = 16.0 * K * V + 18.0 * C * K + 10.0 * C * V + 4.0 * C * C;
+  const double work = static_cast<double>(N * H);
+  const Reference ref = anchors(m.name, T);
+  emit({{"op", std::string("delta_rule_") + m.name},
+        {"dtype", "bf16"},
+        {"B", batch},
+        {"T", T},
+        {"H", H},
+        {"K", K},
+        {"V", V},
+        {"fwd_ms", fwd_ms},
+        {"fwd_bwd_ms", fwd_bwd_ms},
+        {"fwd_tflops", tflops(per_token_fwd * work, fwd_ms)},
+        {"fwd_bwd_tflops", tflops((per_token_fwd + per_token_bwd) * work, fwd_bwd_ms)},
+        {"fla_fwd_ms", optional_json(ref.fla_fwd)},
+        {"fla_fwd_bwd_ms", optional_json(ref.fla_fwd_bwd)},
+        {"target_fwd_bwd_ms", optional_json(ref.target_fwd_bwd)}});
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const int iterations = static_cast<int>(positive_arg("bench_gpu_delta_rule", argc, argv, 1, 10));
+  emit_device();
+  Rng rng(2026);
+  const Operands operands(rng);
+  const Mixer mixers[] = {{"deltanet", ops::DecayKind::none, ops::GateKind::beta},
+                          {"gdn", ops::DecayKind::scalar, ops::GateKind::beta},
+                          {"kda", ops::DecayKind::channel, ops::GateKind::beta},
+                          {"gdn2", ops::DecayKind::channel, ops::GateKind::erase_write}};
+  for (const Mixer& m : mixers) {
+    for (const int64_t batch : {8, 2, 1}) bench_mixer(m, batch, iterations, operands);
+  }
+  return 0;
+}

@@ -1,0 +1,232 @@
+// chunk_gradients: every input gradient of one chunk of one head (one block each), given what the
+// forward and reverse passes stored: S0 (state entering the chunk), dS (∂L/∂ state at its end), Ũ
+// and dŨ (complete). It differentiates, line by line, kernels/cpu/delta_rule_chunked.cpp's
+// backward_chunk (e_ijd = exp(G_id − G_jd), L the chunk's length, b the erase gate, w the write gate):
+//   1. dW = −dŨ S0ᵀ,   dX = Tᵀ dŨ,   dP_ij = scale Σ_e dO_ie Ũ_je (j ≤ i)
+//   2. dY = Tᵀ dW
+//   3. dA_ij = −(Σ_e dX_ie U_je + Σ_d dY_id W_jd)   (j < i)
+//   4. per key entry (i, d), with dq̂ = scale (dO S0ᵀ)_id, dk̂ = (Ũ dSᵀ)_id, dek = Σ_{j<i} dA_ij k_jd e_ijd:
+//        dq = dq̂ γ + Σ_{j≤i} dP_ij k_jd e_ijd
+//        dk = dk̂ exp(G_L − G_i) + γ b dY + b·dek + Σ_{m>i} dA_mi b_md k_md e_mid + Σ_{m≥i} dP_mi q_md e_mid
+//        db = γ k dY + k·dek
+//        dG = dq̂ q γ + dY b k γ + b k dek − k Σ_{m>i} dA_mi b_md k_md e_mid
+//             + q Σ_{j<i} dP_ij k_jd e_ijd − k Σ_{m>i} dP_mi q_md e_mid
+//             (+ γ_L Σ_e S0_de dS_de at the last row), and r = dk̂ k exp(G_L − G_i)
+//      (the diagonal pairs, e = 1, add and remove the same amount in dG and are left out)
+//   5. per value entry (i, e): dv = dX w, dw = dX v
+//   6. dg_i = Σ_{s≥i} dG_s + Σ_{s<i} r_s (G_i = Σ_{s≤i} g_s, and exp(G_L − G_s) enters G_L with + and
+//      G_s with −; r_{L−1} cancels exactly); a scalar decay sums dg over the channels and β
+//      sums db over the key channels and dw over the value channels.
+// The sums run in a fixed order (one thread per entry, warp sums per row): no atomics.
+#include "kernels/cuda/check.h"
+#include "kernels/cuda/delta_rule_chunk.cuh"
+#include "kernels/cuda/warp_reduce.cuh"
+
+namespace linea::cuda::delta {
+
+namespace {
+
+template <class E>
+struct Outputs {
+  E *dq, *dk, *dv, *dbeta, *db, *dw;
+  float* dg;
+};
+
+constexpr int kPitch = kChunk + 1;  // row pitch of the C×C tiles in shared memory
+constexpr size_t kGradientSharedBytes = sizeof(float) * 3 * kChunk * kPitch;
+
+template <class E, ops::DecayKind kDecay, ops::GateKind kGate>
+__global__ void __launch_bounds__(kThreads) chunk_gradients_kernel(Operands<E> x, Chunks chunks, Workspace ws,
+                                                                   const E* d_o, GradWorkspace gws, Outputs<E> out) {
+  extern __shared__ float shared[];
+  float* dP = shared;                  // [C][kPitch]
+  float* dA = dP + kChunk * kPitch;    // [C][kPitch]
+  float* pair = dA + kChunk * kPitch;  // scalar decay: exp(G_i − G_j), j ≤ i
+  const int64_t chunk = blockIdx.x;
+  const int head = blockIdx.y;
+  const int K = x.key_dim, V = x.value_dim;
+  const ChunkRef<E, kDecay, kGate> c(x, chunks, ws.G, chunk, head);
+  const int L = c.len;
+  const float* S0 = ws.S + (chunk * x.heads + head) * K * V;
+  const float* dS = gws.dS + (chunk * x.heads + head) * K * V;
+  const float* T = ws.T + (chunk * x.heads + head) * kChunk * kChunk;
+  const auto e_of = [&](int i, int j, int d) {
+    if constexpr (kDecay == ops::DecayKind::scalar) {
+      return pair[i * kPitch + j];
+    } else {
+      return c.between(i, j, d);
+    }
+  };
+  const auto d_out = [&](int i, int e) { return to_float(d_o[c.value(i, e)]); };
+
+  // 1.
+  for (int p = threadIdx.x; p < L * L; p += blockDim.x) {
+    const int i = p / L, j = p % L;
+    if constexpr (kDecay == ops::DecayKind::scalar) pair[i * kPitch + j] = j <= i ? c.between(i, j, 0) : 0.0f;
+    float s = 0.0f;
+    if (j <= i) {
+      for (int e = 0; e < V; ++e) s += d_out(i, e) * ws.Ut[c.value(j, e)];
+    }
+    dP[i * kPitch + j] = x.scale * s;
+  }
+  for (int p = threadIdx.x; p < L * K; p += blockDim.x) {
+    const int i = p / K, d = p % K;
+    float s = 0.0f;
+    for (int e = 0; e < V; ++e) s += gws.dUt[c.value(i, e)] * S0[d * V + e];
+    gws.dW[c.key(i, d)] = -s;
+  }
+  for (int p = threadIdx.x; p < L * V; p += blockDim.x) {
+    const int i = p / V, e = p % V;
+    float s = 0.0f;
+    for (int m = i; m < L; ++m) s += T[m * kChunk + i] * gws.dUt[c.value(m, e)];
+    gws.dX[c.value(i, e)] = s;
+  }
+  __syncthreads();
+
+  // 2.
+  for (int p = threadIdx.x; p < L * K; p += blockDim.x) {
+    const int i = p / K, d = p % K;
+    float s = 0.0f;
+    for (int m = i; m < L; ++m) s += T[m * kChunk + i] * gws.dW[c.key(m, d)];
+    gws.dY[c.key(i, d)] = s;
+  }
+  __syncthreads();
+
+  // 3.
+  for (int p = threadIdx.x; p < L * L; p += blockDim.x) {
+    const int i = p / L, j = p % L;
+    float s = 0.0f;
+    if (j < i) {
+      for (int e = 0; e < V; ++e) s += gws.dX[c.value(i, e)] * ws.U[c.value(j, e)];
+      for (int d = 0; d < K; ++d) s += gws.dY[c.key(i, d)] * ws.W[c.key(j, d)];
+    }
+    dA[i * kPitch + j] = -s;
+  }
+  __syncthreads();
+
+  // 4.
+  for (int p = threadIdx.x; p < L * K; p += blockDim.x) {
+    const int i = p / K, d = p % K;
+    const float q = c.q(i, d), k = c.k(i, d), b = c.erase(i, d), gamma = c.gamma(i, d), to_end = c.to_end(i, d);
+    float dq_decayed = 0.0f, dk_to_end = 0.0f;
+    for (int e = 0; e < V; ++e) {
+      dq_decayed += d_out(i, e) * S0[d * V + e];
+      dk_to_end += ws.Ut[c.value(i, e)] * dS[d * V + e];
+    }
+    dq_decayed *= x.scale;
+    const float dY = gws.dY[c.key(i, d)];
+    float dek = 0.0f, dp_row = 0.0f;
+    for (int j = 0; j < i; ++j) {
+      const float kf = c.k(j, d) * e_of(i, j, d);
+      dek += dA[i * kPitch + j] * kf;
+      dp_row += dP[i * kPitch + j] * kf;
+    }
+    float da_col = 0.0f, dp_col = 0.0f;
+    for (int m = i + 1; m < L; ++m) {
+      const float f = e_of(m, i, d);
+      da_col += dA[m * kPitch + i] * c.erase(m, d) * c.k(m, d) * f;
+      dp_col += dP[m * kPitch + i] * c.q(m, d) * f;
+    }
+    const float diagonal = dP[i * kPitch + i];
+    const float dq = dq_decayed * gamma + dp_row + diagonal * k;
+    const float dk = dk_to_end * to_end + gamma * b * dY + b * dek + da_col + dp_col + diagonal * q;
+    out.dq[c.key(i, d)] = from_float<E>(dq);
+    out.dk[c.key(i, d)] = from_float<E>(dk);
+    const float db = gamma * k * dY + k * dek;
+    if constexpr (kGate == ops::GateKind::erase_write) {
+      out.db[c.key(i, d)] = from_float<E>(db);
+    } else {
+      gws.db[c.key(i, d)] = db;
+    }
+    if constexpr (kDecay != ops::DecayKind::none) {
+      float dG = dq_decayed * q * gamma + dY * b * k * gamma + b * k * dek - k * da_col + q * dp_row - k * dp_col;
+      if (i == L - 1) {
+        float state_dot = 0.0f;
+        for (int e = 0; e < V; ++e) state_dot += S0[d * V + e] * dS[d * V + e];
+        dG += gamma * state_dot;
+      }
+      gws.dG[c.key(i, d)] = dG;
+      gws.r[c.key(i, d)] = dk_to_end * k * to_end;
+    }
+  }
+
+  // 5. (dX is read and replaced by dX ⊙ v, the write gate's term, by the same thread)
+  for (int p = threadIdx.x; p < L * V; p += blockDim.x) {
+    const int i = p / V, e = p % V;
+    const float dX = gws.dX[c.value(i, e)];
+    out.dv[c.value(i, e)] = from_float<E>(dX * c.write(i, e));
+    const float dw = dX * c.v(i, e);
+    if constexpr (kGate == ops::GateKind::erase_write) {
+      out.dw[c.value(i, e)] = from_float<E>(dw);
+    } else {
+      gws.dX[c.value(i, e)] = dw;
+    }
+  }
+  __syncthreads();
+
+  // 6.
+  const int warp = threadIdx.x / kWarpSize, lane = threadIdx.x % kWarpSize, warps = blockDim.x / kWarpSize;
+  if constexpr (kGate == ops::GateKind::beta) {
+    for (int i = warp; i < L; i += warps) {
+      float s = 0.0f;
+      for (int d = lane; d < K; d += kWarpSize) s += gws.db[c.key(i, d)];
+      for (int e = lane; e < V; e += kWarpSize) s += gws.dX[c.value(i, e)];
+      s = warp_sum(s);
+      if (lane == 0) out.dbeta[c.row(i)] = from_float<E>(s);
+    }
+  }
+  if constexpr (kDecay != ops::DecayKind::none) {
+    for (int d = threadIdx.x; d < K; d += blockDim.x) {
+      float before = 0.0f;  // Σ_{s<i} r_s, replacing r_i
+      for (int i = 0; i < L; ++i) {
+        const float r = gws.r[c.key(i, d)];
+        gws.r[c.key(i, d)] = before;
+        before += r;
+      }
+      float after = 0.0f;  // Σ_{s≥i} dG_s
+      for (int i = L - 1; i >= 0; --i) {
+        after += gws.dG[c.key(i, d)];
+        const float dg = after + gws.r[c.key(i, d)];
+        if constexpr (kDecay == ops::DecayKind::channel) {
+          out.dg[c.key(i, d)] = dg;
+        } else {
+          gws.dG[c.key(i, d)] = dg;
+        }
+      }
+    }
+  }
+  if constexpr (kDecay == ops::DecayKind::scalar) {
+    __syncthreads();
+    for (int i = warp; i < L; i += warps) {
+      float s = 0.0f;
+      for (int d = lane; d < K; d += kWarpSize) s += gws.dG[c.key(i, d)];
+      s = warp_sum(s);
+      if (lane == 0) out.dg[c.row(i)] = s;
+    }
+  }
+}
+
+}  // namespace
+
+void chunk_gradients(const Call& call, const Workspace& ws, const void* d_o, const GradWorkspace& gws,
+                     const GradientOutputs& out) {
+  if (call.chunks.count == 0) return;
+  dispatch_kinds(call, [&](auto element, auto decay, auto gate) {
+    using E = decltype(element);
+    const auto kernel = chunk_gradients_kernel<E, decltype(decay)::value, decltype(gate)::value>;
+    allow_shared_memory(reinterpret_cast<const void*>(kernel), kGradientSharedBytes);
+    const Outputs<E> typed{static_cast<E*>(out.dq),
+                           static_cast<E*>(out.dk),
+                           static_cast<E*>(out.dv),
+                           static_cast<E*>(out.dbeta),
+                           static_cast<E*>(out.db),
+                           static_cast<E*>(out.dw),
+                           out.dg};
+    const dim3 grid(static_cast<unsigned>(call.chunks.count), static_cast<unsigned>(call.heads));
+    kernel<<<grid, kThreads, kGradientSharedBytes>>>(operands<E>(call), call.chunks, ws, static_cast<const E*>(d_o),
+                                                     gws, typed);
+    check_launch("delta_rule chunk_gradients_kernel");
+  });
+}
+
+}  // namespace linea::cuda::delta

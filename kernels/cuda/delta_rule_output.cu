@@ -1,0 +1,70 @@
+// The chunk-parallel products with P (one block per chunk and head, one output entry per thread):
+//   output:        O_ie  = Σ_d Qg_id S0_de + scale · Σ_{j≤i} P_ij Ũ_je     (Qg = scale · Q ⊙ γ)
+//   written_local: dŨ_ie = scale · Σ_{j≥i} P_ji dO_je                      (∂L/∂Ũ through O alone)
+#include "kernels/cuda/check.h"
+#include "kernels/cuda/delta_rule_chunk.cuh"
+
+namespace linea::cuda::delta {
+
+namespace {
+
+template <class E, ops::DecayKind kDecay, ops::GateKind kGate>
+__global__ void __launch_bounds__(kThreads) output_kernel(Operands<E> x, Chunks chunks, Workspace ws, E* o) {
+  const int64_t chunk = blockIdx.x;
+  const int head = blockIdx.y;
+  const int K = x.key_dim, V = x.value_dim;
+  const ChunkRef<E, kDecay, kGate> c(x, chunks, ws.G, chunk, head);
+  const float* S0 = ws.S + (chunk * x.heads + head) * K * V;
+  const float* P = ws.P + (chunk * x.heads + head) * kChunk * kChunk;
+  for (int p = threadIdx.x; p < c.len * V; p += blockDim.x) {
+    const int i = p / V, e = p % V;
+    float inter = 0.0f, intra = 0.0f;
+    for (int d = 0; d < K; ++d) inter += ws.Qg[c.key(i, d)] * S0[d * V + e];
+    for (int j = 0; j <= i; ++j) intra += P[i * kChunk + j] * ws.Ut[c.value(j, e)];
+    o[c.value(i, e)] = from_float<E>(inter + x.scale * intra);
+  }
+}
+
+template <class E, ops::DecayKind kDecay, ops::GateKind kGate>
+__global__ void __launch_bounds__(kThreads)
+    written_local_kernel(Operands<E> x, Chunks chunks, Workspace ws, const E* d_o, GradWorkspace gws) {
+  const int64_t chunk = blockIdx.x;
+  const int head = blockIdx.y;
+  const int V = x.value_dim;
+  const ChunkRef<E, kDecay, kGate> c(x, chunks, ws.G, chunk, head);
+  const float* P = ws.P + (chunk * x.heads + head) * kChunk * kChunk;
+  for (int p = threadIdx.x; p < c.len * V; p += blockDim.x) {
+    const int i = p / V, e = p % V;
+    float du = 0.0f;
+    for (int j = i; j < c.len; ++j) du += P[j * kChunk + i] * to_float(d_o[c.value(j, e)]);
+    gws.dUt[c.value(i, e)] = x.scale * du;
+  }
+}
+
+dim3 chunk_grid(const Call& call) {
+  return dim3(static_cast<unsigned>(call.chunks.count), static_cast<unsigned>(call.heads));
+}
+
+}  // namespace
+
+void output(const Call& call, const Workspace& ws, void* o) {
+  if (call.chunks.count == 0) return;
+  dispatch_kinds(call, [&](auto element, auto decay, auto gate) {
+    using E = decltype(element);
+    output_kernel<E, decltype(decay)::value, decltype(gate)::value>
+        <<<chunk_grid(call), kThreads>>>(operands<E>(call), call.chunks, ws, static_cast<E*>(o));
+    check_launch("delta_rule output_kernel");
+  });
+}
+
+void written_local(const Call& call, const Workspace& ws, const void* d_o, const GradWorkspace& gws) {
+  if (call.chunks.count == 0) return;
+  dispatch_kinds(call, [&](auto element, auto decay, auto gate) {
+    using E = decltype(element);
+    written_local_kernel<E, decltype(decay)::value, decltype(gate)::value>
+        <<<chunk_grid(call), kThreads>>>(operands<E>(call), call.chunks, ws, static_cast<const E*>(d_o), gws);
+    check_launch("delta_rule written_local_kernel");
+  });
+}
+
+}  // namespace linea::cuda::delta
