@@ -286,16 +286,17 @@ TEST(Attention, BadArgumentsAreRejected) {
   expect_rejected([&] { ops::attention_forward(p.out, bad_lse, p.q, p.k, p.v, shape, p.seqs); },
                   "attention_forward: lse: expected shape [5, 4]");
   const Tensor q3 = Tensor::zeros({5, 4, 3}, DType::f64);
-  expect_rejected([&] { ops::attention_forward(p.out, p.lse, q3, p.k, p.v, shape, p.seqs); }, "q must be 2-D");
+  expect_rejected([&] { ops::attention_forward(p.out, p.lse, q3, p.k, p.v, shape, p.seqs); },
+                  "attention_forward: q: must be 2-D");
   const Tensor k32 = Tensor::zeros({5, 6}, DType::f32);
   expect_rejected([&] { ops::attention_forward(p.out, p.lse, p.q, k32, p.v, shape, p.seqs); },
-                  "attention_forward: k must be f64 like q");
+                  "attention_forward: k: expected f64 (like q)");
   const Tensor q_int = Tensor::zeros({5, 12}, DType::i32);
   expect_rejected([&] { ops::attention_forward(p.out, p.lse, q_int, p.k, p.v, shape, p.seqs); },
-                  "q must be f32 or f64");
+                  "attention_forward: q: expected an f32 or f64 tensor");
   expect_rejected(
       [&] { ops::attention_backward(p.dq, Tensor(), p.dv, p.dout, p.q, p.k, p.v, p.out, p.lse, shape, p.seqs); },
-      "attention_backward: dk: expected shape [5, 6]");
+      "attention_backward: dk: required tensor is undefined");
   const Tensor short_dout = Tensor::zeros({5, 11}, DType::f64);
   expect_rejected(
       [&] { ops::attention_backward(p.dq, p.dk, p.dv, short_dout, p.q, p.k, p.v, p.out, p.lse, shape, p.seqs); },
