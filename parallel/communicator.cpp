@@ -162,4 +162,21 @@ void Communicator::synchronize() {
   }
 }
 
+void Communicator::begin_overlap() {
+  if (overlapping_) throw std::logic_error("communicator '" + name_ + "': begin_overlap() while already overlapping");
+  overlapping_ = true;
+}
+
+void Communicator::end_overlap() {
+  if (!overlapping_) return;
+  overlapping_ = false;
+  if (!failure_.empty()) return;  // nothing more will run on it
+  try {
+    do_end_overlap();
+  } catch (const std::exception& e) {
+    failure_ = e.what();
+    throw;
+  }
+}
+
 }  // namespace linea

@@ -15,7 +15,13 @@
 // - Engine failures throw (MpiError, std::runtime_error); a wait longer than options.timeout throws
 //   CommunicationTimeout. After either the communicator is broken: later calls throw at once.
 // - CPU backends finish an operation before returning. GPU backends enqueue it on their stream and
-//   return; synchronize() waits for all of it.
+//   return; synchronize() waits for all of it. The stream is ordered against the default CUDA
+//   stream, where the ops run: an operation starts after the work already enqueued there, and the
+//   work enqueued there afterwards waits for it, so its tensors may be used as if it ran there.
+// - Overlap (GPU backends): between begin_overlap() and end_overlap() the second half is left out,
+//   so that the default stream goes on (e.g. with the rest of backward) while the operations run;
+//   their tensors must not be touched until end_overlap(), after which the default stream's work
+//   waits for all of them. CPU backends have nothing to overlap: there these only set the flag.
 #pragma once
 #include <chrono>
 #include <memory>
@@ -67,6 +73,10 @@ class Communicator {
   void barrier();
   // Waits for the operations enqueued so far (GPU backends); CPU backends have nothing to wait for.
   void synchronize();
+  // See "Overlap" above. begin_overlap() while overlapping throws std::logic_error.
+  void begin_overlap();
+  void end_overlap();
+  bool overlapping() const { return overlapping_; }
 
  protected:
   Communicator(std::string name, int rank, int size, CommunicatorOptions options);
@@ -83,6 +93,8 @@ class Communicator {
   virtual void do_recv(const Tensor& x, int peer) = 0;
   virtual void do_barrier() = 0;
   virtual void do_synchronize() {}
+  // Orders the default CUDA stream's later work after the operations enqueued so far.
+  virtual void do_end_overlap() {}
 
  private:
   void check_tensor(const Tensor& t, const CollectiveCall& call, std::string_view role) const;
@@ -99,6 +111,7 @@ class Communicator {
   CommunicatorOptions options_;
   std::unique_ptr<CollectiveChecker> checker_;
   std::string failure_;  // non-empty once broken
+  bool overlapping_ = false;
 };
 
 }  // namespace linea

@@ -5,6 +5,10 @@
 #include <string>
 
 #include "worker/float_dispatch.h"
+#include "worker/update_operands.h"
+#ifdef LINEA_WITH_CUDA
+#include "worker/cuda/optimizer_math.h"
+#endif
 
 namespace linea {
 namespace {
@@ -44,11 +48,10 @@ AdamWCoefficients adamw_coefficients(const OptimizerConfig& config, double lr, i
 void adamw_update(const Tensor& theta, const Tensor& grad, const Tensor& m, const Tensor& v,
                   const AdamWCoefficients& c) {
   const int64_t n = theta.numel();
-  for (const Tensor* t : {&grad, &m, &v}) {
-    if (t->numel() != n || t->dtype() != theta.dtype() || t->device() != Device::cpu) {
-      throw std::invalid_argument("adamw_update: theta is " + theta.describe() + " but an operand is " + t->describe() +
-                                  "; expected the same dtype and element count on the CPU");
-    }
+  if (check_update_operands("adamw_update", theta, {&grad, &m, &v}) == Device::cuda) {
+#ifdef LINEA_WITH_CUDA
+    return cuda::adamw_update(theta.data<float>(), grad.data<float>(), m.data<float>(), v.data<float>(), n, c);
+#endif
   }
   with_float_type(theta.dtype(), "AdamW", [&](auto zero) {
     using T = decltype(zero);

@@ -6,6 +6,7 @@
 // gates), except embeddings, which take it only when config.decay_embeddings is set.
 // State: "adamw.m/<name>" and "adamw.v/<name>".
 #pragma once
+#include "worker/adamw_coefficients.h"
 #include "worker/optimizer.h"
 #include "worker/param_buffers.h"
 
@@ -13,19 +14,13 @@ namespace linea {
 
 bool takes_weight_decay(const Parameter& p, const OptimizerConfig& config);
 
-// The constants of one AdamW step t (1-based) for one parameter.
-struct AdamWCoefficients {
-  double decay_factor = 1;  // 1 − lr·λ (1 without weight decay)
-  double beta1 = 0, beta2 = 0;
-  double step_size = 0;              // lr / (1 − β1^t)
-  double bias_correction2_sqrt = 0;  // sqrt(1 − β2^t)
-  double eps = 0;
-};
 AdamWCoefficients adamw_coefficients(const OptimizerConfig& config, double lr, int64_t t, bool weight_decay);
 
-// The update above on any run of elements: theta, grad, m and v are contiguous CPU tensors of one
-// floating dtype (f32 or f64) and equal element counts (shapes may differ). Every element is
-// updated on its own, so updating a parameter piece by piece gives the same bits as all at once.
+// The update above on any run of elements: theta, grad, m and v are contiguous tensors of one
+// floating dtype (f32 or f64; f32 on a GPU) and equal element counts (shapes may differ), all on
+// the CPU or all on the current CUDA device (worker/cuda/optimizer_math.h: the same f32 bits).
+// Every element is updated on its own, so updating a parameter piece by piece gives the same bits
+// as all at once.
 void adamw_update(const Tensor& theta, const Tensor& grad, const Tensor& m, const Tensor& v,
                   const AdamWCoefficients& c);
 

@@ -1,12 +1,19 @@
 #include "worker/data_parallel_reducer.h"
 
+#include <algorithm>
+#include <cstddef>
 #include <stdexcept>
 #include <string>
 
 namespace linea {
 
 DataParallelReducer::DataParallelReducer(Communicator& dp, const ParameterSet& params, int64_t bucket_bytes)
-    : dp_(dp), numel_(params.numel()), param_count_(params.params().size()), dtype_(params.dtype()) {
+    : dp_(dp),
+      numel_(params.numel()),
+      param_count_(params.params().size()),
+      dtype_(params.dtype()),
+      grads_(params.grads()),
+      ready_(params.params().size(), false) {
   if (!params.finalized()) throw std::invalid_argument("DataParallelReducer: the ParameterSet is not finalized");
   if (bucket_bytes <= 0) {
     throw std::invalid_argument("DataParallelReducer: bucket_bytes must be > 0, got " + std::to_string(bucket_bytes));
@@ -40,11 +47,41 @@ void DataParallelReducer::reduce(ParameterSet& params) {
                                 std::to_string(params.numel()) + " elements) is not the one it was planned for (" +
                                 std::to_string(param_count_) + " parameters, " + std::to_string(numel_) + " elements)");
   }
-  if (dp_.size() == 1) return;
-  const Tensor grads = params.grads();
-  for (const Bucket& bucket : buckets_) {
-    dp_.all_reduce(grads.slice(bucket.offset, bucket.offset + bucket.numel), ReduceOp::avg);
+  const Tensor grads = armed_ ? grads_ : params.grads();
+  for (; next_bucket_ < buckets_.size(); ++next_bucket_) start_bucket(grads, buckets_[next_bucket_]);
+  dp_.end_overlap();
+  armed_ = false;
+  next_bucket_ = 0;
+  std::fill(ready_.begin(), ready_.end(), false);
+}
+
+void DataParallelReducer::overlap_next_backward() {
+  armed_ = true;
+  next_bucket_ = 0;
+  std::fill(ready_.begin(), ready_.end(), false);
+}
+
+void DataParallelReducer::gradients_ready(size_t first_param, size_t end_param) {
+  if (first_param > end_param || end_param > param_count_) {
+    throw std::invalid_argument("DataParallelReducer::gradients_ready: parameters [" + std::to_string(first_param) +
+                                ", " + std::to_string(end_param) + ") of " + std::to_string(param_count_));
   }
+  if (!armed_) return;
+  std::fill(ready_.begin() + static_cast<std::ptrdiff_t>(first_param),
+            ready_.begin() + static_cast<std::ptrdiff_t>(end_param), true);
+  while (next_bucket_ < buckets_.size()) {
+    const Bucket& bucket = buckets_[next_bucket_];
+    for (size_t i = bucket.first_param; i < bucket.end_param; ++i) {
+      if (!ready_[i]) return;
+    }
+    if (next_bucket_ == 0 && !dp_.overlapping()) dp_.begin_overlap();
+    start_bucket(grads_, bucket);
+    ++next_bucket_;
+  }
+}
+
+void DataParallelReducer::start_bucket(const Tensor& grads, const Bucket& bucket) {
+  dp_.all_reduce(grads.slice(bucket.offset, bucket.offset + bucket.numel), ReduceOp::avg);
 }
 
 }  // namespace linea

@@ -1,12 +1,12 @@
 #include "worker/distributed_optimizer.h"
 
 #include <cmath>
-#include <cstring>
 #include <stdexcept>
 #include <string>
 
 #include "worker/adamw.h"
 #include "worker/grad_clip.h"
+#include "worker/host_collectives.h"
 #include "worker/optimizer.h"
 #include "worker/parameter_shard.h"
 
@@ -28,13 +28,25 @@ DistributedOptimizer::DistributedOptimizer(const OptimizerConfig& config, Parame
     throw std::invalid_argument("DistributedOptimizer: master weights must be f32 or f64, got " +
                                 std::string(dtype_name(params.dtype())));
   }
-  if (params.values().device() != Device::cpu || dp.device() != Device::cpu) {
-    throw std::invalid_argument("DistributedOptimizer: parameters and the DP communicator must be on the CPU");
+  const Device device = params.values().device();
+  if (dp.device() != device) {
+    throw std::invalid_argument("DistributedOptimizer: the parameters are on " + std::string(device_name(device)) +
+                                " but the DP communicator '" + dp.name() + "' works on " +
+                                std::string(device_name(dp.device())) + "; expected the same device");
+  }
+  if (device == Device::cuda && params.dtype() != DType::f32) {
+    throw std::invalid_argument("DistributedOptimizer: master weights on a GPU must be f32, got " +
+                                std::string(dtype_name(params.dtype())));
   }
   for (const Parameter& p : params.params()) {
     if (config_.kind == OptimizerKind::muon && takes_muon(p) && p.shape.size() != 2) {
       throw std::invalid_argument("Muon: parameter '" + p.name + "' has role matrix but shape " +
                                   shape_string(p.shape) + "; expected 2-D");
+    }
+    if (config_.kind == OptimizerKind::muon && takes_muon(p) && p.shard_dim >= 0 && tp_.size > 1 &&
+        device == Device::cuda) {
+      throw std::invalid_argument("DistributedOptimizer: Muon parameter '" + p.name +
+                                  "' is split over tensor parallelism; gathering it whole on a GPU is not supported");
     }
   }
   const int me = dp.rank(), ranks = dp.size();
@@ -53,7 +65,7 @@ DistributedOptimizer::DistributedOptimizer(const OptimizerConfig& config, Parame
       held_.push_back(std::move(h));
     }
   }
-  state_ = Tensor::zeros({state_numel}, params.dtype());
+  state_ = Tensor::zeros({state_numel}, params.dtype(), device);
   int64_t at = 0;
   const auto take = [&](int64_t n) {
     Tensor t = state_.slice(at, at + n);
@@ -71,9 +83,9 @@ DistributedOptimizer::DistributedOptimizer(const OptimizerConfig& config, Parame
 
   if (ranks > 1) {
     const int64_t chunk = zero_ ? plan_.chunk_numel() : plan_.whole_chunk_numel();
-    if (chunk > 0) chunks_ = Tensor::zeros({ranks * chunk}, params.dtype());
+    if (chunk > 0) chunks_ = Tensor::zeros({ranks * chunk}, params.dtype(), device);
     if (sharded_gradients() && plan_.chunk_numel() > 0)
-      received_ = Tensor::zeros({plan_.chunk_numel()}, params.dtype());
+      received_ = Tensor::zeros({plan_.chunk_numel()}, params.dtype(), device);
   }
 }
 
@@ -89,29 +101,24 @@ Tensor DistributedOptimizer::gradient(const ShardPiece& piece) const {
 void DistributedOptimizer::pack(const Tensor& flat, int rank, const Tensor& chunks, int64_t chunk_numel,
                                 bool whole_only) const {
   const auto& pieces = plan_.pieces(rank);
-  const size_t element = dtype_size(flat.dtype());
-  char* base = static_cast<char*>(chunks.raw()) + rank * chunk_numel * static_cast<int64_t>(element);
-#pragma omp parallel for schedule(dynamic)
+  const Tensor chunk = chunks.slice(rank * chunk_numel, (rank + 1) * chunk_numel);
+#pragma omp parallel for schedule(dynamic) if (flat.device() == Device::cpu)
   for (size_t i = 0; i < pieces.size(); ++i) {
     const ShardPiece& piece = pieces[i];
     if (whole_only && !piece.whole) continue;
-    std::memcpy(base + piece.chunk_offset * static_cast<int64_t>(element),
-                static_cast<const char*>(flat.raw()) + piece.offset * static_cast<int64_t>(element),
-                static_cast<size_t>(piece.numel) * element);
+    chunk.slice(piece.chunk_offset, piece.chunk_offset + piece.numel).copy_from(piece_view(flat, piece));
   }
 }
 
 void DistributedOptimizer::unpack(const Tensor& chunks, int rank, const Tensor& flat, int64_t chunk_numel,
                                   bool whole_only) const {
   const auto& pieces = plan_.pieces(rank);
-  const size_t element = dtype_size(flat.dtype());
-  const char* base = static_cast<const char*>(chunks.raw()) + rank * chunk_numel * static_cast<int64_t>(element);
-#pragma omp parallel for schedule(dynamic)
+  const Tensor chunk = chunks.slice(rank * chunk_numel, (rank + 1) * chunk_numel);
+#pragma omp parallel for schedule(dynamic) if (flat.device() == Device::cpu)
   for (size_t i = 0; i < pieces.size(); ++i) {
     const ShardPiece& piece = pieces[i];
     if (whole_only && !piece.whole) continue;
-    std::memcpy(static_cast<char*>(flat.raw()) + piece.offset * static_cast<int64_t>(element),
-                base + piece.chunk_offset * static_cast<int64_t>(element), static_cast<size_t>(piece.numel) * element);
+    piece_view(flat, piece).copy_from(chunk.slice(piece.chunk_offset, piece.chunk_offset + piece.numel));
   }
 }
 
@@ -142,7 +149,7 @@ double DistributedOptimizer::reduce_gradients() {
     Tensor mine = Tensor::empty({2}, DType::f64);
     sums_of(me, mine.data<double>());
     Tensor all = Tensor::empty({2 * ranks}, DType::f64);
-    dp_.all_gather(mine, all);
+    all_gather_host(dp_, mine, all);
     for (int r = 0; r < ranks; ++r) {
       total[0] += all.data<double>()[2 * r];
       total[1] += all.data<double>()[2 * r + 1];
@@ -155,7 +162,7 @@ double DistributedOptimizer::reduce_gradients() {
       total[1] += sums[1];
     }
   }
-  tp_.all_reduce_sum(totals.slice(0, 1));
+  if (tp_.size > 1) all_reduce_host(*tp_.comm, totals.slice(0, 1), ReduceOp::sum);
   const double norm = std::sqrt(total[0] + total[1]);
 
   const double max_norm = config_.grad_clip;
@@ -170,9 +177,17 @@ double DistributedOptimizer::reduce_gradients() {
   return norm;
 }
 
+void DistributedOptimizer::overlap_next_backward() {
+  if (reducer_) reducer_->overlap_next_backward();
+}
+
+void DistributedOptimizer::gradients_ready(size_t first_param, size_t end_param) {
+  if (reducer_) reducer_->gradients_ready(first_param, end_param);
+}
+
 void DistributedOptimizer::update_matrix(Held& h, double lr) {
   const Parameter& p = params_.params()[h.piece.param];
-  const Tensor u = scratch_.input(p.shape[0], p.shape[1], params_.dtype());
+  const Tensor u = scratch_.input(p.shape[0], p.shape[1], params_.dtype(), params_.values().device());
   muon_momentum(gradient(h.piece), h.momentum, u, config_.muon_momentum);
   if (p.shard_dim >= 0 && tp_.size > 1) {
     // A shard: orthogonalise the whole matrix, gathered over TP, and keep this rank's slice.

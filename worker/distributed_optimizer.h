@@ -14,6 +14,12 @@
 //     then all-gathered (with zero = true, as part of the chunks).
 // With one DP rank this is the plain optimizer: no communication and no copies.
 //
+// Devices: the parameters and the DP communicator share one device. On a GPU (f32 master weights
+// and gradients there, an NCCL communicator) the optimizer state, the chunks and every update stay
+// on the GPU (worker/cuda/optimizer_math.h, newton_schulz.h); only the gradient norm's partial
+// sums come to the host. Muon matrices split over tensor parallelism are not gathered on a GPU yet
+// (the constructor refuses them). The checkpoint blocks below are then views of device memory.
+//
 // Tensor parallelism (worker/tensor_parallel.h): each TP rank runs its own DP group over its shards
 // (the TP ranks of a group hold the same parameters, so the plans agree on the owners). A Muon
 // matrix split over TP is gathered whole over the TP group by the owner's TP ranks, orthogonalised
@@ -52,7 +58,7 @@ namespace linea {
 
 class DistributedOptimizer {
  public:
-  // `params` (finalized, f32 or f64, on the CPU) must outlive the optimizer; `dp` is the data-parallel
+  // `params` (finalized; f32 or f64 on the CPU, f32 on a GPU) must outlive the optimizer; `dp` is the data-parallel
   // group (every rank of it constructs the optimizer alike); `tp` the tensor-parallel group the model
   // was built with. Throws std::invalid_argument on a bad config or, for Muon, a matrix that is not 2-D.
   DistributedOptimizer(const OptimizerConfig& config, ParameterSet& params, Communicator& dp, bool zero,
@@ -68,6 +74,13 @@ class DistributedOptimizer {
   // grad_clip / (norm + 1e-6) (a non-finite norm leaves them as they are). With zero = true only
   // this rank's pieces of the averaged gradient exist afterwards (not in params.grads()).
   double reduce_gradients();
+  // Overlap of the averaging with backward (zero = false, more than one DP rank; otherwise these do
+  // nothing): call overlap_next_backward() before the step's last micro-batch and route the model's
+  // gradients_ready reports (Model::set_gradients_ready) to gradients_ready(); buckets of the
+  // all-reduce then start as backward completes them (DataParallelReducer), and reduce_gradients()
+  // finishes the rest. ZeRO's reduce-scatter runs over the packed chunks after backward.
+  void overlap_next_backward();
+  void gradients_ready(size_t first_param, size_t end_param);
   // Collective over DP (and TP, for Muon's sharded matrices): one update with learning rate lr from the reduced
   // gradients, after which every replica holds the same new weights.
   void step(double lr);

@@ -7,6 +7,10 @@
 #include <vector>
 
 #include "worker/float_dispatch.h"
+#include "worker/host_collectives.h"
+#ifdef LINEA_WITH_CUDA
+#include "worker/cuda/optimizer_math.h"
+#endif
 
 namespace linea {
 namespace {
@@ -39,11 +43,22 @@ void check_finalized(const ParameterSet& params, const char* who) {
   if (!params.finalized()) throw std::invalid_argument(std::string(who) + ": the ParameterSet is not finalized");
 }
 
+// On a GPU: f32 only (the kernels' type).
+void check_gpu_dtype(const Tensor& x, const char* who) {
+  if (x.device() == Device::cuda && x.dtype() != DType::f32) {
+    throw std::invalid_argument(std::string(who) + ": on a GPU the tensor must be f32, got " + x.describe());
+  }
+}
+
 }  // namespace
 
 double sum_of_squares(const Tensor& x) {
-  if (x.device() != Device::cpu)
-    throw std::invalid_argument("sum_of_squares: expected a CPU tensor, got " + x.describe());
+  check_gpu_dtype(x, "sum_of_squares");
+  if (x.device() == Device::cuda) {
+#ifdef LINEA_WITH_CUDA
+    return cuda::sum_of_squares(x.data<float>(), x.numel());
+#endif
+  }
   double total = 0;
   with_float_type(x.dtype(), "sum_of_squares", [&](auto zero) {
     using T = decltype(zero);
@@ -53,8 +68,12 @@ double sum_of_squares(const Tensor& x) {
 }
 
 void scale_tensor(const Tensor& x, double factor) {
-  if (x.device() != Device::cpu)
-    throw std::invalid_argument("scale_tensor: expected a CPU tensor, got " + x.describe());
+  check_gpu_dtype(x, "scale_tensor");
+  if (x.device() == Device::cuda) {
+#ifdef LINEA_WITH_CUDA
+    return cuda::scale(x.data<float>(), x.numel(), factor);
+#endif
+  }
   with_float_type(x.dtype(), "scale_tensor", [&](auto zero) {
     using T = decltype(zero);
     scale<T>(x.data<T>(), x.numel(), factor);
@@ -73,8 +92,7 @@ double grad_sum_of_squares(const ParameterSet& params, const TensorParallel& tp)
   check_finalized(params, "grad_sum_of_squares");
   Tensor sums = Tensor::zeros({2}, DType::f64);  // [shards, replicated]
   for (const Parameter& p : params.params()) sums.data<double>()[p.shard_dim < 0 ? 1 : 0] += sum_of_squares(p.grad);
-  Tensor shards = sums.slice(0, 1);
-  tp.all_reduce_sum(shards);
+  all_reduce_host(*tp.comm, sums.slice(0, 1), ReduceOp::sum);
   return sums.data<double>()[0] + sums.data<double>()[1];
 }
 

@@ -1,7 +1,8 @@
 // Global gradient-norm clipping over a ParameterSet's flat gradient buffer.
 //
 // The norm is ‖g‖₂ = sqrt(Σ g²), summed in f64 over fixed blocks of the buffer and then over the
-// blocks in order, so it is bit-identical whatever the number of OpenMP threads. Under data
+// blocks in order, so it is bit-identical whatever the number of OpenMP threads. Gradients on a
+// GPU are summed there (f64, fixed tree: identical from run to run) and scaled in place. Under data
 // parallelism the gradients are averaged first (every replica then has the same norm); under
 // tensor parallelism the norm of the logical gradients is the TP form of grad_sum_of_squares
 // below, and clipping scales with scale_grads().
@@ -11,9 +12,10 @@
 
 namespace linea {
 
-// Σ x² over a contiguous f32 or f64 CPU tensor, in f64, over fixed blocks (thread-count independent).
+// Σ x² over a contiguous f32 or f64 CPU tensor, in f64, over fixed blocks (thread-count independent);
+// or over an f32 tensor on the GPU, in f64 in a fixed tree (worker/cuda/optimizer_math.h).
 double sum_of_squares(const Tensor& x);
-// x ← factor · x (computed in f64, rounded once).
+// x ← factor · x (computed in f64, rounded once); CPU, or f32 on the GPU (the same bits).
 void scale_tensor(const Tensor& x, double factor);
 
 // Σ g² over all gradients (f64).

@@ -53,8 +53,10 @@ Model::Model(const ModelConfig& config, DType dtype, bool allocate, TensorParall
     throw std::invalid_argument("Model: master weights on cuda must be f32, got " + std::string(dtype_name(dtype)));
   }
   blocks_.reserve(static_cast<size_t>(config_.layers));
+  block_params_.push_back(params_.params().size());
   for (int64_t i = 0; i < config_.layers; ++i) {
     blocks_.emplace_back(params_, "layers." + std::to_string(i), config_, i, tp_);
+    block_params_.push_back(params_.params().size());
   }
   if (!config_.tie_embeddings) {
     head_ = params_.declare("head.weight", {config_.vocab, config_.d_model}, ParamRole::head, true, 0,
@@ -119,14 +121,24 @@ double Model::forward_backward(const Tensor& ids, const Tensor& targets, const S
   Tensor grad = ctx.activation(hidden.shape());
   Tensor next = ctx.activation(hidden.shape());
   norm_.backward(dhidden, grad);
-  for (auto block = blocks_.rbegin(); block != blocks_.rend(); ++block) {
-    block->backward(ctx, grad, next);
+  // Parameters [first, end) have their whole gradient of this micro-batch: it goes into the f32
+  // gradients (mixed precision), then the hook hears of it. Partial TP sums end with finish().
+  const bool per_block = partial_grads_.numel() == 0;
+  const auto finished = [&](size_t first, size_t end) {
+    params_.accumulate_compute_grads(first, end);
+    if (gradients_ready_) gradients_ready_(first, end);
+  };
+  const size_t params_end = params_.params().size();
+  if (per_block) finished(block_params_.back(), params_end);  // the untied head
+  for (size_t i = blocks_.size(); i-- > 0;) {
+    blocks_[i].backward(ctx, grad, next);
     std::swap(grad, next);
     scratch_.reset();
+    if (per_block) finished(block_params_[i], block_params_[i + 1]);
   }
   embedding_.backward(grad);
   partial_grads_.finish(tp_);
-  params_.accumulate_compute_grads();
+  finished(0, per_block ? block_params_.front() : params_end);
   return loss_sum / double(count);
 }
 

@@ -25,6 +25,7 @@
 // buffer the gradients of what it holds: complete for its shards, and complete and identical on
 // every rank for replicated parameters.
 #pragma once
+#include <functional>
 #include <optional>
 #include <vector>
 
@@ -61,6 +62,14 @@ class Model {
   // loss_scale · ∂(mean)/∂θ into params().grads() (a micro-batch with no target adds nothing and
   // returns 0).
   double forward_backward(const Tensor& ids, const Tensor& targets, const SeqLayout& seqs, double loss_scale = 1.0);
+  // Called by forward_backward, as backward goes, with ranges [first_param, end_param) of
+  // params().params() whose gradients this backward has finished: the head's, then each block's
+  // (last first), then the rest (embedding, final norm) at the end. With tensor-parallel partial
+  // gradients (Parameter::partial_grad) everything is reported once, at the end. For overlapping
+  // the data-parallel reduction (DataParallelReducer); empty: no calls.
+  using GradientsReady = std::function<void(size_t first_param, size_t end_param)>;
+  void set_gradients_ready(GradientsReady ready) { gradients_ready_ = std::move(ready); }
+
   // The same mean loss, forward only; gradients untouched.
   double evaluate(const Tensor& ids, const Tensor& targets, const SeqLayout& seqs);
 
@@ -86,6 +95,8 @@ class Model {
   RMSNorm norm_;
   Parameter* head_ = nullptr;  // untied LM head
   PartialGradientSum partial_grads_;
+  std::vector<size_t> block_params_;  // block i's parameters: [block_params_[i], block_params_[i + 1])
+  GradientsReady gradients_ready_;
   Arena activations_, scratch_;
 };
 

@@ -2,12 +2,15 @@
 
 #include <algorithm>
 #include <cmath>
-#include <initializer_list>
 #include <stdexcept>
 #include <string>
 
 #include "worker/float_dispatch.h"
 #include "worker/newton_schulz.h"
+#include "worker/update_operands.h"
+#ifdef LINEA_WITH_CUDA
+#include "worker/cuda/optimizer_math.h"
+#endif
 
 namespace linea {
 namespace {
@@ -31,21 +34,16 @@ void apply_update(T* theta, const T* o, int64_t n, double decay_factor, double s
   for (int64_t i = 0; i < n; ++i) theta[i] = theta[i] * decay_t - scale_t * o[i];
 }
 
-void check_elementwise_operands(const char* who, const Tensor& first, std::initializer_list<const Tensor*> others) {
-  for (const Tensor* t : others) {
-    if (t->numel() != first.numel() || t->dtype() != first.dtype() || t->device() != Device::cpu) {
-      throw std::invalid_argument(std::string(who) + ": operands " + first.describe() + " and " + t->describe() +
-                                  " differ; expected the same dtype and element count on the CPU");
-    }
-  }
-}
-
 }  // namespace
 
 bool takes_muon(const Parameter& p) { return p.role == ParamRole::matrix; }
 
 void muon_momentum(const Tensor& grad, const Tensor& momentum, const Tensor& u, double mu) {
-  check_elementwise_operands("muon_momentum", grad, {&momentum, &u});
+  if (check_update_operands("muon_momentum", grad, {&momentum, &u}) == Device::cuda) {
+#ifdef LINEA_WITH_CUDA
+    return cuda::nesterov_momentum(momentum.data<float>(), u.data<float>(), grad.data<float>(), grad.numel(), mu);
+#endif
+  }
   with_float_type(grad.dtype(), "Muon", [&](auto zero) {
     using T = decltype(zero);
     nesterov_momentum<T>(momentum.data<T>(), u.data<T>(), grad.data<T>(), grad.numel(), mu);
@@ -53,23 +51,33 @@ void muon_momentum(const Tensor& grad, const Tensor& momentum, const Tensor& u, 
 }
 
 void muon_apply(const Tensor& theta, const Tensor& o, double lr, double decay_factor, int64_t rows, int64_t cols) {
-  check_elementwise_operands("muon_apply", theta, {&o});
+  const Device device = check_update_operands("muon_apply", theta, {&o});
   const double scale = lr * 0.2 * std::sqrt(static_cast<double>(std::max(rows, cols)));
+  if (device == Device::cuda) {
+#ifdef LINEA_WITH_CUDA
+    return cuda::decay_and_subtract(theta.data<float>(), o.data<float>(), theta.numel(), decay_factor, scale);
+#endif
+  }
   with_float_type(theta.dtype(), "Muon", [&](auto zero) {
     using T = decltype(zero);
     apply_update<T>(theta.data<T>(), o.data<T>(), theta.numel(), decay_factor, scale);
   });
 }
 
-Tensor MuonScratch::input(int64_t rows, int64_t cols, DType dtype) {
+Tensor MuonScratch::input(int64_t rows, int64_t cols, DType dtype, Device device) {
   const int64_t n = rows * cols;
-  if (input_.numel() < n || input_.dtype() != dtype) input_ = Tensor::empty({n}, dtype);
+  if (input_.numel() < n || input_.dtype() != dtype || input_.device() != device) {
+    input_ = Tensor::empty({n}, dtype, device);
+  }
   return input_.slice(0, n).reshape({rows, cols});
 }
 
 void MuonScratch::orthogonalise(const Tensor& u, int steps) {
   const int64_t ws = newton_schulz_workspace_numel(u.dim(0), u.dim(1));
-  if (workspace_.numel() < ws || workspace_.dtype() != u.dtype()) workspace_ = Tensor::empty({ws}, u.dtype());
+  const DType precision = u.device() == Device::cuda ? gpu_precision_ : u.dtype();
+  if (workspace_.numel() < ws || workspace_.dtype() != precision || workspace_.device() != u.device()) {
+    workspace_ = Tensor::empty({ws}, precision, u.device());
+  }
   newton_schulz(u, u, steps, workspace_);
 }
 
@@ -91,7 +99,7 @@ void Muon::check_matrices(const ParameterSet& params) const {
 
 void Muon::update_matrix(Parameter& p, const Tensor& momentum, double lr) {
   const int64_t rows = p.shape[0], cols = p.shape[1];
-  const Tensor u = scratch_.input(rows, cols, p.value.dtype());
+  const Tensor u = scratch_.input(rows, cols, p.value.dtype(), p.value.device());
   muon_momentum(p.grad, momentum, u, config_.muon_momentum);
   scratch_.orthogonalise(u, config_.ns_steps);
   const double decay_factor = takes_weight_decay(p, config_) ? 1 - lr * config_.weight_decay : 1.0;

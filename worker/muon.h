@@ -18,21 +18,26 @@ bool takes_muon(const Parameter& p);
 
 // The steps of one matrix's update, shared with DistributedOptimizer (which gathers a matrix
 // sharded over TP between them).
-// B ← μ·B + g,  u = g + μ·B: contiguous CPU tensors of one floating dtype and equal element counts.
+// B ← μ·B + g,  u = g + μ·B: contiguous tensors of one floating dtype and equal element counts, on
+// the CPU or all on the GPU (f32 there; worker/cuda/optimizer_math.h, the same bits).
 void muon_momentum(const Tensor& grad, const Tensor& momentum, const Tensor& u, double mu);
 // θ ← θ·decay_factor − lr · 0.2·sqrt(max(rows, cols)) · o, for a rows × cols matrix (or the part of
 // it that theta and o hold).
 void muon_apply(const Tensor& theta, const Tensor& o, double lr, double decay_factor, int64_t rows, int64_t cols);
 
-// Scratch for orthogonalising one matrix at a time, grown to the largest matrix seen.
+// Scratch for orthogonalising one matrix at a time, grown to the largest matrix seen. On the CPU
+// Newton–Schulz runs in the matrix's dtype; on a GPU its GEMMs take gpu_precision operands (bf16
+// by default, accumulating in f32; or f32), worker/cuda/newton_schulz.h.
 class MuonScratch {
  public:
+  explicit MuonScratch(DType gpu_precision = DType::bf16) : gpu_precision_(gpu_precision) {}
   // A [rows, cols] tensor of scratch memory for the Nesterov input (valid until the next call).
-  Tensor input(int64_t rows, int64_t cols, DType dtype);
+  Tensor input(int64_t rows, int64_t cols, DType dtype, Device device);
   // u ← NewtonSchulz(u, steps), in place; u from input().
   void orthogonalise(const Tensor& u, int steps);
 
  private:
+  DType gpu_precision_;
   Tensor input_;
   Tensor workspace_;  // newton_schulz() scratch
 };

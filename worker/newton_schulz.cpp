@@ -7,6 +7,9 @@
 #include <stdexcept>
 
 #include "worker/float_dispatch.h"
+#ifdef LINEA_WITH_CUDA
+#include "worker/cuda/newton_schulz.h"
+#endif
 
 namespace linea {
 namespace {
@@ -78,18 +81,30 @@ void newton_schulz(const Tensor& g, Tensor out, int steps, Tensor workspace) {
   if (g.ndim() != 2) throw std::invalid_argument("newton_schulz: g must be 2-D, got " + g.describe());
   check_shape(out, g.shape(), "newton_schulz: out");
   const int64_t rows = g.dim(0), cols = g.dim(1);
-  if (out.dtype() != g.dtype() || workspace.dtype() != g.dtype()) {
-    throw std::invalid_argument("newton_schulz: out and workspace must have g's dtype " +
-                                std::string(dtype_name(g.dtype())));
+  if (out.device() != g.device() || workspace.device() != g.device()) {
+    throw std::invalid_argument("newton_schulz: g, out and workspace must be on one device, got " + g.describe() +
+                                ", " + out.describe() + ", " + workspace.describe());
   }
-  if (g.device() != Device::cpu || out.device() != Device::cpu || workspace.device() != Device::cpu) {
-    throw std::invalid_argument("newton_schulz: CPU tensors only");
+  const bool gpu = g.device() == Device::cuda;
+  if (gpu ? (g.dtype() != DType::f32 || out.dtype() != DType::f32 ||
+             (workspace.dtype() != DType::f32 && workspace.dtype() != DType::bf16))
+          : (out.dtype() != g.dtype() || workspace.dtype() != g.dtype())) {
+    throw std::invalid_argument(
+        "newton_schulz: expected out and workspace of g's dtype (on a GPU: f32 g and out, an f32 or bf16 "
+        "workspace), got " +
+        g.describe() + ", " + out.describe() + ", " + workspace.describe());
   }
   if (workspace.numel() < newton_schulz_workspace_numel(rows, cols)) {
     throw std::invalid_argument("newton_schulz: workspace has " + std::to_string(workspace.numel()) +
                                 " elements, needs " + std::to_string(newton_schulz_workspace_numel(rows, cols)));
   }
   if (steps < 0) throw std::invalid_argument("newton_schulz: steps must be >= 0, got " + std::to_string(steps));
+  if (gpu) {
+#ifdef LINEA_WITH_CUDA
+    return cuda::newton_schulz(g.data<float>(), out.data<float>(), rows, cols, steps, workspace.dtype(),
+                               workspace.raw());
+#endif
+  }
   with_float_type(g.dtype(), "newton_schulz: g", [&](auto zero) {
     using T = decltype(zero);
     newton_schulz_impl<T>(g.data<T>(), out.data<T>(), rows, cols, steps, workspace.data<T>());

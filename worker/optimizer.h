@@ -3,11 +3,13 @@
 // step() applies one update to every parameter of a finalized ParameterSet from the gradients
 // accumulated in it (gradients are read, not cleared); lr is this step's learning rate from the
 // schedule. The optimizer binds to the set's parameters at its first step() or import_state() and
-// then refuses any other set. Master weights are f32 (or f64 for tests) on the CPU.
+// then refuses any other set. Master weights are f32 (or f64 for tests) on the CPU, or f32 on the
+// current CUDA device (then the state lives there too, and every update runs there).
 //
 // OptimizerState is everything needed to continue bit for bit: the kind, the number of steps taken
 // and one tensor per parameter and buffer, named "<buffer>/<parameter name>" (e.g. "adamw.m/x",
-// "adamw.v/x", "muon.momentum/x"), each shaped like its parameter. export_state() deep-copies, so the
+// "adamw.v/x", "muon.momentum/x"), each shaped like its parameter and on the host whatever the
+// parameters' device. export_state() deep-copies, so the
 // copy can be written by another thread while training goes on; import_state() validates the whole
 // state before changing anything (std::invalid_argument naming the tensor otherwise).
 #pragma once

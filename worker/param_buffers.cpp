@@ -11,8 +11,8 @@ void check_master_weights(const ParameterSet& params) {
     throw std::invalid_argument("optimizer: master weights must be f32 or f64, got " +
                                 std::string(dtype_name(params.dtype())));
   }
-  if (params.values().device() != Device::cpu) {
-    throw std::invalid_argument("optimizer: parameters must be on the CPU, got " + params.values().describe());
+  if (params.values().device() == Device::cuda && params.dtype() != DType::f32) {
+    throw std::invalid_argument("optimizer: master weights on a GPU must be f32, got " + params.values().describe());
   }
 }
 
@@ -24,22 +24,24 @@ ParamBuffers::ParamBuffers(std::string prefix, ParamSelector selected)
 void ParamBuffers::bind(const ParameterSet& params) {
   check_master_weights(params);
   if (bound_) {
-    bool same = params.dtype() == dtype_ && params.params().size() == names_.size();
+    bool same =
+        params.dtype() == dtype_ && params.values().device() == device_ && params.params().size() == names_.size();
     for (size_t i = 0; same && i < names_.size(); ++i) {
       same = params.params()[i].name == names_[i] && params.params()[i].shape == shapes_[i];
     }
     if (!same) {
       throw std::invalid_argument("optimizer (" + prefix_ +
                                   "): the ParameterSet differs from the one this optimizer was bound to (names, "
-                                  "shapes or dtype)");
+                                  "shapes, dtype or device)");
     }
     return;
   }
   dtype_ = params.dtype();
+  device_ = params.values().device();
   for (const Parameter& p : params.params()) {
     names_.push_back(p.name);
     shapes_.push_back(p.shape);
-    buffers_.push_back(selected_(p) ? Tensor::zeros(p.shape, dtype_) : Tensor());
+    buffers_.push_back(selected_(p) ? Tensor::zeros(p.shape, dtype_, device_) : Tensor());
   }
   bound_ = true;
 }

@@ -1,7 +1,8 @@
 // ParamBuffers: one optimizer buffer per selected parameter (AdamW's m or v, Muon's momentum),
-// shaped and typed like its parameter, zero at the start, and named "<prefix>/<parameter name>" in
-// an OptimizerState. The first bind() fixes the parameter set; later calls refuse any other set
-// (other names, shapes or dtype) with std::invalid_argument.
+// shaped and typed like its parameter, on its device, zero at the start, and named
+// "<prefix>/<parameter name>" in an OptimizerState (whose tensors are host copies: export copies
+// device→host, import host→device). The first bind() fixes the parameter set; later calls refuse
+// any other set (other names, shapes, dtype or device) with std::invalid_argument.
 #pragma once
 #include <functional>
 #include <initializer_list>
@@ -19,7 +20,8 @@ class ParamBuffers {
  public:
   ParamBuffers(std::string prefix, ParamSelector selected);
 
-  // Allocates zero buffers on the first call (params must be finalized, f32 or f64, on the CPU);
+  // Allocates zero buffers on the first call (params must be finalized, f32 or f64 on the CPU, f32 on
+  // a GPU);
   // afterwards only checks that params is laid out as the set bound first.
   void bind(const ParameterSet& params);
   // Forgets the buffers; the next bind() starts from zeros.
@@ -43,6 +45,7 @@ class ParamBuffers {
   ParamSelector selected_;
   bool bound_ = false;
   DType dtype_ = DType::f32;
+  Device device_ = Device::cpu;
   std::vector<std::string> names_;  // every parameter of the bound set, in order
   std::vector<Shape> shapes_;
   std::vector<Tensor> buffers_;  // one per parameter of the bound set; undefined where not selected

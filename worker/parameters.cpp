@@ -92,10 +92,12 @@ void ParameterSet::refresh_compute_values() {
   if (mixed_precision()) ops::convert(compute_values_, values_);
 }
 
-void ParameterSet::accumulate_compute_grads() {
-  if (!mixed_precision()) return;
-  ops::add_converted(grads_, compute_grads_);
-  compute_grads_.zero();
+void ParameterSet::accumulate_compute_grads(size_t first, size_t end) {
+  if (!mixed_precision() || first >= end) return;
+  const Parameter& last = params_.at(end - 1);
+  const int64_t begin = params_.at(first).offset, stop = last.offset + shape_numel(last.shape);
+  ops::add_converted(grads_.slice(begin, stop), compute_grads_.slice(begin, stop));
+  compute_grads_.slice(begin, stop).zero();
 }
 
 void ParameterSet::with_host_values(const std::function<void()>& fn) {

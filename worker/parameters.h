@@ -93,7 +93,9 @@ class ParameterSet {
   Tensor compute_grads() const { return mixed_precision() ? compute_grads_ : grads_; }
   void zero_grads();
   void refresh_compute_values();
-  void accumulate_compute_grads();
+  void accumulate_compute_grads() { accumulate_compute_grads(0, params_.size()); }
+  // The same for the parameters params()[first, end) only (contiguous in the flat buffers).
+  void accumulate_compute_grads(size_t first, size_t end);
   // Runs fn with every Parameter::value (and compute, without mixed precision) bound to a host copy
   // of values(), then copies that back to the device and refreshes the compute copy: for code that
   // writes weights through host pointers (initialisation). Gradients stay where they are. On the

@@ -292,6 +292,10 @@ TrainSummary train(const RunConfig& c, std::ostream& log, const TrainOptions& op
     model = std::make_unique<Model>(c.model, DType::f32, true, tp, placement.device, placement.compute);
     model->init_parameters(c.train.seed);
     optimizer = std::make_unique<DistributedOptimizer>(c.optim, model->params(), dp_params, zero, tp);
+    if (dp_params.device() == Device::cuda) {  // the DP all-reduce overlaps backward (on the CPU it follows it)
+      model->set_gradients_ready(
+          [opt = optimizer.get()](size_t first, size_t end) { opt->gradients_ready(first, end); });
+    }
   };
   errors.run(build_model);
   errors.agree("building the model");
@@ -381,6 +385,7 @@ TrainSummary train(const RunConfig& c, std::ostream& log, const TrainOptions& op
       for (int64_t m = 0; m < micro_steps; ++m) {
         data::TokenBatch batch = loader->next();
         const auto n = static_cast<int64_t>(batch.inputs.size());
+        if (m + 1 == micro_steps && dp.device() == Device::cuda) optimizer->overlap_next_backward();
         local_loss += model->forward_backward(Tensor::view(batch.inputs.data(), {n}, DType::i32),
                                               Tensor::view(batch.targets.data(), {n}, DType::i32), batch.layout,
                                               1.0 / static_cast<double>(micro_steps)) /

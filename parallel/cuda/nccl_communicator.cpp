@@ -47,8 +47,13 @@ NcclCommunicator::NcclCommunicator(MPI_Comm group, std::string name, Communicato
   check_mpi(MPI_Ibcast(&id, sizeof id, MPI_BYTE, 0, control_.get(), &request), who + ": MPI_Ibcast of the unique id");
   wait_one(request, options.timeout, who + ": receiving the NCCL unique id from rank 0");
   cudaStream_t stream = nullptr;
-  check_cuda(cudaStreamCreate(&stream), who + ": cudaStreamCreate");
+  check_cuda(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), who + ": cudaStreamCreateWithFlags");
   stream_.reset(stream);
+  for (Event* event : {&compute_done_, &communication_done_}) {
+    cudaEvent_t e = nullptr;
+    check_cuda(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), who + ": cudaEventCreateWithFlags");
+    event->reset(e);
+  }
   ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
   config.blocking = 0;
   const ncclResult_t started = ncclCommInitRankConfig(&comm_, size(), id, rank(), &config);
@@ -99,32 +104,59 @@ void NcclCommunicator::settle(ncclResult_t result, const char* what) {
   }
 }
 
+template <class Call>
+void NcclCommunicator::enqueue(Call&& call, const char* what) {
+  const std::string who = "NCCL communicator '" + name() + "': ";
+  check_cuda(cudaEventRecord(compute_done_.get(), cudaStreamLegacy), who + "cudaEventRecord");
+  check_cuda(cudaStreamWaitEvent(stream_.get(), compute_done_.get(), 0), who + "cudaStreamWaitEvent");
+  settle(call(), what);
+  if (!overlapping()) order_default_stream_after_communication();
+}
+
+void NcclCommunicator::order_default_stream_after_communication() {
+  const std::string who = "NCCL communicator '" + name() + "': ";
+  check_cuda(cudaEventRecord(communication_done_.get(), stream_.get()), who + "cudaEventRecord");
+  check_cuda(cudaStreamWaitEvent(cudaStreamLegacy, communication_done_.get(), 0), who + "cudaStreamWaitEvent");
+}
+
+void NcclCommunicator::do_end_overlap() { order_default_stream_after_communication(); }
+
 void NcclCommunicator::do_all_reduce(const Tensor& x, ReduceOp op) {
-  settle(ncclAllReduce(x.raw(), x.raw(), count(x), nccl_type(x.dtype()), nccl_op(op), comm_, stream_.get()),
-         "ncclAllReduce");
+  enqueue(
+      [&] {
+        return ncclAllReduce(x.raw(), x.raw(), count(x), nccl_type(x.dtype()), nccl_op(op), comm_, stream_.get());
+      },
+      "ncclAllReduce");
 }
 
 void NcclCommunicator::do_reduce_scatter(const Tensor& input, const Tensor& output, ReduceOp op) {
-  settle(ncclReduceScatter(input.raw(), output.raw(), count(output), nccl_type(input.dtype()), nccl_op(op), comm_,
-                           stream_.get()),
-         "ncclReduceScatter");
+  enqueue(
+      [&] {
+        return ncclReduceScatter(input.raw(), output.raw(), count(output), nccl_type(input.dtype()), nccl_op(op), comm_,
+                                 stream_.get());
+      },
+      "ncclReduceScatter");
 }
 
 void NcclCommunicator::do_all_gather(const Tensor& input, const Tensor& output) {
-  settle(ncclAllGather(input.raw(), output.raw(), count(input), nccl_type(input.dtype()), comm_, stream_.get()),
-         "ncclAllGather");
+  enqueue(
+      [&] {
+        return ncclAllGather(input.raw(), output.raw(), count(input), nccl_type(input.dtype()), comm_, stream_.get());
+      },
+      "ncclAllGather");
 }
 
 void NcclCommunicator::do_broadcast(const Tensor& x, int root) {
-  settle(ncclBroadcast(x.raw(), x.raw(), count(x), nccl_type(x.dtype()), root, comm_, stream_.get()), "ncclBroadcast");
+  enqueue([&] { return ncclBroadcast(x.raw(), x.raw(), count(x), nccl_type(x.dtype()), root, comm_, stream_.get()); },
+          "ncclBroadcast");
 }
 
 void NcclCommunicator::do_send(const Tensor& x, int peer) {
-  settle(ncclSend(x.raw(), count(x), nccl_type(x.dtype()), peer, comm_, stream_.get()), "ncclSend");
+  enqueue([&] { return ncclSend(x.raw(), count(x), nccl_type(x.dtype()), peer, comm_, stream_.get()); }, "ncclSend");
 }
 
 void NcclCommunicator::do_recv(const Tensor& x, int peer) {
-  settle(ncclRecv(x.raw(), count(x), nccl_type(x.dtype()), peer, comm_, stream_.get()), "ncclRecv");
+  enqueue([&] { return ncclRecv(x.raw(), count(x), nccl_type(x.dtype()), peer, comm_, stream_.get()); }, "ncclRecv");
 }
 
 void NcclCommunicator::do_barrier() {

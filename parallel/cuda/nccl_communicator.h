@@ -7,8 +7,11 @@
 // every operation and the final flush can be waited for with options.timeout; when it passes the
 // NCCL communicator is aborted (ncclCommAbort) and CommunicationTimeout is thrown, so a rank that
 // never comes turns into an error on the others instead of a hang.
-// Operations are enqueued on the communicator's stream and return; synchronize() waits for them.
-// The stream is a blocking stream: it is ordered after work on the legacy default stream; work on
+// Operations are enqueued on the communicator's own stream and return; synchronize() waits for
+// them. The stream does not block on the (legacy) default stream, where the ops run: each operation
+// is ordered after the default stream's earlier work by an event recorded there, and, except while
+// overlapping (communicator.h), the default stream's later work after it by an event recorded on
+// the communicator's stream; end_overlap() records that event once for everything enqueued. Work on
 // other streams must be ordered by the caller (an event on stream()). barrier() is synchronize()
 // followed by an MPI barrier over the group. Validation mode compares calls over MPI
 // (collective_check.h) before enqueuing them.
@@ -44,20 +47,31 @@ class NcclCommunicator final : public Communicator {
   void do_recv(const Tensor& x, int peer) override;
   void do_barrier() override;
   void do_synchronize() override;
+  void do_end_overlap() override;
 
  private:
   // Waits while NCCL reports ncclInProgress (nonblocking mode), then throws on any error; aborts
   // the NCCL communicator after options().timeout.
   void settle(ncclResult_t result, const char* what);
   void abort_nccl();
+  // Enqueues one NCCL call (`call` returns its ncclResult_t) between the two stream orderings.
+  template <class Call>
+  void enqueue(Call&& call, const char* what);
+  void order_default_stream_after_communication();
 
   struct StreamDeleter {
     void operator()(cudaStream_t stream) const { cudaStreamDestroy(stream); }
   };
+  struct EventDeleter {
+    void operator()(cudaEvent_t event) const { cudaEventDestroy(event); }
+  };
+  using Event = std::unique_ptr<CUevent_st, EventDeleter>;
 
   MpiComm control_;  // the same group over MPI: id broadcast and barrier
   int cuda_device_ = -1;
   std::unique_ptr<CUstream_st, StreamDeleter> stream_;
+  Event compute_done_;        // recorded on the default stream before each operation
+  Event communication_done_;  // recorded on stream_ for the default stream to wait on
   ncclComm_t comm_ = nullptr;
 };
 
