@@ -15,8 +15,6 @@ namespace linea::cuda {
 namespace delta {
 
 void allow_shared_memory(const void* kernel, size_t bytes) {
-  constexpr size_t kDefault = 48 * 1024;
-  if (bytes <= kDefault) return;
   int device = 0, limit = 0;
   check_cuda(cudaGetDevice(&device), "cudaGetDevice");
   check_cuda(cudaDeviceGetAttribute(&limit, cudaDevAttrMaxSharedMemoryPerBlockOptin, device),
@@ -84,7 +82,8 @@ struct Plan {
                                  tiles * f,
                                  states * f};
     if (backward) {
-      for (size_t bytes : {values, states, values, keys, keys, keys, keys, keys}) sizes.push_back(bytes * f);
+      for (size_t bytes : {values, states, values, keys, keys, keys, keys, keys, keys, keys})
+        sizes.push_back(bytes * f);
     }
     const std::vector<void*> p = scratch(sizes);
     int64_t* device_table = static_cast<int64_t*>(p[0]);
@@ -92,7 +91,7 @@ struct Plan {
     call.chunks = {device_table, device_table + chunks, device_table + 2 * chunks, chunks, seqs.num_seqs()};
     const auto at = [&](size_t i) { return static_cast<float*>(p[i]); };
     ws = {at(1), at(2), at(3), at(4), at(5), at(6), at(7), at(8), at(9)};
-    if (backward) gws = {at(10), at(11), at(12), at(13), at(14), at(15), at(16), at(17)};
+    if (backward) gws = {at(10), at(11), at(12), at(13), at(14), at(15), at(16), at(17), at(18), at(19)};
   }
 };
 

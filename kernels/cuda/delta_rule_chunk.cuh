@@ -82,9 +82,10 @@ struct Workspace {
 };
 
 // The backward's extra buffers: dUt (∂L/∂Ũ, [N, H, V]), dS (∂L/∂ state at the chunk's end,
-// [NC, H, K, V]), and per-chunk scratch rows dX ([N, H, V]), dW, dY, dG, r, db ([N, H, K]).
+// [NC, H, K, V]), and per-chunk scratch rows dX ([N, H, V]), dW, dY, dG, r, db, dQd (∂L/∂(Q ⊙ γ)),
+// dKe (∂L/∂Kend) ([N, H, K]).
 struct GradWorkspace {
-  float *dUt, *dS, *dX, *dW, *dY, *dG, *r, *db;
+  float *dUt, *dS, *dX, *dW, *dY, *dG, *r, *db, *dQd, *dKe;
 };
 
 // One chunk of one head: operand access by (row i of the chunk, channel).
@@ -175,7 +176,8 @@ void dispatch_kinds(const Call& call, Fn&& fn) {
   });
 }
 
-// Lets `kernel` use `bytes` of dynamic shared memory (above the 48 KiB default).
+// Lets `kernel` use `bytes` of dynamic shared memory (beside its static shared memory, and above
+// the 48 KiB default in all).
 void allow_shared_memory(const void* kernel, size_t bytes);
 
 // The kernels' launchers (one file each).

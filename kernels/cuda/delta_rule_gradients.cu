@@ -17,7 +17,8 @@
 //   6. dg_i = Σ_{s≥i} dG_s + Σ_{s<i} r_s (G_i = Σ_{s≤i} g_s, and exp(G_L − G_s) enters G_L with + and
 //      G_s with −; r_{L−1} cancels exactly); a scalar decay sums dg over the channels and β
 //      sums db over the key channels and dw over the value channels.
-// The sums run in a fixed order (one thread per entry, warp sums per row): no atomics.
+// The sums run in a fixed order (block_gemm, one thread per entry, warp sums per row): no atomics.
+#include "kernels/cuda/block_gemm.cuh"
 #include "kernels/cuda/check.h"
 #include "kernels/cuda/delta_rule_chunk.cuh"
 #include "kernels/cuda/warp_reduce.cuh"
@@ -32,7 +33,8 @@ struct Outputs {
   float* dg;
 };
 
-constexpr int kPitch = kChunk + 1;  // row pitch of the C×C tiles in shared memory
+constexpr int kPitch = kChunk + 1;
+constexpr int kSubChunk = 16;  // row pitch of the C×C tiles in shared memory
 constexpr size_t kGradientSharedBytes = sizeof(float) * 3 * kChunk * kPitch;
 
 template <class E, ops::DecayKind kDecay, ops::GateKind kGate>
@@ -42,6 +44,7 @@ __global__ void __launch_bounds__(kThreads) chunk_gradients_kernel(Operands<E> x
   float* dP = shared;                  // [C][kPitch]
   float* dA = dP + kChunk * kPitch;    // [C][kPitch]
   float* pair = dA + kChunk * kPitch;  // scalar decay: exp(G_i − G_j), j ≤ i
+  __shared__ BlockGemmTiles tiles;
   const int64_t chunk = blockIdx.x;
   const int head = blockIdx.y;
   const int K = x.key_dim, V = x.value_dim;
@@ -59,48 +62,99 @@ __global__ void __launch_bounds__(kThreads) chunk_gradients_kernel(Operands<E> x
   };
   const auto d_out = [&](int i, int e) { return to_float(d_o[c.value(i, e)]); };
 
-  // 1.
-  for (int p = threadIdx.x; p < L * L; p += blockDim.x) {
-    const int i = p / L, j = p % L;
-    if constexpr (kDecay == ops::DecayKind::scalar) pair[i * kPitch + j] = j <= i ? c.between(i, j, 0) : 0.0f;
-    float s = 0.0f;
-    if (j <= i) {
-      for (int e = 0; e < V; ++e) s += d_out(i, e) * ws.Ut[c.value(j, e)];
+  // 1. (the pair decays of a scalar decay first, for step 4)
+  if constexpr (kDecay == ops::DecayKind::scalar) {
+    for (int p = threadIdx.x; p < L * L; p += blockDim.x) {
+      const int i = p / L, j = p % L;
+      pair[i * kPitch + j] = j <= i ? c.between(i, j, 0) : 0.0f;
     }
-    dP[i * kPitch + j] = x.scale * s;
   }
-  for (int p = threadIdx.x; p < L * K; p += blockDim.x) {
-    const int i = p / K, d = p % K;
-    float s = 0.0f;
-    for (int e = 0; e < V; ++e) s += gws.dUt[c.value(i, e)] * S0[d * V + e];
-    gws.dW[c.key(i, d)] = -s;
-  }
-  for (int p = threadIdx.x; p < L * V; p += blockDim.x) {
-    const int i = p / V, e = p % V;
-    float s = 0.0f;
-    for (int m = i; m < L; ++m) s += T[m * kChunk + i] * gws.dUt[c.value(m, e)];
-    gws.dX[c.value(i, e)] = s;
-  }
+  const auto state_column = [&](const float* state) {  // (e, d) ↦ state[d][e]
+    return [=](int e, int d) { return state[d * V + e]; };
+  };
+  const auto dUt_at = [&](int i, int e) { return gws.dUt[c.value(i, e)]; };
+  const auto Ut_at = [&](int i, int e) { return ws.Ut[c.value(i, e)]; };
+  const auto T_transposed = [&](int i, int m) { return m >= i ? T[m * kChunk + i] : 0.0f; };
+  block_gemm<true, false>(
+      L, L, V, d_out, [&](int e, int j) { return Ut_at(j, e); },
+      [&](int i, int j, float s) { dP[i * kPitch + j] = j <= i ? x.scale * s : 0.0f; }, tiles);
+  block_gemm<true, false>(
+      L, K, V, d_out, state_column(S0), [&](int i, int d, float s) { gws.dQd[c.key(i, d)] = x.scale * s; }, tiles);
+  block_gemm<true, false>(
+      L, K, V, Ut_at, state_column(dS), [&](int i, int d, float s) { gws.dKe[c.key(i, d)] = s; }, tiles);
+  block_gemm<true, false>(
+      L, K, V, dUt_at, state_column(S0), [&](int i, int d, float s) { gws.dW[c.key(i, d)] = -s; }, tiles);
+  block_gemm<false, true>(
+      L, V, L, T_transposed, dUt_at, [&](int i, int e, float s) { gws.dX[c.value(i, e)] = s; }, tiles);
   __syncthreads();
 
   // 2.
-  for (int p = threadIdx.x; p < L * K; p += blockDim.x) {
-    const int i = p / K, d = p % K;
-    float s = 0.0f;
-    for (int m = i; m < L; ++m) s += T[m * kChunk + i] * gws.dW[c.key(m, d)];
-    gws.dY[c.key(i, d)] = s;
-  }
+  block_gemm<false, true>(
+      L, K, L, T_transposed, [&](int m, int d) { return gws.dW[c.key(m, d)]; },
+      [&](int i, int d, float s) { gws.dY[c.key(i, d)] = s; }, tiles);
   __syncthreads();
 
-  // 3.
-  for (int p = threadIdx.x; p < L * L; p += blockDim.x) {
-    const int i = p / L, j = p % L;
-    float s = 0.0f;
-    if (j < i) {
-      for (int e = 0; e < V; ++e) s += gws.dX[c.value(i, e)] * ws.U[c.value(j, e)];
-      for (int d = 0; d < K; ++d) s += gws.dY[c.key(i, d)] * ws.W[c.key(j, d)];
+  // 3. One product of depth V + K: [dX | dY] · [U | W]ᵀ.
+  block_gemm<true, false>(
+      L, L, V + K, [&](int i, int k) { return k < V ? gws.dX[c.value(i, k)] : gws.dY[c.key(i, k - V)]; },
+      [&](int k, int j) { return k < V ? ws.U[c.value(j, k)] : ws.W[c.key(j, k - V)]; },
+      [&](int i, int j, float s) { dA[i * kPitch + j] = j < i ? -s : 0.0f; }, tiles);
+  __syncthreads();
+
+  // 3b. Step 4's sums over pairs as products. They land in dW, dG, r and db (free until step 4
+  // reads each entry back, and then overwrites it, in the same thread):
+  //   dek_i = Σ_{j<i} dA_ij k_j e_ij,  dp_row_i = Σ_{j<i} dP_ij k_j e_ij,
+  //   da_col_i = Σ_{m>i} dA_mi b_m k_m e_mi,  dp_col_i = Σ_{m>i} dP_mi q_m e_mi.
+  const auto key_row = [&](int j, int d) { return c.k(j, d); };
+  const auto erase_key_row = [&](int m, int d) { return c.erase(m, d) * c.k(m, d); };
+  const auto query_row = [&](int m, int d) { return c.q(m, d); };
+  if constexpr (kDecay != ops::DecayKind::channel) {
+    // e_ij is one factor per pair: with Ã = dA ⊙ e and P̃ = dP ⊙ e (j < i), dek = Ã K,
+    // dp_row = P̃ K, da_col = Ãᵀ (b ⊙ K), dp_col = P̃ᵀ Q.
+    const auto decayed = [&](const float* M, int i, int j) { return j < i ? M[i * kPitch + j] * e_of(i, j, 0) : 0.0f; };
+    block_gemm(
+        L, K, L, [&](int i, int j) { return decayed(dA, i, j); }, key_row,
+        [&](int i, int d, float s) { gws.dW[c.key(i, d)] = s; }, tiles);
+    block_gemm(
+        L, K, L, [&](int i, int j) { return decayed(dP, i, j); }, key_row,
+        [&](int i, int d, float s) { gws.dG[c.key(i, d)] = s; }, tiles);
+    block_gemm<false, true>(
+        L, K, L, [&](int i, int m) { return decayed(dA, m, i); }, erase_key_row,
+        [&](int i, int d, float s) { gws.r[c.key(i, d)] = s; }, tiles);
+    block_gemm<false, true>(
+        L, K, L, [&](int i, int m) { return decayed(dP, m, i); }, query_row,
+        [&](int i, int d, float s) { gws.db[c.key(i, d)] = s; }, tiles);
+  } else {
+    // Per channel, by sub-chunks of kSubChunk rows: for a pair in different sub-chunks, with n the
+    // first row of the later one, e_ijd = exp(G_id − G_nd) · exp(G_nd − G_jd) (both exponents ≤ 0),
+    // so the pairs across sub-chunks are products of rescaled rows; step 4 adds the pairs inside
+    // a sub-chunk. Row sums: rows i ∈ [n, n + 16) over j < n. Column sums: rows i < n over
+    // m ∈ [n, n + 16), one product per n, added up.
+    for (int p = threadIdx.x; p < L * K; p += blockDim.x) {
+      const int i = p / K, d = p % K;
+      gws.r[c.key(i, d)] = gws.db[c.key(i, d)] = 0.0f;
+      if (i < kSubChunk) gws.dW[c.key(i, d)] = gws.dG[c.key(i, d)] = 0.0f;
     }
-    dA[i * kPitch + j] = -s;
+    __syncthreads();
+    for (int n = kSubChunk; n < L; n += kSubChunk) {
+      const int rows = min(kSubChunk, L - n);
+      const auto to_ref = [&](int j, int d) { return c.k(j, d) * c.between(n, j, d); };
+      block_gemm(
+          rows, K, n, [&](int i, int j) { return dA[(n + i) * kPitch + j]; }, to_ref,
+          [&](int i, int d, float s) { gws.dW[c.key(n + i, d)] = s * c.between(n + i, n, d); }, tiles);
+      block_gemm(
+          rows, K, n, [&](int i, int j) { return dP[(n + i) * kPitch + j]; }, to_ref,
+          [&](int i, int d, float s) { gws.dG[c.key(n + i, d)] = s * c.between(n + i, n, d); }, tiles);
+      const auto from_ref = [&](auto row) {
+        return [&, row](int m, int d) { return row(n + m, d) * c.between(n + m, n, d); };
+      };
+      block_gemm<false, true>(
+          n, K, rows, [&](int i, int m) { return dA[(n + m) * kPitch + i]; }, from_ref(erase_key_row),
+          [&](int i, int d, float s) { gws.r[c.key(i, d)] += s * c.between(n, i, d); }, tiles);
+      block_gemm<false, true>(
+          n, K, rows, [&](int i, int m) { return dP[(n + m) * kPitch + i]; }, from_ref(query_row),
+          [&](int i, int d, float s) { gws.db[c.key(i, d)] += s * c.between(n, i, d); }, tiles);
+    }
   }
   __syncthreads();
 
@@ -108,24 +162,22 @@ __global__ void __launch_bounds__(kThreads) chunk_gradients_kernel(Operands<E> x
   for (int p = threadIdx.x; p < L * K; p += blockDim.x) {
     const int i = p / K, d = p % K;
     const float q = c.q(i, d), k = c.k(i, d), b = c.erase(i, d), gamma = c.gamma(i, d), to_end = c.to_end(i, d);
-    float dq_decayed = 0.0f, dk_to_end = 0.0f;
-    for (int e = 0; e < V; ++e) {
-      dq_decayed += d_out(i, e) * S0[d * V + e];
-      dk_to_end += ws.Ut[c.value(i, e)] * dS[d * V + e];
-    }
-    dq_decayed *= x.scale;
+    const float dq_decayed = gws.dQd[c.key(i, d)], dk_to_end = gws.dKe[c.key(i, d)];
     const float dY = gws.dY[c.key(i, d)];
-    float dek = 0.0f, dp_row = 0.0f;
-    for (int j = 0; j < i; ++j) {
-      const float kf = c.k(j, d) * e_of(i, j, d);
-      dek += dA[i * kPitch + j] * kf;
-      dp_row += dP[i * kPitch + j] * kf;
-    }
-    float da_col = 0.0f, dp_col = 0.0f;
-    for (int m = i + 1; m < L; ++m) {
-      const float f = e_of(m, i, d);
-      da_col += dA[m * kPitch + i] * c.erase(m, d) * c.k(m, d) * f;
-      dp_col += dP[m * kPitch + i] * c.q(m, d) * f;
+    float dek = gws.dW[c.key(i, d)], dp_row = gws.dG[c.key(i, d)];
+    float da_col = gws.r[c.key(i, d)], dp_col = gws.db[c.key(i, d)];
+    if constexpr (kDecay == ops::DecayKind::channel) {
+      const int n = i - i % kSubChunk;
+      for (int j = n; j < i; ++j) {
+        const float kf = c.k(j, d) * e_of(i, j, d);
+        dek += dA[i * kPitch + j] * kf;
+        dp_row += dP[i * kPitch + j] * kf;
+      }
+      for (int m = i + 1; m < min(n + kSubChunk, L); ++m) {
+        const float f = e_of(m, i, d);
+        da_col += dA[m * kPitch + i] * c.erase(m, d) * c.k(m, d) * f;
+        dp_col += dP[m * kPitch + i] * c.q(m, d) * f;
+      }
     }
     const float diagonal = dP[i * kPitch + i];
     const float dq = dq_decayed * gamma + dp_row + diagonal * k;

@@ -6,6 +6,7 @@
 //   T     = (I + A)^{-1}, by forward substitution: T_ij = −Σ_{j≤m<i} A_im T_mj for j < i, T_ii = 1
 //   U     = T (w ⊙ V),   W = T (b ⊙ K ⊙ γ),   Kend = K ⊙ exp(G_L − G),   Qg = scale · Q ⊙ γ
 // A and T stay in shared memory; G, P, T, U, W, Kend and Qg go to the workspace.
+#include "kernels/cuda/block_gemm.cuh"
 #include "kernels/cuda/check.h"
 #include "kernels/cuda/delta_rule_chunk.cuh"
 
@@ -13,13 +14,17 @@ namespace linea::cuda::delta {
 
 namespace {
 
+constexpr int kSubChunk = 16;
+
 template <class E, ops::DecayKind kDecay, ops::GateKind kGate>
 __global__ void __launch_bounds__(kThreads) intra_chunk_kernel(Operands<E> x, Chunks chunks, Workspace ws) {
   const int64_t chunk = blockIdx.x;
   const int head = blockIdx.y;
   const int K = x.key_dim, V = x.value_dim;
-  __shared__ float A[kChunk][kChunk + 1];
-  __shared__ float Tm[kChunk][kChunk + 1];
+  extern __shared__ float shared[];  // A and Tm, [C][C + 1] each
+  float(*A)[kChunk + 1] = reinterpret_cast<float(*)[kChunk + 1]>(shared);
+  float(*Tm)[kChunk + 1] = A + kChunk;
+  __shared__ BlockGemmTiles tiles;
   const ChunkRef<E, kDecay, kGate> c(x, chunks, ws.G, chunk, head);
   const int L = c.len;
 
@@ -43,26 +48,48 @@ __global__ void __launch_bounds__(kThreads) intra_chunk_kernel(Operands<E> x, Ch
   }
   __syncthreads();
 
-  // A and P, one (i, j) pair per thread at a time.
+  // A and P. Without a per-channel decay, the decay of a pair is one factor: each is a product
+  // Gram matrix, masked and scaled by exp(G_i − G_j).
   float* P = ws.P + (chunk * x.heads + head) * kChunk * kChunk;
-  for (int p = threadIdx.x; p < L * L; p += blockDim.x) {
-    const int i = p / L, j = p % L;
-    float a = 0.0f, s = 0.0f;
-    if (j <= i) {
-      for (int d = 0; d < K; ++d) {
-        const float kj = c.k(j, d);
-        const float f = kDecay == ops::DecayKind::channel ? c.between(i, j, d) : 1.0f;
-        a += c.erase(i, d) * c.k(i, d) * kj * f;
-        s += c.q(i, d) * kj * f;
-      }
-      if constexpr (kDecay == ops::DecayKind::scalar) {
-        const float f = c.between(i, j, 0);
-        a *= f;
-        s *= f;
-      }
+  const auto key_at = [&](int d, int j) { return c.k(j, d); };
+  if constexpr (kDecay != ops::DecayKind::channel) {
+    block_gemm<true, false>(
+        L, L, K, [&](int i, int d) { return c.erase(i, d) * c.k(i, d); }, key_at,
+        [&](int i, int j, float s) { A[i][j] = j < i ? s * c.between(i, j, 0) : 0.0f; }, tiles);
+    block_gemm<true, false>(
+        L, L, K, [&](int i, int d) { return c.q(i, d); }, key_at,
+        [&](int i, int j, float s) { P[i * kChunk + j] = j <= i ? s * c.between(i, j, 0) : 0.0f; }, tiles);
+  } else {
+    // Per channel, by sub-chunks of kSubChunk rows (reference/mixers.md §2.3): rows i ∈ [n, n + 16)
+    // with the columns j < n are a product of rows rescaled to the reference row n,
+    // (X_i ⊙ exp(G_i − G_n)) · (k_j ⊙ exp(G_n − G_j)); the pairs inside a sub-chunk go entry by entry.
+    for (int n = kSubChunk; n < L; n += kSubChunk) {
+      const int rows = min(kSubChunk, L - n);
+      const auto to_ref = [&](int d, int j) { return c.k(j, d) * c.between(n, j, d); };
+      block_gemm<true, false>(
+          rows, n, K, [&](int i, int d) { return c.erase(n + i, d) * c.k(n + i, d) * c.between(n + i, n, d); }, to_ref,
+          [&](int i, int j, float s) { A[n + i][j] = s; }, tiles);
+      block_gemm<true, false>(
+          rows, n, K, [&](int i, int d) { return c.q(n + i, d) * c.between(n + i, n, d); }, to_ref,
+          [&](int i, int j, float s) { P[(n + i) * kChunk + j] = s; }, tiles);
     }
-    A[i][j] = j < i ? a : 0.0f;
-    P[i * kChunk + j] = s;
+    for (int p = threadIdx.x; p < L * kSubChunk; p += blockDim.x) {
+      const int i = p / kSubChunk, j = i - i % kSubChunk + p % kSubChunk;
+      float a = 0.0f, s = 0.0f;
+      if (j <= i) {
+        for (int d = 0; d < K; ++d) {
+          const float kf = c.k(j, d) * c.between(i, j, d);
+          a += c.erase(i, d) * c.k(i, d) * kf;
+          s += c.q(i, d) * kf;
+        }
+      }
+      A[i][j] = j < i ? a : 0.0f;
+      if (j < L) P[i * kChunk + j] = s;
+    }
+    for (int p = threadIdx.x; p < L * L; p += blockDim.x) {  // above the diagonal sub-chunks
+      const int i = p / L, j = p % L;
+      if (j >= i - i % kSubChunk + kSubChunk) P[i * kChunk + j] = 0.0f;
+    }
   }
   for (int p = threadIdx.x; p < kChunk * kChunk; p += blockDim.x) {
     Tm[p / kChunk][p % kChunk] = p / kChunk == p % kChunk ? 1.0f : 0.0f;
@@ -81,17 +108,15 @@ __global__ void __launch_bounds__(kThreads) intra_chunk_kernel(Operands<E> x, Ch
   float* T = ws.T + (chunk * x.heads + head) * kChunk * kChunk;
   for (int p = threadIdx.x; p < L * L; p += blockDim.x) T[(p / L) * kChunk + p % L] = Tm[p / L][p % L];
 
-  for (int p = threadIdx.x; p < L * V; p += blockDim.x) {
-    const int i = p / V, e = p % V;
-    float u = 0.0f;
-    for (int m = 0; m <= i; ++m) u += Tm[i][m] * c.write(m, e) * c.v(m, e);
-    ws.U[c.value(i, e)] = u;
-  }
+  block_gemm(
+      L, V, L, [&](int i, int m) { return Tm[i][m]; }, [&](int m, int e) { return c.write(m, e) * c.v(m, e); },
+      [&](int i, int e, float u) { ws.U[c.value(i, e)] = u; }, tiles);
+  block_gemm(
+      L, K, L, [&](int i, int m) { return Tm[i][m]; },
+      [&](int m, int d) { return c.erase(m, d) * c.k(m, d) * c.gamma(m, d); },
+      [&](int i, int d, float w) { ws.W[c.key(i, d)] = w; }, tiles);
   for (int p = threadIdx.x; p < L * K; p += blockDim.x) {
     const int i = p / K, d = p % K;
-    float w = 0.0f;
-    for (int m = 0; m <= i; ++m) w += Tm[i][m] * c.erase(m, d) * c.k(m, d) * c.gamma(m, d);
-    ws.W[c.key(i, d)] = w;
     ws.Kend[c.key(i, d)] = c.k(i, d) * c.to_end(i, d);
     ws.Qg[c.key(i, d)] = x.scale * c.q(i, d) * c.gamma(i, d);
   }
@@ -104,8 +129,10 @@ void intra_chunk(const Call& call, const Workspace& ws) {
   dispatch_kinds(call, [&](auto element, auto decay, auto gate) {
     using E = decltype(element);
     const dim3 grid(static_cast<unsigned>(call.chunks.count), static_cast<unsigned>(call.heads));
-    intra_chunk_kernel<E, decltype(decay)::value, decltype(gate)::value>
-        <<<grid, kThreads>>>(operands<E>(call), call.chunks, ws);
+    const auto kernel = intra_chunk_kernel<E, decltype(decay)::value, decltype(gate)::value>;
+    constexpr size_t bytes = sizeof(float) * 2 * kChunk * (kChunk + 1);
+    allow_shared_memory(reinterpret_cast<const void*>(kernel), bytes);
+    kernel<<<grid, kThreads, bytes>>>(operands<E>(call), call.chunks, ws);
     check_launch("delta_rule intra_chunk_kernel");
   });
 }

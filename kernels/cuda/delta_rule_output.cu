@@ -1,6 +1,7 @@
-// The chunk-parallel products with P (one block per chunk and head, one output entry per thread):
+// The chunk-parallel products with P (one block per chunk and head, through block_gemm):
 //   output:        O_ie  = Σ_d Qg_id S0_de + scale · Σ_{j≤i} P_ij Ũ_je     (Qg = scale · Q ⊙ γ)
 //   written_local: dŨ_ie = scale · Σ_{j≥i} P_ji dO_je                      (∂L/∂Ũ through O alone)
+#include "kernels/cuda/block_gemm.cuh"
 #include "kernels/cuda/check.h"
 #include "kernels/cuda/delta_rule_chunk.cuh"
 
@@ -16,13 +17,12 @@ __global__ void __launch_bounds__(kThreads) output_kernel(Operands<E> x, Chunks 
   const ChunkRef<E, kDecay, kGate> c(x, chunks, ws.G, chunk, head);
   const float* S0 = ws.S + (chunk * x.heads + head) * K * V;
   const float* P = ws.P + (chunk * x.heads + head) * kChunk * kChunk;
-  for (int p = threadIdx.x; p < c.len * V; p += blockDim.x) {
-    const int i = p / V, e = p % V;
-    float inter = 0.0f, intra = 0.0f;
-    for (int d = 0; d < K; ++d) inter += ws.Qg[c.key(i, d)] * S0[d * V + e];
-    for (int j = 0; j <= i; ++j) intra += P[i * kChunk + j] * ws.Ut[c.value(j, e)];
-    o[c.value(i, e)] = from_float<E>(inter + x.scale * intra);
-  }
+  __shared__ BlockGemmTiles tiles;
+  // One product of depth K + L: [Qg | scale·P] · [S0 ; Ũ].
+  block_gemm(
+      c.len, V, K + c.len, [&](int i, int k) { return k < K ? ws.Qg[c.key(i, k)] : x.scale * P[i * kChunk + k - K]; },
+      [&](int k, int e) { return k < K ? S0[k * V + e] : ws.Ut[c.value(k - K, e)]; },
+      [&](int i, int e, float s) { o[c.value(i, e)] = from_float<E>(s); }, tiles);
 }
 
 template <class E, ops::DecayKind kDecay, ops::GateKind kGate>
@@ -33,12 +33,11 @@ __global__ void __launch_bounds__(kThreads)
   const int V = x.value_dim;
   const ChunkRef<E, kDecay, kGate> c(x, chunks, ws.G, chunk, head);
   const float* P = ws.P + (chunk * x.heads + head) * kChunk * kChunk;
-  for (int p = threadIdx.x; p < c.len * V; p += blockDim.x) {
-    const int i = p / V, e = p % V;
-    float du = 0.0f;
-    for (int j = i; j < c.len; ++j) du += P[j * kChunk + i] * to_float(d_o[c.value(j, e)]);
-    gws.dUt[c.value(i, e)] = x.scale * du;
-  }
+  __shared__ BlockGemmTiles tiles;
+  block_gemm<false, true>(
+      c.len, V, c.len, [&](int i, int j) { return P[j * kChunk + i]; },
+      [&](int j, int e) { return to_float(d_o[c.value(j, e)]); },
+      [&](int i, int e, float s) { gws.dUt[c.value(i, e)] = x.scale * s; }, tiles);
 }
 
 dim3 chunk_grid(const Call& call) {

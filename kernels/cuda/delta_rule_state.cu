@@ -1,6 +1,7 @@
 // The two sequential passes over the chunks of a sequence, one block per (sequence, head, tile of
 // kBlockV value columns), the state tile kept in shared memory in f32 (the columns of S never mix,
-// so V splits across blocks). Each chunk's W and Kend rows are staged in shared memory first.
+// so V splits across blocks). Each chunk's rows of W and Kend (and Qg and the dO tile in the
+// backward) are staged in shared memory first.
 //
 // state_forward, chunks in order, S = h0 (or 0) at the sequence start:
 //   S_chunk = S                                   (stored: the state entering the chunk)
@@ -21,33 +22,102 @@ namespace linea::cuda::delta {
 namespace {
 
 constexpr int kBlockV = 16;
+constexpr int kThreadRows = kThreads / kBlockV;  // threads per value column (16)
 
-// Shared memory: the state tile [K][kBlockV], a chunk's tile of Ũ or dŨ [C][kBlockV], and the
-// chunk's rows of W and Kend [C][K] each.
-size_t state_shared_bytes(int key_dim) {
-  return sizeof(float) * (static_cast<size_t>(key_dim) * kBlockV + kChunk * kBlockV + 2 * kChunk * key_dim);
+// Shared memory: the state tile [K][kBlockV], a chunk's tile of Ũ or dŨ [C][kBlockV], the chunk's
+// rows of W and Kend [C][K + 1] each (the pitch K + 1 keeps the rows of one warp's reads in
+// different banks); the backward adds the rows of Qg [C][K + 1] and a tile of dO [C][kBlockV].
+size_t state_shared_bytes(int key_dim, bool backward) {
+  const size_t rows = kChunk * (static_cast<size_t>(key_dim) + 1);
+  const size_t forward = static_cast<size_t>(key_dim) * kBlockV + kChunk * kBlockV + 2 * rows;
+  return sizeof(float) * (forward + (backward ? rows + kChunk * kBlockV : 0));
 }
 
 struct StateTile {
-  float *S, *Ut, *W, *Kend;
+  int pitch;
+  float *S, *Ut, *W, *Kend, *Qg, *dO;
   __device__ explicit StateTile(float* shared, int K)
-      : S(shared), Ut(shared + K * kBlockV), W(Ut + kChunk * kBlockV), Kend(W + kChunk * K) {}
+      : pitch(K + 1),
+        S(shared),
+        Ut(shared + K * kBlockV),
+        W(Ut + kChunk * kBlockV),
+        Kend(W + kChunk * pitch),
+        Qg(Kend + kChunk * pitch),
+        dO(Qg + kChunk * pitch) {}
 };
 
-// W and Kend rows of the chunk into shared memory (coalesced over the channels).
+// Rows i < L of a [N, H, K] workspace buffer into a [C][pitch] tile (coalesced over the channels).
 template <class Ref>
-__device__ void stage_rows(const Ref& c, const Workspace& ws, const StateTile& t, int K) {
-  for (int p = threadIdx.x; p < c.len * K; p += blockDim.x) {
-    const int i = p / K, d = p % K;
-    t.W[i * K + d] = ws.W[c.key(i, d)];
-    t.Kend[i * K + d] = ws.Kend[c.key(i, d)];
+__device__ void stage_rows(const Ref& c, const float* from, float* to, int K, int pitch) {
+  for (int p = threadIdx.x; p < c.len * K; p += blockDim.x) to[(p / K) * pitch + p % K] = from[c.key(p / K, p % K)];
+}
+
+// Every thread owns the state entries (d, e) with e = threadIdx.x % kBlockV and d ≡ threadIdx.x /
+// kBlockV (mod kThreadRows), up to kMaxKeyDim / kThreadRows of them, kept in registers by the two
+// helpers below; both loop with several independent sums per thread.
+
+// out(i, e, Σ_d X[i][d] S[d][e]) for i < L and every e of the tile, X a [C][pitch] tile.
+template <class Out>
+__device__ void rows_times_state(const float* X, int pitch, const float* S, int L, int K, Out out) {
+  constexpr int kRows = kChunk / kThreadRows;
+  const int e = threadIdx.x % kBlockV, i0 = threadIdx.x / kBlockV;
+  float acc[kRows] = {};
+#pragma unroll 4
+  for (int d = 0; d < K; ++d) {
+    const float s = S[d * kBlockV + e];
+#pragma unroll
+    for (int r = 0; r < kRows; ++r) acc[r] += X[(i0 + kThreadRows * r) * pitch + d] * s;
+  }
+#pragma unroll
+  for (int r = 0; r < kRows; ++r) {
+    if (i0 + kThreadRows * r < L) out(i0 + kThreadRows * r, e, acc[r]);
   }
 }
 
-// exp(G_L) of channel d (the decay of the whole chunk).
-template <class Ref>
-__device__ float chunk_decay(const Ref& c, int d) {
-  return c.gamma(c.len - 1, d);
+// S[d][e] ← decay(d) · S[d][e] + Σ_{i<L} Σ_t Y_t[i][d] Z_t[i][e] for the kTerms pairs of a [C][pitch]
+// tile Y_t and a [C][kBlockV] tile Z_t. Reads and writes only the thread's own entries of S.
+template <int kTerms, class Decay>
+__device__ void update_state(float* S, int L, int K, Decay decay, const float* const (&Y)[kTerms], int pitch,
+                             const float* const (&Z)[kTerms]) {
+  constexpr int kRows = kMaxKeyDim / kThreadRows;
+  const int e = threadIdx.x % kBlockV, d0 = threadIdx.x / kBlockV;
+  float acc[kRows];
+#pragma unroll
+  for (int r = 0; r < kRows; ++r) {
+    const int d = d0 + kThreadRows * r;
+    acc[r] = d < K ? decay(d) * S[d * kBlockV + e] : 0.0f;
+  }
+  for (int i = 0; i < L; ++i) {
+#pragma unroll
+    for (int t = 0; t < kTerms; ++t) {
+      const float z = Z[t][i * kBlockV + e];
+#pragma unroll
+      for (int r = 0; r < kRows; ++r) {
+        const int d = d0 + kThreadRows * r;
+        if (d < K) acc[r] += Y[t][i * pitch + d] * z;
+      }
+    }
+  }
+#pragma unroll
+  for (int r = 0; r < kRows; ++r) {
+    const int d = d0 + kThreadRows * r;
+    if (d < K) S[d * kBlockV + e] = acc[r];
+  }
+}
+
+// The state tile from `from` ([S, H, K, V] at `state`, columns e0..) or zeros; columns past V are 0.
+__device__ void load_state(float* S, const float* from, int64_t state, int K, int V, int e0, int BV) {
+  for (int p = threadIdx.x; p < K * kBlockV; p += blockDim.x) {
+    const int d = p / kBlockV, e = p % kBlockV;
+    S[p] = from && e < BV ? from[state + d * V + e0 + e] : 0.0f;
+  }
+}
+
+__device__ void store_state(float* to, const float* S, int64_t state, int K, int V, int e0, int BV) {
+  for (int p = threadIdx.x; p < K * BV; p += blockDim.x) {
+    const int d = p / BV, e = p % BV;
+    to[state + d * V + e0 + e] = S[d * kBlockV + e];
+  }
 }
 
 template <class E, ops::DecayKind kDecay, ops::GateKind kGate>
@@ -59,43 +129,28 @@ __global__ void __launch_bounds__(kThreads)
   const int K = x.key_dim, V = x.value_dim, BV = min(kBlockV, V - e0);
   const StateTile t(shared, K);
   const int64_t state = (seq * x.heads + head) * K * V;
-  for (int p = threadIdx.x; p < K * BV; p += blockDim.x) {
-    const int d = p / BV, e = p % BV;
-    t.S[d * kBlockV + e] = h0 ? h0[state + d * V + e0 + e] : 0.0f;
-  }
+  load_state(t.S, h0, state, K, V, e0, BV);
   __syncthreads();
   for (int64_t chunk = chunks.seq_chunk[seq]; chunk < chunks.seq_chunk[seq + 1]; ++chunk) {
     const ChunkRef<E, kDecay, kGate> c(x, chunks, ws.G, chunk, head);
     const int L = c.len;
-    float* S_chunk = ws.S + (chunk * x.heads + head) * K * V;
-    for (int p = threadIdx.x; p < K * BV; p += blockDim.x) {
-      const int d = p / BV, e = p % BV;
-      S_chunk[d * V + e0 + e] = t.S[d * kBlockV + e];
-    }
-    stage_rows(c, ws, t, K);
+    store_state(ws.S, t.S, (chunk * x.heads + head) * K * V, K, V, e0, BV);
+    stage_rows(c, ws.W, t.W, K, t.pitch);
+    stage_rows(c, ws.Kend, t.Kend, K, t.pitch);
     __syncthreads();
-    for (int p = threadIdx.x; p < L * BV; p += blockDim.x) {
-      const int i = p / BV, e = p % BV;
-      float u = ws.U[c.value(i, e0 + e)];
-      for (int d = 0; d < K; ++d) u -= t.W[i * K + d] * t.S[d * kBlockV + e];
+    rows_times_state(t.W, t.pitch, t.S, L, K, [&](int i, int e, float w_state) {
+      const float u = e < BV ? ws.U[c.value(i, e0 + e)] - w_state : 0.0f;
       t.Ut[i * kBlockV + e] = u;
-      ws.Ut[c.value(i, e0 + e)] = u;
-    }
+      if (e < BV) ws.Ut[c.value(i, e0 + e)] = u;
+    });
     __syncthreads();
-    for (int p = threadIdx.x; p < K * BV; p += blockDim.x) {
-      const int d = p / BV, e = p % BV;
-      float s = chunk_decay(c, d) * t.S[d * kBlockV + e];
-      for (int i = 0; i < L; ++i) s += t.Kend[i * K + d] * t.Ut[i * kBlockV + e];
-      t.S[d * kBlockV + e] = s;
-    }
+    const float* const Y[1] = {t.Kend};
+    const float* const Z[1] = {t.Ut};
+    update_state<1>(
+        t.S, L, K, [&](int d) { return c.gamma(L - 1, d); }, Y, t.pitch, Z);
     __syncthreads();
   }
-  if (ht) {
-    for (int p = threadIdx.x; p < K * BV; p += blockDim.x) {
-      const int d = p / BV, e = p % BV;
-      ht[state + d * V + e0 + e] = t.S[d * kBlockV + e];
-    }
-  }
+  if (ht) store_state(ht, t.S, state, K, V, e0, BV);
 }
 
 template <class E, ops::DecayKind kDecay, ops::GateKind kGate>
@@ -106,47 +161,36 @@ __global__ void __launch_bounds__(kThreads)
   const int64_t seq = blockIdx.x;
   const int head = blockIdx.y, e0 = blockIdx.z * kBlockV;
   const int K = x.key_dim, V = x.value_dim, BV = min(kBlockV, V - e0);
-  const StateTile t(shared, K);  // S holds dS, Ut holds dŨ
+  const StateTile t(shared, K);  // S holds dS
   const int64_t state = (seq * x.heads + head) * K * V;
-  for (int p = threadIdx.x; p < K * BV; p += blockDim.x) {
-    const int d = p / BV, e = p % BV;
-    t.S[d * kBlockV + e] = dht ? dht[state + d * V + e0 + e] : 0.0f;
-  }
+  load_state(t.S, dht, state, K, V, e0, BV);
   __syncthreads();
   for (int64_t chunk = chunks.seq_chunk[seq + 1] - 1; chunk >= chunks.seq_chunk[seq]; --chunk) {
     const ChunkRef<E, kDecay, kGate> c(x, chunks, ws.G, chunk, head);
     const int L = c.len;
-    float* dS_chunk = gws.dS + (chunk * x.heads + head) * K * V;
-    for (int p = threadIdx.x; p < K * BV; p += blockDim.x) {
-      const int d = p / BV, e = p % BV;
-      dS_chunk[d * V + e0 + e] = t.S[d * kBlockV + e];
-    }
-    stage_rows(c, ws, t, K);
-    __syncthreads();
-    for (int p = threadIdx.x; p < L * BV; p += blockDim.x) {
-      const int i = p / BV, e = p % BV;
-      float du = gws.dUt[c.value(i, e0 + e)];
-      for (int d = 0; d < K; ++d) du += t.Kend[i * K + d] * t.S[d * kBlockV + e];
-      t.Ut[i * kBlockV + e] = du;
-      gws.dUt[c.value(i, e0 + e)] = du;
+    store_state(gws.dS, t.S, (chunk * x.heads + head) * K * V, K, V, e0, BV);
+    stage_rows(c, ws.W, t.W, K, t.pitch);
+    stage_rows(c, ws.Kend, t.Kend, K, t.pitch);
+    stage_rows(c, ws.Qg, t.Qg, K, t.pitch);
+    for (int p = threadIdx.x; p < kChunk * kBlockV; p += blockDim.x) {
+      const int i = p / kBlockV, e = p % kBlockV;
+      t.dO[p] = i < L && e < BV ? to_float(d_o[c.value(i, e0 + e)]) : 0.0f;
     }
     __syncthreads();
-    for (int p = threadIdx.x; p < K * BV; p += blockDim.x) {
-      const int d = p / BV, e = p % BV;
-      float s = chunk_decay(c, d) * t.S[d * kBlockV + e];
-      for (int i = 0; i < L; ++i) {
-        s += ws.Qg[c.key(i, d)] * to_float(d_o[c.value(i, e0 + e)]) - t.W[i * K + d] * t.Ut[i * kBlockV + e];
-      }
-      t.S[d * kBlockV + e] = s;
-    }
+    // Ut holds −dŨ, for the − Wᵀ dŨ term.
+    rows_times_state(t.Kend, t.pitch, t.S, L, K, [&](int i, int e, float kds) {
+      const float du = e < BV ? gws.dUt[c.value(i, e0 + e)] + kds : 0.0f;
+      t.Ut[i * kBlockV + e] = -du;
+      if (e < BV) gws.dUt[c.value(i, e0 + e)] = du;
+    });
+    __syncthreads();
+    const float* const Y[2] = {t.Qg, t.W};
+    const float* const Z[2] = {t.dO, t.Ut};
+    update_state<2>(
+        t.S, L, K, [&](int d) { return c.gamma(L - 1, d); }, Y, t.pitch, Z);
     __syncthreads();
   }
-  if (dh0) {
-    for (int p = threadIdx.x; p < K * BV; p += blockDim.x) {
-      const int d = p / BV, e = p % BV;
-      dh0[state + d * V + e0 + e] = t.S[d * kBlockV + e];
-    }
-  }
+  if (dh0) store_state(dh0, t.S, state, K, V, e0, BV);
 }
 
 dim3 state_grid(const Call& call) {
@@ -158,7 +202,7 @@ dim3 state_grid(const Call& call) {
 
 void state_forward(const Call& call, const Workspace& ws, const float* h0, float* ht) {
   if (call.chunks.seqs == 0) return;
-  const size_t bytes = state_shared_bytes(call.key_dim);
+  const size_t bytes = state_shared_bytes(call.key_dim, false);
   dispatch_kinds(call, [&](auto element, auto decay, auto gate) {
     using E = decltype(element);
     const auto kernel = state_forward_kernel<E, decltype(decay)::value, decltype(gate)::value>;
@@ -171,7 +215,7 @@ void state_forward(const Call& call, const Workspace& ws, const float* h0, float
 void state_backward(const Call& call, const Workspace& ws, const void* d_o, const float* dht, const GradWorkspace& gws,
                     float* dh0) {
   if (call.chunks.seqs == 0) return;
-  const size_t bytes = state_shared_bytes(call.key_dim);
+  const size_t bytes = state_shared_bytes(call.key_dim, true);
   dispatch_kinds(call, [&](auto element, auto decay, auto gate) {
     using E = decltype(element);
     const auto kernel = state_backward_kernel<E, decltype(decay)::value, decltype(gate)::value>;
