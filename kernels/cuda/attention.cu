@@ -10,17 +10,17 @@
 // that the long causal rows start early); a tile never crosses a sequence boundary.
 //
 // bf16: flash kernels on mma.sync m16n8k16 (bf16 operands, f32 accumulators), 4 warps per block,
-// operands staged in shared memory (rows padded by 8 elements: ldmatrix without bank
-// conflicts) by cp.async, double-buffered so that the next tile loads while this one is used.
+// operands staged in shared memory (rows padded by 8 elements: ldmatrix without bank conflicts)
+// by cp.async, double-buffered so that the next step's rows load while this step computes.
 // - forward: a block per (query tile, head) walks the keys its queries see, a step of keys at a
-//   time, from the first key of its first query to its last query, so fully masked steps are never
-//   visited; the mask is evaluated only on steps that it cuts. A warp owns 32 queries (two mma row
-//   tiles sharing every K/V fragment it reads). Online softmax in base 2 (z' = z·log2 e): m = running row
-//   max, l = running Σ exp2(z' − m), O rescaled by exp2(m_old − m_new) when m grows;
-//   lse = (m + log2 l) · ln 2.
-// - backward: P is recomputed from lse. A block per (key tile, kv head) holds dK, dV of its keys in
-//   registers over the query heads of the group and the query steps (kBackwardStep queries) that
-//   see its keys: dV += Pᵀ dO, dK += dSᵀ Q. A second kernel, a block per (query tile, head),
+//   time, from the first key of its first query to its last query, so fully masked steps are
+//   never visited; the mask is evaluated only on steps that it cuts. A warp owns 32 queries (two
+//   mma row tiles sharing every K/V fragment it reads). Online softmax in base 2
+//   (z' = z·log2 e): m = running row max, l = running Σ exp2(z' − m), O rescaled by
+//   exp2(m_old − m_new) when m grows; lse = (m + log2 l) · ln 2.
+// - backward: P is recomputed from lse. A block per (key tile, kv head) holds dK, dV of its keys
+//   in registers over the query heads of the group and the query steps (kBackwardStep queries)
+//   that see its keys: dV += Pᵀ dO, dK += dSᵀ Q. A second kernel, a block per (query tile, head),
 //   accumulates dQ += dS K over the key steps (S and dP computed again: no atomics, no partial
 //   sums). Every output row is written by one warp after sums in a fixed order: deterministic.
 // f32 (for the tests): one warp per row, lanes splitting the head dim, the same sums key by key in
