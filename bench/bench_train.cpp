@@ -1,7 +1,8 @@
 // bench_train: end-to-end training throughput of one run config, on whatever device it names: the
 // trainer itself (data loader, forward/backward, optimizer, everything `linea train` does) for
-// warm-up + timed steps in a fresh run directory. Prints one JSON line: the median step time over
-// the timed steps, tokens/s, FLOPs per token, MFU against a bf16 GEMM ceiling, peak GPU memory.
+// warm-up + timed steps in a fresh run directory, stopped right after the last timed step (no final
+// evaluation or checkpoint). Prints one JSON line: the median step time over the timed steps,
+// tokens/s, FLOPs per token, MFU against a bf16 GEMM ceiling, peak GPU memory (what linea allocated).
 //   bench_train CONFIG.toml [--warmup W] [--steps S] [--peak-tflops P] [section.key=value ...]
 //
 // FLOPs per token (a multiply-add is 2), forward + backward:
@@ -22,6 +23,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/device_memory.h"
 #include "worker/parameter_count.h"
 #include "worker/run_config.h"
 #include "worker/trainer.h"
@@ -29,6 +31,10 @@
 namespace {
 
 using namespace linea;
+
+// Thrown from the step callback after the last timed step: the run ends there, without the final
+// evaluation and checkpoint (with one rank the trainer lets it through unchanged).
+struct TimedStepsDone {};
 
 double parse_number(const char* flag, const char* value) {
   char* end = nullptr;
@@ -96,37 +102,46 @@ int main(int argc, char** argv) {
     }
     const RunConfig config = load_run_config(argv[1], overrides);
     std::vector<double> step_seconds;
+    double last_loss = 0;
     TrainOptions options;
     const double tokens_per_step = double(config.train.batch_seqs * config.train.seq_len);
     options.on_step = [&](const nlohmann::json& m) {
-      if (m["step"].get<int64_t>() > warmup) step_seconds.push_back(tokens_per_step / m["tokens_per_s"].get<double>());
+      const int64_t step = m["step"].get<int64_t>();
+      if (step > warmup) step_seconds.push_back(tokens_per_step / m["tokens_per_s"].get<double>());
+      last_loss = m["loss"].get<double>();
+      if (step == warmup + steps) throw TimedStepsDone{};
     };
     std::ostringstream log;
-    const TrainSummary summary = train(config, log, options);
+    try {
+      train(config, log, options);
+    } catch (const TimedStepsDone&) {
+    }
+    const bool gpu = config.device == "cuda" || (config.device == "auto" && cuda_device_available());
     std::filesystem::remove_all(dir);
     if (step_seconds.empty()) throw std::runtime_error("no timed steps");
     std::sort(step_seconds.begin(), step_seconds.end());
     const double step_s = step_seconds[step_seconds.size() / 2];
     const double flops = flops_per_token(config.model, config.train.seq_len);
     const double tokens_per_s = tokens_per_step / step_s;
-    const nlohmann::json line = {{"bench", "train"},
-                                 {"config", argv[1]},
-                                 {"device", summary.device},
-                                 {"precision", summary.precision},
-                                 {"mixer", std::string(mixer_kind_name(config.model.mixer))},
-                                 {"parameters", count_parameters(config.model).total},
-                                 {"seq_len", config.train.seq_len},
-                                 {"tokens_per_step", int64_t(tokens_per_step)},
-                                 {"micro_batch_seqs", config.train.micro_batch_seqs},
-                                 {"timed_steps", int64_t(step_seconds.size())},
-                                 {"step_ms", 1e3 * step_s},
-                                 {"step_ms_min", 1e3 * step_seconds.front()},
-                                 {"step_ms_max", 1e3 * step_seconds.back()},
-                                 {"tokens_per_s", tokens_per_s},
-                                 {"gflop_per_token", flops / 1e9},
-                                 {"mfu", tokens_per_s * flops / (peak_tflops * 1e12)},
-                                 {"peak_gpu_gib", double(summary.peak_device_bytes) / double(1 << 30)},
-                                 {"last_loss", summary.last_loss}};
+    const nlohmann::json line = {
+        {"bench", "train"},
+        {"config", argv[1]},
+        {"device", gpu ? "cuda" : "cpu"},
+        {"precision", config.train.precision == "auto" ? (gpu ? "bf16" : "f32") : config.train.precision},
+        {"mixer", std::string(mixer_kind_name(config.model.mixer))},
+        {"parameters", count_parameters(config.model).total},
+        {"seq_len", config.train.seq_len},
+        {"tokens_per_step", int64_t(tokens_per_step)},
+        {"micro_batch_seqs", config.train.micro_batch_seqs},
+        {"timed_steps", int64_t(step_seconds.size())},
+        {"step_ms", 1e3 * step_s},
+        {"step_ms_min", 1e3 * step_seconds.front()},
+        {"step_ms_max", 1e3 * step_seconds.back()},
+        {"tokens_per_s", tokens_per_s},
+        {"gflop_per_token", flops / 1e9},
+        {"mfu", tokens_per_s * flops / (peak_tflops * 1e12)},
+        {"peak_gpu_gib", double(cuda_peak_allocated_bytes()) / double(1 << 30)},
+        {"last_loss", last_loss}};
     std::printf("%s\n", line.dump().c_str());
   } catch (const std::exception& e) {
     std::fprintf(stderr, "bench_train: %s\n", e.what());

@@ -10,7 +10,7 @@
 # the embedded corpus is (built there on first use).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
-bench=${1:-$root/build}/bench_train
+bench=$(cd "${1:-$root/build}" && pwd)/bench_train
 steps=${BENCH_STEPS:-20}
 warmup=${BENCH_WARMUP:-3}
 cd "$root"

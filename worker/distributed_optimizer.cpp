@@ -139,9 +139,11 @@ double DistributedOptimizer::reduce_gradients() {
   // apart for TP shards (then summed over the TP group) and for replicated parameters.
   const auto sums_of = [&](int rank, double* sums) {  // sums: [shards, replicated]
     sums[0] = sums[1] = 0;
-    for (const ShardPiece& piece : plan_.pieces(rank)) {
-      sums[params_.params()[piece.param].shard_dim < 0 ? 1 : 0] += sum_of_squares(gradient(piece));
-    }
+    const std::vector<ShardPiece>& pieces = plan_.pieces(rank);
+    std::vector<Tensor> grads;
+    for (const ShardPiece& piece : pieces) grads.push_back(gradient(piece));
+    const std::vector<double> each = sums_of_squares(grads);  // one synchronisation on a GPU
+    for (size_t i = 0; i < pieces.size(); ++i) sums[params_.params()[pieces[i].param].shard_dim < 0 ? 1 : 0] += each[i];
   };
   Tensor totals = Tensor::zeros({2}, DType::f64);
   double* total = totals.data<double>();

@@ -54,17 +54,37 @@ void check_gpu_dtype(const Tensor& x, const char* who) {
 
 double sum_of_squares(const Tensor& x) {
   check_gpu_dtype(x, "sum_of_squares");
-  if (x.device() == Device::cuda) {
-#ifdef LINEA_WITH_CUDA
-    return cuda::sum_of_squares(x.data<float>(), x.numel());
-#endif
-  }
+  if (x.device() == Device::cuda) return sums_of_squares({x})[0];
   double total = 0;
   with_float_type(x.dtype(), "sum_of_squares", [&](auto zero) {
     using T = decltype(zero);
     total = blocked_sum_of_squares<T>(x.data<T>(), x.numel());
   });
   return total;
+}
+
+std::vector<double> sums_of_squares(const std::vector<Tensor>& xs) {
+  std::vector<double> sums(xs.size());
+  if (xs.empty() || xs.front().device() == Device::cpu) {
+    for (size_t i = 0; i < xs.size(); ++i) {
+      if (xs[i].device() != Device::cpu) {
+        throw std::invalid_argument("sums_of_squares: tensors on several devices, " + xs[i].describe());
+      }
+      sums[i] = sum_of_squares(xs[i]);
+    }
+    return sums;
+  }
+#ifdef LINEA_WITH_CUDA
+  std::vector<std::pair<const float*, int64_t>> runs;
+  for (const Tensor& x : xs) {
+    if (x.device() != Device::cuda)
+      throw std::invalid_argument("sums_of_squares: tensors on several devices, " + x.describe());
+    check_gpu_dtype(x, "sums_of_squares");
+    runs.emplace_back(x.data<float>(), x.numel());
+  }
+  cuda::sums_of_squares(runs, sums.data());
+#endif
+  return sums;
 }
 
 void scale_tensor(const Tensor& x, double factor) {
@@ -91,7 +111,10 @@ double grad_sum_of_squares(const ParameterSet& params, const TensorParallel& tp)
   if (tp.size == 1) return grad_sum_of_squares(params);
   check_finalized(params, "grad_sum_of_squares");
   Tensor sums = Tensor::zeros({2}, DType::f64);  // [shards, replicated]
-  for (const Parameter& p : params.params()) sums.data<double>()[p.shard_dim < 0 ? 1 : 0] += sum_of_squares(p.grad);
+  std::vector<Tensor> grads;
+  for (const Parameter& p : params.params()) grads.push_back(p.grad);
+  const std::vector<double> each = sums_of_squares(grads);
+  for (size_t i = 0; i < each.size(); ++i) sums.data<double>()[params.params()[i].shard_dim < 0 ? 1 : 0] += each[i];
   all_reduce_host(*tp.comm, sums.slice(0, 1), ReduceOp::sum);
   return sums.data<double>()[0] + sums.data<double>()[1];
 }

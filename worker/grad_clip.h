@@ -7,6 +7,8 @@
 // tensor parallelism the norm of the logical gradients is the TP form of grad_sum_of_squares
 // below, and clipping scales with scale_grads().
 #pragma once
+#include <vector>
+
 #include "worker/parameters.h"
 #include "worker/tensor_parallel.h"
 
@@ -15,6 +17,9 @@ namespace linea {
 // Σ x² over a contiguous f32 or f64 CPU tensor, in f64, over fixed blocks (thread-count independent);
 // or over an f32 tensor on the GPU, in f64 in a fixed tree (worker/cuda/optimizer_math.h).
 double sum_of_squares(const Tensor& x);
+// sum_of_squares() of each tensor (all on the CPU or all on the GPU); on the GPU with one
+// synchronisation for all of them.
+std::vector<double> sums_of_squares(const std::vector<Tensor>& xs);
 // x ← factor · x (computed in f64, rounded once); CPU, or f32 on the GPU (the same bits).
 void scale_tensor(const Tensor& x, double factor);
 

@@ -9,9 +9,9 @@
 // OptimizerState is everything needed to continue bit for bit: the kind, the number of steps taken
 // and one tensor per parameter and buffer, named "<buffer>/<parameter name>" (e.g. "adamw.m/x",
 // "adamw.v/x", "muon.momentum/x"), each shaped like its parameter and on the host whatever the
-// parameters' device. export_state() deep-copies, so the
-// copy can be written by another thread while training goes on; import_state() validates the whole
-// state before changing anything (std::invalid_argument naming the tensor otherwise).
+// parameters' device. export_state() deep-copies, so the copy can be written by another thread
+// while training goes on; import_state() validates the whole state before changing anything
+// (std::invalid_argument naming the tensor otherwise).
 #pragma once
 #include <cstdint>
 #include <map>

@@ -1,7 +1,8 @@
 // DataParallelReducer under mpirun (2 and 4 ranks): on a toy least-squares problem, SGD with the
 // global batch split over DP ranks (gradients averaged by the reducer) follows the same trajectory
 // as one process on the whole batch, in every TP × DP layout of the world; the replicas stay
-// bit-identical; bucket boundaries fall on parameter boundaries.
+// bit-identical; bucket boundaries fall on parameter boundaries; buckets started during backward
+// (gradients_ready) give the bits of a reduction after it.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -168,6 +169,32 @@ TEST(DataParallelReducer, BucketsFollowParameterBoundariesFromTheLast) {
   other.finalize();
   DataParallelReducer reducer(grid.comm(GridAxis::dp), params);
   EXPECT_THROW(reducer.reduce(other), std::invalid_argument);
+}
+
+TEST(DataParallelReducer, BucketsStartedDuringBackwardGiveTheSameBits) {
+  ProcessGrid grid = ProcessGrid::create({1, 0});
+  Communicator& dp = grid.comm(GridAxis::dp);
+  ParameterSet overlapped(DType::f32), after(DType::f32);
+  declare(overlapped);
+  declare(after);
+  for (ParameterSet* p : {&overlapped, &after}) {  // a different gradient on every rank
+    for (int64_t i = 0; i < p->numel(); ++i) p->grads().data<float>()[i] = 0.1f * float(i) + 0.37f * float(dp.rank());
+  }
+  DataParallelReducer reducer(dp, overlapped, 1);  // each parameter a bucket: c, b, w
+  DataParallelReducer plain(dp, after, 1);
+  reducer.gradients_ready(0, 3);
+  EXPECT_EQ(reducer.buckets_started(), 0u) << "not armed";
+  reducer.overlap_next_backward();
+  reducer.gradients_ready(1, 2);  // b before c: c's bucket goes first, so nothing starts
+  EXPECT_EQ(reducer.buckets_started(), 0u);
+  reducer.gradients_ready(2, 3);
+  EXPECT_EQ(reducer.buckets_started(), 2u);
+  EXPECT_THROW(reducer.gradients_ready(2, 4), std::invalid_argument);
+  reducer.reduce(overlapped);
+  EXPECT_EQ(reducer.buckets_started(), 0u) << "reset for the next step";
+  plain.reduce(after);
+  EXPECT_EQ(std::memcmp(overlapped.grads().raw(), after.grads().raw(), after.grads().nbytes()), 0);
+  EXPECT_FALSE(dp.overlapping());
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <functional>
 #include <string>
 #include <vector>
@@ -163,6 +164,42 @@ TEST(Model, GradientsAccumulateAndEvaluateLeavesThemAlone) {
   const Tensor twice = model.params().grads();
   for (int64_t i = 0; i < once.numel(); ++i) {
     ASSERT_NEAR(twice.data<double>()[i], once.data<double>()[i], 1e-12 * (1 + std::abs(once.data<double>()[i])));
+  }
+}
+
+// Every parameter is reported once, later blocks first, and its gradient is final when reported.
+TEST(Model, GradientsReadyReportsEachParameterOnceWhenFinal) {
+  for (bool tied : {false, true}) {
+    Model model(tiny_hybrid(MixerKind::gdn, tied), DType::f64);
+    model.init_parameters(4);
+    const Batch batch = packed_batch(11, 5);
+    const auto& ps = model.params().params();
+    struct Report {
+      size_t first, end;
+      Tensor grads;  // the reported parameters' gradients at the time of the report
+    };
+    std::vector<Report> reports;
+    model.set_gradients_ready([&](size_t first, size_t end) {
+      const int64_t begin = ps[first].offset, stop = end < ps.size() ? ps[end].offset : model.params().numel();
+      reports.push_back({first, end, model.params().grads().slice(begin, stop).clone()});
+    });
+    model.params().zero_grads();
+    model.forward_backward(batch.ids, batch.targets, batch.seqs, 1.0);
+    std::vector<int> seen(ps.size(), 0);
+    for (size_t r = 0; r < reports.size(); ++r) {
+      const Report& report = reports[r];
+      ASSERT_LE(report.end, ps.size());
+      if (r + 1 < reports.size()) {
+        EXPECT_GE(report.first, reports[r + 1].end) << "not in backward order";
+      }
+      for (size_t i = report.first; i < report.end; ++i) ++seen[i];
+      const Tensor now =
+          model.params().grads().slice(ps[report.first].offset, ps[report.first].offset + report.grads.numel());
+      EXPECT_EQ(std::memcmp(now.raw(), report.grads.raw(), now.nbytes()), 0)
+          << "parameters [" << report.first << ", " << report.end << ") changed after being reported";
+    }
+    for (size_t i = 0; i < ps.size(); ++i) EXPECT_EQ(seen[i], 1) << ps[i].name << " tied " << tied;
+    EXPECT_GE(reports.size(), 4u);  // head (untied) or nothing, three blocks, the rest
   }
 }
 

@@ -138,13 +138,14 @@ void sum_of_squares_to_device(const float* x, int64_t n, double* partials, doubl
   check_launch("total_kernel");
 }
 
-double sum_of_squares(const float* x, int64_t n) {
-  const std::vector<void*> pieces = scratch({kSumBlocks * sizeof(double), sizeof(double)});
-  auto* total = static_cast<double*>(pieces[1]);
-  sum_of_squares_to_device(x, n, static_cast<double*>(pieces[0]), total);
-  double result = 0;
-  check_cuda(cudaMemcpy(&result, total, sizeof result, cudaMemcpyDeviceToHost), "sum_of_squares: cudaMemcpy");
-  return result;
+void sums_of_squares(const std::vector<std::pair<const float*, int64_t>>& xs, double* out) {
+  if (xs.empty()) return;
+  const std::vector<void*> pieces = scratch({kSumBlocks * sizeof(double), xs.size() * sizeof(double)});
+  auto* partials = static_cast<double*>(pieces[0]);  // reused: the kernels run one after another
+  auto* totals = static_cast<double*>(pieces[1]);
+  for (size_t i = 0; i < xs.size(); ++i) sum_of_squares_to_device(xs[i].first, xs[i].second, partials, totals + i);
+  check_cuda(cudaMemcpy(out, totals, xs.size() * sizeof(double), cudaMemcpyDeviceToHost),
+             "sums_of_squares: cudaMemcpy");
 }
 
 }  // namespace linea::cuda

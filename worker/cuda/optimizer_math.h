@@ -6,10 +6,12 @@
 // quotient and square root rounded on its own (no fused multiply-add), so that the elementwise
 // updates give the CPU's f32 bits. sum_of_squares adds in f64 in a fixed tree (fixed grid, fixed
 // order of partial sums), so it is the same on every run; it differs from the CPU's blocked sum
-// only by f64 rounding. Everything runs on the default stream; sum_of_squares returns after
-// copying its result to the host (one synchronisation).
+// only by f64 rounding. Everything runs on the default stream; sums_of_squares returns after
+// copying its results to the host (one synchronisation for all of them).
 #pragma once
 #include <cstdint>
+#include <utility>
+#include <vector>
 
 #include "worker/adamw_coefficients.h"
 
@@ -23,8 +25,8 @@ void nesterov_momentum(float* momentum, float* u, const float* grad, int64_t n, 
 void decay_and_subtract(float* theta, const float* o, int64_t n, double decay_factor, double scale);
 // x ← float(double(x)·factor)
 void scale(float* x, int64_t n, double factor);
-// Σ x², in f64.
-double sum_of_squares(const float* x, int64_t n);
+// Σ x² of each of the f32 runs xs[i] = (pointer, count), in f64, with one copy to the host for all.
+void sums_of_squares(const std::vector<std::pair<const float*, int64_t>>& xs, double* out);
 // The same sum, left on the device in *total (no synchronisation); `partials` holds
 // sum_of_squares_partials() doubles of device memory.
 int64_t sum_of_squares_partials();
