@@ -129,11 +129,7 @@ double Model::forward_backward(const Tensor& ids, const Tensor& targets, const S
     if (gradients_ready_) gradients_ready_(first, end);
   };
   const size_t params_end = params_.params().size();
-<<<<<<< HEAD
-  if (per_block) finished(block_params_.back(), params_end);  // the untied head
-=======
-  if (report && block_params_.back() < params_end) gradients_ready_(block_params_.back(), params_end);  // untied head
->>>>>>> h-gpuoptim
+  if (per_block && block_params_.back() < params_end) finished(block_params_.back(), params_end);  // untied head
   for (size_t i = blocks_.size(); i-- > 0;) {
     blocks_[i].backward(ctx, grad, next);
     std::swap(grad, next);
