@@ -8,13 +8,14 @@
 // ignored; `seqs` says where documents begin (conv, attention, recurrent state and RoPE restart there).
 //
 // Device and precision: the parameters, activations and arithmetic live on `device`. On CUDA the
-// ids and targets are checked on the host and uploaded once per micro-batch (one copy each); the
-// only host synchronisations of a step are those copies, the loss readback and the index checks of
-// the CUDA embedding and LM head ops. With compute dtype bf16 (CUDA only) the master weights and
-// gradients stay f32 (ParameterSet's mixed precision): activations and compute weights are bf16,
-// statistics (rstd, lse) and the decay gate f32, and each micro-batch's bf16 parameter gradients are
-// added into the f32 gradients when its backward ends. After changing params().values() (optimizer
-// step, resume) call params().refresh_compute_values().
+// ids, targets and RoPE positions are checked on the host and uploaded once per micro-batch (one
+// copy each); the model itself synchronises with the host only there and at the loss readback (the
+// CUDA ops add their own: index checks of embedding, RoPE and the LM head, sequence-layout uploads).
+// With compute dtype bf16 (CUDA only) the master weights and gradients stay f32 (ParameterSet's
+// mixed precision): activations and compute weights are bf16, statistics (rstd, lse) and the decay
+// gate f32, and each block's bf16 parameter gradients are added into the f32 gradients as soon as
+// its backward ends (before the gradients-ready hook hears of them). After changing
+// params().values() (optimizer step, resume) call params().refresh_compute_values().
 //
 // Tensor parallelism (worker/tensor_parallel.h): a Model built with TensorParallel{comm, rank, R}
 // is this rank's part of the model; the R ranks of the group call every method together, with the
