@@ -105,10 +105,13 @@ int run_train(int argc, char** argv) {
                s.seconds, s.tokens_per_s);
   if (!std::isnan(s.last_loss)) std::fprintf(stderr, "last loss %.4f", s.last_loss);
   if (!std::isnan(s.last_val_loss)) std::fprintf(stderr, ", last val_loss %.4f", s.last_val_loss);
-  std::fprintf(stderr, "\ncheckpoints: longest stall %.0f ms; last one %.1f MB%s written in %.0f ms in the background\n",
+  std::fprintf(stderr,
+               "\ncheckpoints: longest stall %.0f ms; last one %.1f MB%s written in %.0f ms in the background\n",
                s.checkpoint_blocked_ms, double(s.checkpoint_bytes) / 1e6,
                session.world_size() > 1 ? " (rank 0's part)" : "", s.checkpoint_write_ms);
-  std::fprintf(stderr, "results in %s/%s/\n", config->dir.c_str(), config->name.c_str());
+  std::fprintf(stderr, "device %s, %s", s.device.c_str(), s.precision.c_str());
+  if (s.device == "cuda") std::fprintf(stderr, ", peak GPU memory %.2f GiB", double(s.peak_device_bytes) / (1 << 30));
+  std::fprintf(stderr, "\nresults in %s/%s/\n", config->dir.c_str(), config->name.c_str());
   return s.stop_signal ? 128 + s.stop_signal : 0;
 }
 

@@ -60,11 +60,27 @@ void copy_device_memory(void* dst, Device dst_device, const void* src, Device sr
 #endif
 }
 
+bool cuda_backend_built() {
+#ifdef LINEA_WITH_CUDA
+  return true;
+#else
+  return false;
+#endif
+}
+
 bool cuda_device_available() {
 #ifdef LINEA_WITH_CUDA
   return cuda::device_count() > 0;
 #else
   return false;
+#endif
+}
+
+size_t cuda_peak_allocated_bytes() {
+#ifdef LINEA_WITH_CUDA
+  return cuda::peak_allocated_bytes();
+#else
+  return 0;
 #endif
 }
 

@@ -11,7 +11,11 @@ namespace linea {
 std::shared_ptr<void> allocate_device_memory(size_t bytes, Device device);
 void fill_device_memory_zero(void* data, size_t bytes, Device device);
 void copy_device_memory(void* dst, Device dst_device, const void* src, Device src_device, size_t bytes);
+// True when this build has a CUDA backend (LINEA_WITH_CUDA).
+bool cuda_backend_built();
 // True when this build has CUDA and a device is visible.
 bool cuda_device_available();
+// The most CUDA memory this process has held at once through allocate_device_memory (0 without CUDA).
+size_t cuda_peak_allocated_bytes();
 
 }  // namespace linea

@@ -19,6 +19,12 @@ namespace linea::ops {
 // ---- elementwise -----------------------------------------------------------------------------
 // y += x (same shape and dtype)
 void add_inplace(Tensor y, const Tensor& x);
+// Element type conversion: out = in, rounded to out's dtype (bf16: round-to-nearest-even).
+// out and in: same shape and device, each f32, f64 or bf16 (f32 or bf16 on CUDA), dtypes may differ.
+void convert(Tensor out, const Tensor& in);
+// y += x with x of another dtype (e.g. bf16 micro-batch gradients into f32 ones): the sum is formed
+// in the wider arithmetic (f64 on the CPU, f32 on CUDA) and rounded once to y's dtype.
+void add_converted(Tensor y, const Tensor& x);
 
 // ---- embedding: out[n, :] = table[ids[n], :] ---------------------------------------------------
 // ids: i32 [N] (each in [0, V)), table: [V, D], out: [N, D]
@@ -44,8 +50,8 @@ void rmsnorm_backward(Tensor dx, Tensor dweight, const Tensor& dout, const Tenso
 void linear_forward(Tensor out, const Tensor& x, const Tensor& weight, const Tensor& bias);
 // dx = dout · W (added to dx when accumulate_dx); dweight += doutᵀ · x; dbias += Σ_n dout.
 // dx, dweight or dbias may be undefined to skip that gradient.
-void linear_backward(Tensor dx, Tensor dweight, Tensor dbias, const Tensor& dout, const Tensor& x,
-                     const Tensor& weight, bool accumulate_dx);
+void linear_backward(Tensor dx, Tensor dweight, Tensor dbias, const Tensor& dout, const Tensor& x, const Tensor& weight,
+                     bool accumulate_dx);
 
 // ---- SwiGLU: out = silu(gate) ⊙ up, silu(a) = a·σ(a) -------------------------------------------
 // gate, up, out: [N, F]
@@ -89,9 +95,8 @@ enum class GateActivation { none, silu, sigmoid };
 void gated_rmsnorm_forward(Tensor out, Tensor rstd, const Tensor& o, const Tensor& z, const Tensor& weight,
                            int64_t heads, GateActivation act, double eps);
 // do, dz overwritten (dz skipped when act == none); dweight accumulated
-void gated_rmsnorm_backward(Tensor d_o, Tensor dz, Tensor dweight, const Tensor& dout, const Tensor& o,
-                            const Tensor& z, const Tensor& weight, const Tensor& rstd, int64_t heads,
-                            GateActivation act);
+void gated_rmsnorm_backward(Tensor d_o, Tensor dz, Tensor dweight, const Tensor& dout, const Tensor& o, const Tensor& z,
+                            const Tensor& weight, const Tensor& rstd, int64_t heads, GateActivation act);
 
 // ---- LM head + cross-entropy, fused, over blocks of rows (never all logits at once) -------------
 // logits = x · Wᵀ ([N, V]); loss_n = logsumexp(logits_n) − logits_n[target_n]; target −1 = ignored.
@@ -99,8 +104,8 @@ void gated_rmsnorm_backward(Tensor d_o, Tensor dz, Tensor dweight, const Tensor&
 // dx = loss_scale · dlogits · W (overwritten) and dweight += loss_scale · dlogitsᵀ · x,
 // with dlogits = softmax − onehot(target), so that loss_scale = 1/count gives the mean's gradient.
 // x: [N, D], weight: [V, D], targets: i32 [N].
-double lm_head_cross_entropy(const Tensor& x, const Tensor& weight, const Tensor& targets, double loss_scale,
-                             Tensor dx, Tensor dweight);
+double lm_head_cross_entropy(const Tensor& x, const Tensor& weight, const Tensor& targets, double loss_scale, Tensor dx,
+                             Tensor dweight);
 
 // Vocabulary-parallel form, in three steps, for R ranks where rank r holds rows
 // [vocab_begin_r, vocab_begin_r + V_r) of the head (targets are ids of the full vocabulary):

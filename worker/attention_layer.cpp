@@ -38,7 +38,7 @@ Tensor AttentionLayer::forward(StepContext& ctx, const Tensor& x) {
   ops::rope_apply(q_, ctx.positions, shape_.q_heads, config_.rope_theta, /*inverse=*/false);
   ops::rope_apply(k_, ctx.positions, shape_.kv_heads, config_.rope_theta, /*inverse=*/false);
   out_ = ctx.activation({x.dim(0), shape_.q_heads * config_.head_dim});
-  lse_ = ctx.activation({x.dim(0), shape_.q_heads});
+  lse_ = ctx.statistics({x.dim(0), shape_.q_heads});
   ops::attention_forward(out_, lse_, q_, k_, v_, shape_, ctx.seqs);
   return o_proj_.forward(ctx, out_);
 }

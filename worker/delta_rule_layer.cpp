@@ -168,8 +168,8 @@ Tensor DeltaRuleLayer::forward(StepContext& ctx, const Tensor& x) {
   rule_in_ = ops::DeltaRuleInputs{};
   rule_in_.q = ctx.activation({n, H, K});
   rule_in_.k = ctx.activation({n, H, K});
-  q_rstd_ = ctx.activation({n, H});
-  k_rstd_ = ctx.activation({n, H});
+  q_rstd_ = ctx.statistics({n, H});
+  k_rstd_ = ctx.statistics({n, H});
   ops::l2norm_forward(rule_in_.q.reshape({n, key_width_}), q_rstd_, q_conv_out_, H, kL2NormEps);
   ops::l2norm_forward(rule_in_.k.reshape({n, key_width_}), k_rstd_, k_conv_out_, H, kL2NormEps);
   rule_in_.v = v.reshape({n, H, V});
@@ -185,8 +185,14 @@ Tensor DeltaRuleLayer::forward(StepContext& ctx, const Tensor& x) {
   }
 
   if (spec_.decay != ops::DecayKind::none) {
-    decay_in_ = a_proj_ ? a_proj_->forward(ctx, x) : f_proj_->forward(ctx, x);
-    Tensor g = ctx.activation(decay_in_.shape());
+    // The gate runs in the master dtype on the master A_log and dt_bias (g must be f32 at least).
+    const Tensor decay_in = a_proj_ ? a_proj_->forward(ctx, x) : f_proj_->forward(ctx, x);
+    decay_in_ = decay_in;
+    if (decay_in.dtype() != ctx.master_dtype) {
+      decay_in_ = ctx.activations.alloc(decay_in.shape(), ctx.master_dtype);
+      ops::convert(decay_in_, decay_in);
+    }
+    Tensor g = ctx.activations.alloc(decay_in_.shape(), ctx.master_dtype);
     ops::decay_gate_forward(g, decay_in_, A_log_->value, dt_bias_->value);
     rule_in_.g = spec_.decay == ops::DecayKind::scalar ? g : g.reshape({n, H, K});
   }
@@ -196,8 +202,8 @@ Tensor DeltaRuleLayer::forward(StepContext& ctx, const Tensor& x) {
 
   z_ = g_proj_ ? g_proj_->forward(ctx, x) : g_proj_lowrank_ ? g_proj_lowrank_->forward(ctx, x) : Tensor();
   Tensor y = ctx.activation({n, value_width_});
-  o_rstd_ = ctx.activation({n, H});
-  ops::gated_rmsnorm_forward(y, o_rstd_, o_, z_, o_norm_->value, H, output_act_, norm_eps_);
+  o_rstd_ = ctx.statistics({n, H});
+  ops::gated_rmsnorm_forward(y, o_rstd_, o_, z_, o_norm_->compute, H, output_act_, norm_eps_);
   return o_proj_.forward(ctx, y);
 }
 
@@ -207,7 +213,8 @@ void DeltaRuleLayer::backward(StepContext& ctx, const Tensor& dy, Tensor dx) {
   o_proj_.backward(dy, dnormed, false);
   Tensor d_o = ctx.temporary({n, value_width_});
   Tensor dz = z_.defined() ? ctx.temporary({n, value_width_}) : Tensor();
-  ops::gated_rmsnorm_backward(d_o, dz, o_norm_->grad, dnormed, o_, z_, o_norm_->value, o_rstd_, H, output_act_);
+  ops::gated_rmsnorm_backward(d_o, dz, o_norm_->compute_grad, dnormed, o_, z_, o_norm_->compute, o_rstd_, H,
+                              output_act_);
 
   ops::DeltaRuleGrads grads;
   grads.dq = ctx.temporary({n, H, K});
@@ -219,7 +226,7 @@ void DeltaRuleLayer::backward(StepContext& ctx, const Tensor& dy, Tensor dx) {
   } else {
     grads.dbeta = ctx.temporary({n, H});
   }
-  if (rule_in_.g.defined()) grads.dg = ctx.temporary(rule_in_.g.shape());
+  if (rule_in_.g.defined()) grads.dg = ctx.scratch.alloc(rule_in_.g.shape(), rule_in_.g.dtype());
   ops::delta_rule_backward(ops::DeltaRuleImpl::chunked, spec_, ctx.seqs, rule_in_, d_o.reshape({n, H, V}), Tensor(),
                            grads);
 
@@ -248,9 +255,14 @@ void DeltaRuleLayer::backward(StepContext& ctx, const Tensor& dy, Tensor dx) {
   }
 
   if (spec_.decay != ops::DecayKind::none) {
-    Tensor ddecay_in = ctx.temporary(decay_in_.shape());
+    Tensor ddecay_in = ctx.scratch.alloc(decay_in_.shape(), decay_in_.dtype());
     ops::decay_gate_backward(ddecay_in, A_log_->grad, dt_bias_->grad, grads.dg.reshape(decay_in_.shape()), decay_in_,
                              A_log_->value, dt_bias_->value);
+    if (ddecay_in.dtype() != ctx.dtype) {
+      Tensor converted = ctx.temporary(ddecay_in.shape());
+      ops::convert(converted, ddecay_in);
+      ddecay_in = converted;
+    }
     if (a_proj_) {
       a_proj_->backward(ddecay_in, dx, true);
     } else {

@@ -19,6 +19,9 @@
 //   out = W_o y                                         (H·V → D)
 // Parameter names follow fla (q_proj, q_conv1d, a_proj, b_proj, w_proj, f_proj.0/1, g_proj, A_log,
 // dt_bias, o_norm, o_proj); roles follow mixers.md §6.3.
+// Precision: everything runs in the step's dtype on the compute weights, except the decay gate,
+// which runs in the master dtype (f32 in bf16 training: the delta rule's g is f32) on the master
+// A_log and dt_bias, whose gradients go straight into the master gradients.
 //
 // Heads are independent, so under tensor parallelism a rank holds heads tp.split_evenly(H) and
 // everything of them: rows of every projection into them (q, k, v, b, w, a, f_proj.1, g_proj.1 and
@@ -84,7 +87,7 @@ class DeltaRuleLayer final : public Mixer {
   Tensor q_in_, k_in_, v_in_;       // projections, before conv
   Tensor q_conv_out_, k_conv_out_;  // after conv + SiLU, before L2 norm
   Tensor q_rstd_, k_rstd_;
-  Tensor decay_in_;  // W_a x or W_f x
+  Tensor decay_in_;  // W_a x or W_f x, in the master dtype
   Tensor z_;         // output-gate input (undefined without gate)
   Tensor o_, o_rstd_;
   ops::DeltaRuleInputs rule_in_;

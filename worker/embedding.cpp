@@ -33,9 +33,9 @@ Tensor Embedding::forward(StepContext& ctx, const Tensor& ids) {
   ids_ = ids;
   Tensor x = ctx.activation({ids.numel(), dim_});
   if (table_->shard_dim < 0) {
-    ops::embedding_forward(x, table_->value, ids);
+    ops::embedding_forward(x, table_->compute, ids);
   } else {
-    ops::embedding_shard_forward(x, table_->value, ids, table_->shard_offset);
+    ops::embedding_shard_forward(x, table_->compute, ids, table_->shard_offset);
     tp_.all_reduce_sum(x);
   }
   return x;
@@ -43,9 +43,9 @@ Tensor Embedding::forward(StepContext& ctx, const Tensor& ids) {
 
 void Embedding::backward(const Tensor& dx) {
   if (table_->shard_dim < 0) {
-    ops::embedding_backward(table_->grad, dx, ids_);
+    ops::embedding_backward(table_->compute_grad, dx, ids_);
   } else {
-    ops::embedding_shard_backward(table_->grad, dx, ids_, table_->shard_offset);
+    ops::embedding_shard_backward(table_->compute_grad, dx, ids_, table_->shard_offset);
   }
 }
 

@@ -29,12 +29,13 @@ void Linear::init(Rng& rng, double std) {
 Tensor Linear::forward(StepContext& ctx, const Tensor& x) {
   x_ = x;
   Tensor y = ctx.activation({x.dim(0), out_});
-  ops::linear_forward(y, x, weight_->value, bias_ ? bias_->value : Tensor());
+  ops::linear_forward(y, x, weight_->compute, bias_ ? bias_->compute : Tensor());
   return y;
 }
 
 void Linear::backward(const Tensor& dy, Tensor dx, bool accumulate_dx) {
-  ops::linear_backward(dx, weight_->grad, bias_ ? bias_->grad : Tensor(), dy, x_, weight_->value, accumulate_dx);
+  ops::linear_backward(dx, weight_->compute_grad, bias_ ? bias_->compute_grad : Tensor(), dy, x_, weight_->compute,
+                       accumulate_dx);
 }
 
 }  // namespace linea

@@ -6,16 +6,16 @@ namespace linea {
 
 double lm_head_loss(StepContext& ctx, const TensorParallel& tp, const Tensor& x, const Parameter& head,
                     const Tensor& targets, double loss_scale, Tensor dx, Tensor dweight) {
-  if (tp.size == 1) return ops::lm_head_cross_entropy(x, head.value, targets, loss_scale, dx, dweight);
+  if (tp.size == 1) return ops::lm_head_cross_entropy(x, head.compute, targets, loss_scale, dx, dweight);
   const int64_t n = x.dim(0);
   Tensor stats = ctx.temporary({2, n});
-  ops::lm_head_shard_statistics(stats, x, head.value, targets, head.shard_offset);
+  ops::lm_head_shard_statistics(stats, x, head.compute, targets, head.shard_offset);
   Tensor gathered = ctx.temporary({tp.size, 2, n});
   tp.comm->all_gather(stats, gathered);
   Tensor lse = ctx.temporary({n});
   const double loss_sum = ops::lm_head_combine_statistics(lse, gathered, targets);
   if (dx.defined()) {
-    ops::lm_head_shard_backward(dx, dweight, x, head.value, targets, head.shard_offset, lse, loss_scale);
+    ops::lm_head_shard_backward(dx, dweight, x, head.compute, targets, head.shard_offset, lse, loss_scale);
     tp.all_reduce_sum(dx);
   }
   return loss_sum;

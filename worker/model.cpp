@@ -19,16 +19,38 @@ TensorParallel validated(TensorParallel tp) {
   tp.validate();
   return tp;
 }
+
+// A host i32 [n] tensor of `what`, or a clear error.
+void check_host_indices(const Tensor& t, int64_t n, const char* what) {
+  if (t.dtype() != DType::i32 || t.ndim() != 1 || t.dim(0) != n || t.device() != Device::cpu) {
+    throw std::invalid_argument(std::string("Model: ") + what + " must be i32 [" + std::to_string(n) +
+                                "] on the cpu (the tokens of seqs), got " + t.describe());
+  }
+}
+
+// t itself on the CPU; on CUDA a copy in the step's activations.
+Tensor on_device(StepContext& ctx, const Tensor& t) {
+  if (ctx.activations.device() == t.device()) return t;
+  Tensor copy = ctx.activations.alloc(t.shape(), t.dtype());
+  copy.copy_from(t);
+  return copy;
+}
 }  // namespace
 
-Model::Model(const ModelConfig& config, DType dtype, bool allocate, TensorParallel tp)
+Model::Model(const ModelConfig& config, DType dtype, bool allocate, TensorParallel tp, Device device,
+             std::optional<DType> compute_dtype)
     : config_(resolved(config)),
       tp_(validated(tp)),
-      params_(dtype),
+      params_(dtype, device, compute_dtype),
       embedding_(params_, "embedding", config_.vocab, config_.d_model, tp_),
-      norm_(params_, "norm", config_.d_model, config_.norm_eps) {
+      norm_(params_, "norm", config_.d_model, config_.norm_eps),
+      activations_(device),
+      scratch_(device) {
   if (dtype != DType::f32 && dtype != DType::f64) {
     throw std::invalid_argument("Model: parameters must be f32 or f64, got " + std::string(dtype_name(dtype)));
+  }
+  if (device == Device::cuda && dtype != DType::f32) {
+    throw std::invalid_argument("Model: master weights on cuda must be f32, got " + std::string(dtype_name(dtype)));
   }
   blocks_.reserve(static_cast<size_t>(config_.layers));
   block_params_.push_back(params_.params().size());
@@ -46,26 +68,30 @@ Model::Model(const ModelConfig& config, DType dtype, bool allocate, TensorParall
 
 void Model::init_parameters(uint64_t seed) {
   if (!params_.finalized()) throw std::logic_error("Model::init_parameters: the model was built without memory");
-  Rng rng(seed);
-  const double std = config_.init_std;
-  embedding_.init(rng, std);
-  for (Block& block : blocks_) block.init(rng, std);
-  norm_.init();
-  if (head_) init_normal(*head_, rng, std);
+  params_.with_host_values([&] {
+    Rng rng(seed);
+    const double std = config_.init_std;
+    embedding_.init(rng, std);
+    for (Block& block : blocks_) block.init(rng, std);
+    norm_.init();
+    if (head_) init_normal(*head_, rng, std);
+  });
 }
 
 const Parameter& Model::head() const { return head_ ? *head_ : embedding_.table(); }
 
-Tensor Model::forward(StepContext& ctx, const Tensor& ids, const Tensor& targets, int64_t& target_count) {
+StepContext Model::begin_step(const SeqLayout& seqs) {
   if (!params_.finalized()) throw std::logic_error("Model: the model was built without memory");
+  activations_.reset();
+  scratch_.reset();
+  return StepContext(activations_, scratch_, seqs, params_.compute_dtype(), params_.dtype());
+}
+
+Tensor Model::forward(StepContext& ctx, const Tensor& ids, const Tensor& targets, int64_t& target_count,
+                      Tensor& device_targets) {
   const int64_t n = ctx.tokens();
-  if (ids.dtype() != DType::i32 || ids.ndim() != 1 || ids.dim(0) != n) {
-    throw std::invalid_argument("Model: ids must be i32 [" + std::to_string(n) + "] (the tokens of seqs), got " +
-                                ids.describe());
-  }
-  if (targets.dtype() != DType::i32 || targets.ndim() != 1 || targets.dim(0) != n) {
-    throw std::invalid_argument("Model: targets must be i32 [" + std::to_string(n) + "], got " + targets.describe());
-  }
+  check_host_indices(ids, n, "ids");
+  check_host_indices(targets, n, "targets");
   target_count = 0;
   const int32_t* target = targets.data<int32_t>();
   for (int64_t i = 0; i < n; ++i) {
@@ -75,49 +101,54 @@ Tensor Model::forward(StepContext& ctx, const Tensor& ids, const Tensor& targets
     }
     target_count += target[i] >= 0;
   }
-  Tensor x = embedding_.forward(ctx, ids);
+  device_targets = on_device(ctx, targets);
+  Tensor x = embedding_.forward(ctx, on_device(ctx, ids));
   for (Block& block : blocks_) x = block.forward(ctx, x);
   return norm_.forward(ctx, x);
 }
 
 double Model::forward_backward(const Tensor& ids, const Tensor& targets, const SeqLayout& seqs, double loss_scale) {
-  activations_.reset();
-  scratch_.reset();
-  StepContext ctx(activations_, scratch_, seqs, params_.dtype());
+  StepContext ctx = begin_step(seqs);
   int64_t count = 0;
-  const Tensor hidden = forward(ctx, ids, targets, count);
+  Tensor device_targets;
+  const Tensor hidden = forward(ctx, ids, targets, count, device_targets);
   if (count == 0) return 0.0;
 
   partial_grads_.begin();
   Tensor dhidden = ctx.activation(hidden.shape());
   const double loss_sum =
-      lm_head_loss(ctx, tp_, hidden, head(), targets, loss_scale / double(count), dhidden, head().grad);
+      lm_head_loss(ctx, tp_, hidden, head(), device_targets, loss_scale / double(count), dhidden, head().compute_grad);
   Tensor grad = ctx.activation(hidden.shape());
   Tensor next = ctx.activation(hidden.shape());
   norm_.backward(dhidden, grad);
-  const bool report = gradients_ready_ && partial_grads_.numel() == 0;  // partial sums end with finish()
+  // Parameters [first, end) have their whole gradient of this micro-batch: it goes into the f32
+  // gradients (mixed precision), then the hook hears of it. Partial TP sums end with finish().
+  const bool per_block = partial_grads_.numel() == 0;
+  const auto finished = [&](size_t first, size_t end) {
+    params_.accumulate_compute_grads(first, end);
+    if (gradients_ready_) gradients_ready_(first, end);
+  };
   const size_t params_end = params_.params().size();
-  if (report && block_params_.back() < params_end) gradients_ready_(block_params_.back(), params_end);  // untied head
+  if (per_block && block_params_.back() < params_end) finished(block_params_.back(), params_end);  // untied head
   for (size_t i = blocks_.size(); i-- > 0;) {
     blocks_[i].backward(ctx, grad, next);
     std::swap(grad, next);
     scratch_.reset();
-    if (report) gradients_ready_(block_params_[i], block_params_[i + 1]);
+    if (per_block) finished(block_params_[i], block_params_[i + 1]);
   }
   embedding_.backward(grad);
   partial_grads_.finish(tp_);
-  if (gradients_ready_) gradients_ready_(0, report ? block_params_.front() : params_end);
+  finished(0, per_block ? block_params_.front() : params_end);
   return loss_sum / double(count);
 }
 
 double Model::evaluate(const Tensor& ids, const Tensor& targets, const SeqLayout& seqs) {
-  activations_.reset();
-  scratch_.reset();
-  StepContext ctx(activations_, scratch_, seqs, params_.dtype());
+  StepContext ctx = begin_step(seqs);
   int64_t count = 0;
-  const Tensor hidden = forward(ctx, ids, targets, count);
+  Tensor device_targets;
+  const Tensor hidden = forward(ctx, ids, targets, count, device_targets);
   if (count == 0) return 0.0;
-  return lm_head_loss(ctx, tp_, hidden, head(), targets, 1.0, Tensor(), Tensor()) / double(count);
+  return lm_head_loss(ctx, tp_, hidden, head(), device_targets, 1.0, Tensor(), Tensor()) / double(count);
 }
 
 }  // namespace linea

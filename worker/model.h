@@ -4,8 +4,18 @@
 // Parameters live in one ParameterSet (f32 to train, f64 for finite-difference tests), named
 // embedding.weight, layers.{i}.{attn_norm,mixer.*,mlp_norm,mlp.*}, norm.weight, head.weight
 // (absent with tied embeddings). Activations live in an Arena sized by the first step.
-// A micro-batch is N packed tokens: ids and targets are i32 [N]; a target of −1 is ignored; `seqs`
-// says where documents begin (conv, attention, recurrent state and RoPE restart there).
+// A micro-batch is N packed tokens: ids and targets are i32 [N] host tensors; a target of −1 is
+// ignored; `seqs` says where documents begin (conv, attention, recurrent state and RoPE restart there).
+//
+// Device and precision: the parameters, activations and arithmetic live on `device`. On CUDA the
+// ids, targets and RoPE positions are checked on the host and uploaded once per micro-batch (one
+// copy each); the model itself synchronises with the host only there and at the loss readback (the
+// CUDA ops add their own: index checks of embedding, RoPE and the LM head, sequence-layout uploads).
+// With compute dtype bf16 (CUDA only) the master weights and gradients stay f32 (ParameterSet's
+// mixed precision): activations and compute weights are bf16, statistics (rstd, lse) and the decay
+// gate f32, and each block's bf16 parameter gradients are added into the f32 gradients as soon as
+// its backward ends (before the gradients-ready hook hears of them). After changing
+// params().values() (optimizer step, resume) call params().refresh_compute_values().
 //
 // Tensor parallelism (worker/tensor_parallel.h): a Model built with TensorParallel{comm, rank, R}
 // is this rank's part of the model; the R ranks of the group call every method together, with the
@@ -17,6 +27,7 @@
 // every rank for replicated parameters.
 #pragma once
 #include <functional>
+#include <optional>
 #include <vector>
 
 #include "kernels/arena.h"
@@ -33,7 +44,10 @@ class Model {
   // With allocate = false the parameters are only declared (names, shapes, roles: enough to count
   // them) and no memory is allocated; such a model cannot run. A layout the TP size does not divide
   // (heads, kv heads) throws std::invalid_argument naming the config key, on every rank alike.
-  Model(const ModelConfig& config, DType dtype = DType::f32, bool allocate = true, TensorParallel tp = {});
+  // dtype: of the master weights (f32 or f64); compute_dtype: of activations and compute weights
+  // (default dtype; bf16 needs device = cuda).
+  Model(const ModelConfig& config, DType dtype = DType::f32, bool allocate = true, TensorParallel tp = {},
+        Device device = Device::cpu, std::optional<DType> compute_dtype = std::nullopt);
 
   const ModelConfig& config() const { return config_; }
   const TensorParallel& tensor_parallel() const { return tp_; }
@@ -60,13 +74,18 @@ class Model {
   // The same mean loss, forward only; gradients untouched.
   double evaluate(const Tensor& ids, const Tensor& targets, const SeqLayout& seqs);
 
+  Device device() const { return params_.device(); }
+
   // Bytes of activations the largest step so far needed.
   size_t activation_bytes() const { return activations_.high_water_bytes() + scratch_.high_water_bytes(); }
 
  private:
   // Runs embedding → blocks → final norm; returns the normed hidden states [N, D] and the number
   // of targets that count.
-  Tensor forward(StepContext& ctx, const Tensor& ids, const Tensor& targets, int64_t& target_count);
+  // Also sets device_targets to the targets on the model's device.
+  Tensor forward(StepContext& ctx, const Tensor& ids, const Tensor& targets, int64_t& target_count,
+                 Tensor& device_targets);
+  StepContext begin_step(const SeqLayout& seqs);
   const Parameter& head() const;
 
   ModelConfig config_;

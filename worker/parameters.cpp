@@ -2,6 +2,8 @@
 
 #include <stdexcept>
 
+#include "kernels/ops.h"
+
 namespace linea {
 
 std::string_view param_role_name(ParamRole role) {
@@ -14,6 +16,15 @@ std::string_view param_role_name(ParamRole role) {
     case ParamRole::conv: return "conv";
   }
   return "?";
+}
+
+ParameterSet::ParameterSet(DType dtype, Device device, std::optional<DType> compute_dtype)
+    : dtype_(dtype), device_(device), compute_dtype_(compute_dtype.value_or(dtype)) {
+  if (compute_dtype_ != dtype_ && (compute_dtype_ != DType::bf16 || device_ != Device::cuda)) {
+    throw std::invalid_argument("ParameterSet: compute weights in " + std::string(dtype_name(compute_dtype_)) +
+                                " beside " + std::string(dtype_name(dtype_)) + " masters on " +
+                                std::string(device_name(device_)) + ": only bf16 on cuda differs from the masters");
+  }
 }
 
 Parameter* ParameterSet::declare(std::string name, Shape full_shape, ParamRole role, bool weight_decay, int shard_dim,
@@ -51,12 +62,58 @@ void ParameterSet::finalize() {
   if (finalized_) return;
   values_ = Tensor::zeros({numel_}, dtype_, device_);
   grads_ = Tensor::zeros({numel_}, dtype_, device_);
-  const size_t elem = dtype_size(dtype_);
-  for (Parameter& p : params_) {
-    p.value = Tensor::view(static_cast<char*>(values_.raw()) + p.offset * elem, p.shape, dtype_, device_);
-    p.grad = Tensor::view(static_cast<char*>(grads_.raw()) + p.offset * elem, p.shape, dtype_, device_);
+  if (mixed_precision()) {
+    compute_values_ = Tensor::zeros({numel_}, compute_dtype_, device_);
+    compute_grads_ = Tensor::zeros({numel_}, compute_dtype_, device_);
   }
+  bind_views(values_, grads_);
   finalized_ = true;
+}
+
+void ParameterSet::bind_views(const Tensor& values, const Tensor& grads) {
+  const auto view = [](const Tensor& flat, const Parameter& p) {
+    return Tensor::view(static_cast<char*>(flat.raw()) + p.offset * dtype_size(flat.dtype()), p.shape, flat.dtype(),
+                        flat.device());
+  };
+  for (Parameter& p : params_) {
+    p.value = view(values, p);
+    p.grad = view(grads, p);
+    p.compute = mixed_precision() ? view(compute_values_, p) : p.value;
+    p.compute_grad = mixed_precision() ? view(compute_grads_, p) : p.grad;
+  }
+}
+
+void ParameterSet::zero_grads() {
+  grads_.zero();
+  if (mixed_precision()) compute_grads_.zero();
+}
+
+void ParameterSet::refresh_compute_values() {
+  if (mixed_precision()) ops::convert(compute_values_, values_);
+}
+
+void ParameterSet::accumulate_compute_grads(size_t first, size_t end) {
+  if (!mixed_precision() || first >= end) return;
+  const Parameter& last = params_.at(end - 1);
+  const int64_t begin = params_.at(first).offset, stop = last.offset + shape_numel(last.shape);
+  ops::add_converted(grads_.slice(begin, stop), compute_grads_.slice(begin, stop));
+  compute_grads_.slice(begin, stop).zero();
+}
+
+void ParameterSet::with_host_values(const std::function<void()>& fn) {
+  if (!finalized_) throw std::logic_error("ParameterSet::with_host_values before finalize");
+  if (device_ == Device::cpu) return fn();
+  Tensor host_values = values_.clone();
+  bind_views(host_values, grads_);
+  try {
+    fn();
+  } catch (...) {
+    bind_views(values_, grads_);
+    throw;
+  }
+  bind_views(values_, grads_);
+  values_.copy_from(host_values);
+  refresh_compute_values();
 }
 
 Parameter* ParameterSet::find(std::string_view name) {

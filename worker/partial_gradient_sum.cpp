@@ -1,23 +1,24 @@
 #include "worker/partial_gradient_sum.h"
 
-#include <cstring>
 #include <stdexcept>
 
+#include "kernels/device_memory.h"
 #include "kernels/ops.h"
 
 namespace linea {
 
 namespace {
 
-// Copies the parameters' gradients one after the other into flat (to_flat) or back (!to_flat).
+// Copies the parameters' (compute) gradients one after the other into flat (to_flat) or back.
 void pack(const std::vector<Parameter*>& params, const Tensor& flat, bool to_flat) {
   char* at = static_cast<char*>(flat.raw());
   for (Parameter* p : params) {
-    const size_t bytes = p->grad.nbytes();
+    const Tensor& grad = p->compute_grad;
+    const size_t bytes = grad.nbytes();
     if (to_flat) {
-      std::memcpy(at, p->grad.raw(), bytes);
+      copy_device_memory(at, flat.device(), grad.raw(), grad.device(), bytes);
     } else {
-      std::memcpy(p->grad.raw(), at, bytes);
+      copy_device_memory(grad.raw(), grad.device(), at, flat.device(), bytes);
     }
     at += bytes;
   }
@@ -36,12 +37,12 @@ PartialGradientSum::PartialGradientSum(ParameterSet& params) {
 void PartialGradientSum::begin() {
   if (params_.empty()) return;
   if (!set_aside_.defined()) {
-    const DType dtype = params_.front()->grad.dtype();
-    set_aside_ = Tensor::empty({numel_}, dtype);
-    parts_ = Tensor::empty({numel_}, dtype);
+    const Tensor& grad = params_.front()->compute_grad;
+    set_aside_ = Tensor::empty({numel_}, grad.dtype(), grad.device());
+    parts_ = Tensor::empty({numel_}, grad.dtype(), grad.device());
   }
   pack(params_, set_aside_, true);
-  for (Parameter* p : params_) p->grad.zero();
+  for (Parameter* p : params_) p->compute_grad.zero();
 }
 
 void PartialGradientSum::finish(const TensorParallel& tp) {

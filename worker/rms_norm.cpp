@@ -13,14 +13,14 @@ void RMSNorm::init() { fill_constant(weight_->value, 1.0); }
 
 Tensor RMSNorm::forward(StepContext& ctx, const Tensor& x) {
   x_ = x;
-  rstd_ = ctx.activation({x.dim(0)});
+  rstd_ = ctx.statistics({x.dim(0)});
   Tensor y = ctx.activation({x.dim(0), dim_});
-  ops::rmsnorm_forward(y, rstd_, x, weight_->value, eps_);
+  ops::rmsnorm_forward(y, rstd_, x, weight_->compute, eps_);
   return y;
 }
 
 void RMSNorm::backward(const Tensor& dy, Tensor dx) {
-  ops::rmsnorm_backward(dx, weight_->grad, dy, x_, weight_->value, rstd_);
+  ops::rmsnorm_backward(dx, weight_->compute_grad, dy, x_, weight_->compute, rstd_);
 }
 
 }  // namespace linea

@@ -56,6 +56,7 @@ TrainConfig parse_train(ConfigSection s) {
   const std::string resume = s.choice("resume", "auto", {"auto", "never", "require"});
   c.resume = resume == "auto" ? ResumeMode::auto_resume : resume == "never" ? ResumeMode::never : ResumeMode::require;
   c.threads = s.integer("threads", c.threads, 0, 4096);
+  c.precision = s.choice("precision", c.precision, {"auto", "bf16", "f32"});
   return c;
 }
 
@@ -90,9 +91,13 @@ RunConfig parse(ConfigReader reader) {
   c.dir = run.string("dir", c.dir);
   c.model = ModelConfig::parse(reader.section("model"));
   c.optim = parse_optimizer(reader.section("optimizer"), c.source);
-  c.train = parse_train(reader.section("train"));
+  ConfigSection train = reader.section("train");
+  c.train = parse_train(train);
   c.data = parse_data(reader.section("data"));
   c.parallel = parse_parallel(reader.section("parallel"));
+  if (c.device == "cpu" && c.train.precision == "bf16") {
+    train.fail("precision", "\"bf16\" needs device = \"cuda\" (or \"auto\" with a GPU); the cpu trains in \"f32\"");
+  }
   try {
     LrSchedule(c.optim, c.train.steps);  // checks the schedule against train.steps
   } catch (const std::invalid_argument& e) {

@@ -6,7 +6,8 @@
 //   [optimizer] kind, lr, beta1, beta2, eps, weight_decay, decay_embeddings, muon_momentum, ns_steps,
 //               grad_clip, schedule, warmup_steps, lr_min_ratio, wsd_decay_ratio, zero
 //   [train]  steps, stop_at, batch_seqs, micro_batch_seqs, seq_len, seed, log_every, eval_every,
-//            eval_batches, checkpoint_every, keep_checkpoints, resume, threads
+//            eval_batches, checkpoint_every, keep_checkpoints, resume, threads,
+//            precision ("auto" = bf16 on cuda, f32 on the cpu | "bf16" (cuda only) | "f32")
 //   [data]   path ("default" = the embedded corpus), vocab_size/eos_id (plain llm.c shard
 //            directories only), verify_checksums
 //   [parallel] tp, dp (tp × dp = the number of ranks; dp = 0: ranks / tp), timeout_s, validate
@@ -39,6 +40,9 @@ struct TrainConfig {
   int64_t keep_checkpoints = 3;
   ResumeMode resume = ResumeMode::auto_resume;
   int64_t threads = 0;  // OpenMP threads (0: every core)
+  // Of activations and compute weights (master weights and gradients are f32 either way):
+  // "auto" (bf16 on cuda, f32 on the cpu), "bf16" (cuda only) or "f32".
+  std::string precision = "auto";
 };
 
 struct DataConfig {

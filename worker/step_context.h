@@ -2,10 +2,18 @@
 //
 // `activations` holds each module's outputs and whatever its backward needs; it is reset at the
 // start of a step, so saved tensors stay valid until the next forward. `scratch` holds the
-// temporaries of a backward and may be reset after each block's backward. `seqs` says where the
-// packed documents begin (conv, attention and the delta rule never cross a boundary);
-// `positions` (i32 [N]) is each token's position inside its document, for RoPE.
+// temporaries of a backward and may be reset after each block's backward. Both arenas live on the
+// model's device. `seqs` (on the host) says where the packed documents begin (conv, attention and
+// the delta rule never cross a boundary); `positions` (i32 [N], on the device) is each token's
+// position inside its document, for RoPE.
+//
+// Element types: `dtype` is that of activations and compute weights (f32 or bf16 to train, f64 in
+// tests); `master_dtype` that of the master weights (f32 or f64), in which the decay gate runs (the
+// delta rule takes its log decay g in f32 at least); statistics saved for backward (rstd, lse) are
+// f32 in bf16 steps and `dtype` otherwise.
 #pragma once
+#include <optional>
+
 #include "kernels/arena.h"
 #include "kernels/seq_layout.h"
 #include "kernels/tensor.h"
@@ -14,17 +22,22 @@ namespace linea {
 
 struct StepContext {
   // Validates `seqs` and allocates `positions` in `activations` (so make it after a reset).
-  StepContext(Arena& activations, Arena& scratch, const SeqLayout& seqs, DType dtype);
+  // master_dtype defaults to dtype.
+  StepContext(Arena& activations, Arena& scratch, const SeqLayout& seqs, DType dtype,
+              std::optional<DType> master_dtype = std::nullopt);
 
   Arena& activations;
   Arena& scratch;
   const SeqLayout& seqs;
   Tensor positions;
-  DType dtype;  // of activations and parameters (f32 to train, f64 in tests)
+  DType dtype;
+  DType master_dtype;
 
   int64_t tokens() const { return seqs.num_tokens(); }
+  DType statistics_dtype() const { return dtype == DType::bf16 ? DType::f32 : dtype; }
   Tensor activation(Shape shape) { return activations.alloc(std::move(shape), dtype); }
   Tensor temporary(Shape shape) { return scratch.alloc(std::move(shape), dtype); }
+  Tensor statistics(Shape shape) { return activations.alloc(std::move(shape), statistics_dtype()); }
 };
 
 }  // namespace linea

@@ -69,15 +69,36 @@ std::string human_duration(double s) {
   return os.str();
 }
 
-// The device the run trains on. Only the CPU path exists so far.
-void check_device(const RunConfig& c, std::ostream& out) {
-  if (c.device == "cuda") {
-    throw std::invalid_argument(c.source +
-                                ": device: training on CUDA is not implemented yet; use \"cpu\" or \"auto\"");
+// Where and in which precision the run computes.
+struct Placement {
+  Device device = Device::cpu;
+  DType compute = DType::f32;  // activations and compute weights (masters are f32)
+};
+
+// device (auto: cuda when a GPU is visible) and train.precision (auto: bf16 on cuda), or an error
+// naming the key: cuda without a CUDA build or device, bf16 on the cpu, tensor parallelism on cuda.
+Placement resolve_placement(const RunConfig& c) {
+  Placement p;
+  if (c.device == "cuda" && !cuda_device_available()) {
+    throw std::invalid_argument(c.source + ": device = \"cuda\", but " +
+                                (cuda_backend_built()
+                                     ? "no CUDA device is visible"
+                                     : "this build of linea has no CUDA backend (configure with LINEA_CUDA=ON)") +
+                                "; use \"cpu\" or \"auto\"");
   }
-  if (c.device == "auto" && cuda_device_available()) {
-    out << "note: a CUDA device is present, but GPU training is not implemented yet: training on the CPU\n";
+  p.device = c.device == "cuda" || (c.device == "auto" && cuda_device_available()) ? Device::cuda : Device::cpu;
+  const std::string& precision = c.train.precision;
+  if (precision == "bf16" && p.device == Device::cpu) {
+    throw std::invalid_argument(c.source + ": train.precision = \"bf16\" needs a CUDA device; device = \"" + c.device +
+                                "\" trains on the cpu, in \"f32\"");
   }
+  p.compute = precision == "bf16" || (precision == "auto" && p.device == Device::cuda) ? DType::bf16 : DType::f32;
+  if (p.device == Device::cuda && c.parallel.tp > 1) {
+    throw std::invalid_argument(c.source + ": parallel.tp = " + std::to_string(c.parallel.tp) +
+                                ": tensor parallelism runs on the cpu only (the vocabulary-parallel LM head has no "
+                                "CUDA kernels); use parallel.tp = 1 or device = \"cpu\"");
+  }
+  return p;
 }
 
 fs::path data_directory(const RunConfig& c) {
@@ -209,8 +230,11 @@ TrainSummary train(const RunConfig& c, std::ostream& log, const TrainOptions& op
   std::ostream& out = lead ? log : quiet;
   Communicator& world = grid.comm(GridAxis::world);
   Communicator& dp = grid.comm(GridAxis::dp);
-  check_device(c, out);
+  const Placement placement = resolve_placement(c);  // the same verdict on every rank
   check_same_config(world, c);
+  if (placement.device == Device::cuda) grid.enable_cuda();  // GPU local_rank; NCCL communicators
+  // Gradients and weights move over the communicators of the device they live on.
+  Communicator& dp_params = grid.comm(GridAxis::dp, placement.device);
   omp_set_num_threads(thread_count(c, grid));
   const bool zero = c.optim.zero.value_or(grid.dp_size() > 1);
   const fs::path run_dir = fs::path(c.dir) / c.name;
@@ -264,11 +288,11 @@ TrainSummary train(const RunConfig& c, std::ostream& log, const TrainOptions& op
   std::unique_ptr<Model> model;
   std::unique_ptr<DistributedOptimizer> optimizer;
   const auto build_model = [&] {
-    const TensorParallel tp = TensorParallel::over(grid.comm(GridAxis::tp));
-    model = std::make_unique<Model>(c.model, DType::f32, true, tp);
+    const TensorParallel tp = TensorParallel::over(grid.comm(GridAxis::tp, placement.device));
+    model = std::make_unique<Model>(c.model, DType::f32, true, tp, placement.device, placement.compute);
     model->init_parameters(c.train.seed);
-    optimizer = std::make_unique<DistributedOptimizer>(c.optim, model->params(), dp, zero, tp);
-    if (dp.device() == Device::cuda) {  // the DP all-reduce overlaps backward (on the CPU it follows it)
+    optimizer = std::make_unique<DistributedOptimizer>(c.optim, model->params(), dp_params, zero, tp);
+    if (dp_params.device() == Device::cuda) {  // the DP all-reduce overlaps backward (on the CPU it follows it)
       model->set_gradients_ready(
           [opt = optimizer.get()](size_t first, size_t end) { opt->gradients_ready(first, end); });
     }
@@ -279,10 +303,13 @@ TrainSummary train(const RunConfig& c, std::ostream& log, const TrainOptions& op
 
   // Resume.
   TrainSummary summary;
+  summary.device = std::string(device_name(placement.device));
+  summary.precision = std::string(dtype_name(placement.compute));
   int64_t tokens = 0;
   if (c.train.resume != ResumeMode::never) {
     const std::optional<ResumedTraining> resumed = resume_training(checkpoint_root, world, *optimizer, *loader, out);
     if (resumed) {
+      model->params().refresh_compute_values();
       summary.start_step = resumed->step;
       tokens = resumed->tokens;
       if (resumed->config != c.resolved) {
@@ -320,7 +347,9 @@ TrainSummary train(const RunConfig& c, std::ostream& log, const TrainOptions& op
       << (grid.world_size() == 1 ? " rank"
                                  : " ranks = tp " + std::to_string(grid.tp_size()) + " × dp " +
                                        std::to_string(grid.dp_size()) + (zero ? " (ZeRO-1)" : ""))
-      << ", " << omp_get_max_threads() << " threads" << (grid.world_size() > 1 ? " per rank" : "") << ", data "
+      << ", " << (placement.device == Device::cuda ? "cuda:" + std::to_string(grid.cuda_device()) : "cpu") << " "
+      << dtype_name(placement.compute) << (placement.compute == DType::f32 ? "" : " (f32 master weights)") << ", "
+      << omp_get_max_threads() << " threads" << (grid.world_size() > 1 ? " per rank" : "") << ", data "
       << data_dir.string() << " (" << human_count(double(dataset->split(data::Split::train).num_tokens()))
       << " train tokens), " << tokens_per_step << " tokens/step, steps " << summary.start_step << " → " << last_step
       << " of " << c.train.steps << "\n";
@@ -368,6 +397,7 @@ TrainSummary train(const RunConfig& c, std::ostream& log, const TrainOptions& op
     const double norm = optimizer->reduce_gradients();
     if (std::isfinite(loss) && std::isfinite(norm)) {  // the same verdict on every rank
       optimizer->step(lr);
+      params.refresh_compute_values();
     } else {
       progress.finish_line();
       out << "warning: step " << step << ": non-finite loss " << loss << " or gradient norm " << norm
@@ -439,6 +469,7 @@ TrainSummary train(const RunConfig& c, std::ostream& log, const TrainOptions& op
   const int64_t steps_done = summary.end_step - summary.start_step;
   summary.tokens_per_s = summary.seconds > 0 ? double(steps_done * tokens_per_step) / summary.seconds : 0;
   summary.complete = summary.end_step >= c.train.steps;
+  summary.peak_device_bytes = static_cast<int64_t>(cuda_peak_allocated_bytes());
   return summary;
 }
 

@@ -25,6 +25,7 @@
 #include <iosfwd>
 #include <limits>
 #include <nlohmann/json.hpp>
+#include <string>
 
 #include "worker/run_config.h"
 
@@ -43,6 +44,9 @@ struct TrainSummary {
   int64_t checkpoint_bytes = 0;      // tensor bytes this rank wrote in the last checkpoint
   int stop_signal = 0;               // the signal that stopped the run early, or 0
   bool complete = false;             // reached train.steps
+  std::string device = "cpu";        // where it trained
+  std::string precision = "f32";     // of activations and compute weights
+  int64_t peak_device_bytes = 0;     // most GPU memory held at once (what linea allocated; 0 on the cpu)
 };
 
 struct TrainOptions {

@@ -45,6 +45,15 @@ std::vector<int64_t> committed_steps(const fs::path& root, Communicator& world) 
   return steps;
 }
 
+// Reads block b into its tensor, through a host copy when that tensor lives on a GPU.
+void read_block(CheckpointReader& reader, const CheckpointTensor& b) {
+  if (b.data.device() == Device::cpu) return reader.read(b.name, b.offset, b.data);
+  Tensor host = Tensor::empty(b.data.shape(), b.data.dtype());
+  reader.read(b.name, b.offset, host);
+  Tensor device = b.data;
+  device.copy_from(host);
+}
+
 // Throws std::runtime_error unless the checkpoint holds every block this rank needs, with the
 // optimizer kind, full shapes and dtypes of this run.
 void check_fits(const CheckpointReader& reader, const DistributedOptimizer& optimizer,
@@ -133,7 +142,7 @@ std::optional<ResumedTraining> resume_training(const fs::path& root, Communicato
 
     // 3. The blocks (damage: fall back).
     try {
-      for (const CheckpointTensor& b : blocks) reader->read(b.name, b.offset, b.data);
+      for (const CheckpointTensor& b : blocks) read_block(*reader, b);
     } catch (const std::exception& e) {
       damage = e.what();
     }

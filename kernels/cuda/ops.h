@@ -11,6 +11,8 @@
 namespace linea::cuda {
 
 void add_inplace(Tensor y, const Tensor& x);
+// out = in (accumulate: out += in), f32 and bf16 in any combination.
+void convert(Tensor out, const Tensor& in, bool accumulate);
 
 void embedding_forward(Tensor out, const Tensor& table, const Tensor& ids);
 void embedding_backward(Tensor dtable, const Tensor& dout, const Tensor& ids);

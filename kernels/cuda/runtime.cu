@@ -1,5 +1,6 @@
 #include <cuda_runtime.h>
 
+#include <atomic>
 #include <string>
 
 #include "kernels/cuda/check.h"
@@ -20,11 +21,25 @@ void set_device(int device) {
   check_cuda(cudaSetDevice(device), ("cudaSetDevice(" + std::to_string(device) + ")").c_str());
 }
 
+namespace {
+std::atomic<size_t> allocated{0}, peak_allocated{0};
+}  // namespace
+
 std::shared_ptr<void> allocate(size_t bytes) {
   void* p = nullptr;
   check_cuda(cudaMalloc(&p, bytes), ("cudaMalloc of " + std::to_string(bytes) + " bytes").c_str());
-  return std::shared_ptr<void>(p, [](void* q) { cudaFree(q); });
+  const size_t now = allocated += bytes;
+  size_t peak = peak_allocated.load();
+  while (now > peak && !peak_allocated.compare_exchange_weak(peak, now)) {
+  }
+  return std::shared_ptr<void>(p, [bytes](void* q) {
+    cudaFree(q);
+    allocated -= bytes;
+  });
 }
+
+size_t allocated_bytes() { return allocated.load(); }
+size_t peak_allocated_bytes() { return peak_allocated.load(); }
 
 void memset_zero(void* data, size_t bytes) { check_cuda(cudaMemset(data, 0, bytes), "cudaMemset"); }
 

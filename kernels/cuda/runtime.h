@@ -8,6 +8,10 @@ namespace linea::cuda {
 int device_count();           // 0 when no driver or device is present
 void set_device(int device);  // cudaSetDevice for the calling thread
 std::shared_ptr<void> allocate(size_t bytes);
+// Bytes allocate() holds now, and the most it has held at once since the process started (every
+// device together; what linea allocates, without the CUDA context and libraries' own memory).
+size_t allocated_bytes();
+size_t peak_allocated_bytes();
 void memset_zero(void* data, size_t bytes);
 void copy(void* dst, const void* src, size_t bytes);  // any direction (unified addressing)
 

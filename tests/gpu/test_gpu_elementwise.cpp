@@ -1,7 +1,8 @@
 // CUDA elementwise ops against the CPU reference (f64 on the same inputs), in f32 and bf16, on
 // sizes that exercise the 16-byte pack path, its tail, and unaligned storage (a view that starts
 // one element in): add_inplace, SwiGLU, the sigmoid gate and the decay gate (forward, backward,
-// parameter gradients accumulated deterministically, and the aliasing the CPU ops allow).
+// parameter gradients accumulated deterministically, and the aliasing the CPU ops allow), and the
+// element type conversions convert / add_converted.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -146,6 +147,32 @@ TEST_P(GpuElementwise, DecayGateParameterGradientsAreDeterministic) {
   const auto first = run(), second = run();
   EXPECT_EQ(0, std::memcmp(first.first.raw(), second.first.raw(), first.first.nbytes()));
   EXPECT_EQ(0, std::memcmp(first.second.raw(), second.second.raw(), first.second.nbytes()));
+}
+
+// convert between f32 and bf16 (both ways) rounds exactly as the CPU op (round-to-nearest-even from
+// f32: bit-identical); add_converted (f32 += bf16, bf16 += f32) agrees to one rounding of y's dtype.
+TEST_P(GpuElementwise, ConvertAndAddConverted) {
+  const DType from = GetParam(), to = from == DType::f32 ? DType::bf16 : DType::f32;
+  Rng rng(6);
+  for (auto [rows, width] : kShapes) {
+    const Shape s{rows, width};
+    Tensor host_in = Tensor::empty(s, from);
+    ops::convert(host_in, random_values(s, DType::f32, rng, -3, 3));  // f32 values, rounded once if bf16
+    Tensor ref = Tensor::empty(s, to);
+    ops::convert(ref, host_in);
+    Tensor in = Tensor::empty(s, from, Device::cuda), out = Tensor::empty(s, to, Device::cuda);
+    in.copy_from(host_in);
+    ops::convert(out, in);
+    EXPECT_EQ(0, std::memcmp(out.clone().raw(), ref.raw(), ref.nbytes())) << rows << " × " << width;
+
+    Tensor host_y = Tensor::empty(s, to);
+    ops::convert(host_y, random_values(s, DType::f32, rng));
+    Tensor y = Tensor::empty(s, to, Device::cuda);
+    y.copy_from(host_y);
+    ops::add_converted(host_y, host_in);
+    ops::add_converted(y, in);
+    EXPECT_TRUE(assert_close("add_converted", to_host(host_y), to_host(y), to == DType::bf16 ? 5e-3 : 1e-7));
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Dtypes, GpuElementwise, ::testing::Values(DType::f32, DType::bf16), testing::dtype_test_name);

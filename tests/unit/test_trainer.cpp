@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "checkpoint/checkpoint_directory.h"
+#include "kernels/device_memory.h"
 #include "tests/testing/synthetic_shards.h"
 #include "tests/testing/temp_dir.h"
 #include "worker/run_config.h"
@@ -203,6 +204,8 @@ TEST_F(TrainerTest, BadConfigsNameTheKey) {
       {"train.micro_batch_seqs=3", "train.micro_batch_seqs"},
       {"optimizer.warmup_steps=100", "optimizer.warmup_steps"},
       {"device=tpu", "device"},
+      {"train.precision=bf16", "train.precision"},  // tiny_config trains on the cpu
+      {"train.precision=f16", "train.precision"},
   };
   for (const auto& [override_text, key] : cases) {
     try {
@@ -214,6 +217,34 @@ TEST_F(TrainerTest, BadConfigsNameTheKey) {
     }
   }
   EXPECT_FALSE(fs::exists(tmp_.path() / "bad"));
+}
+
+TEST_F(TrainerTest, CpuOrAutoWithoutAGpuTrainsInF32) {
+  if (cuda_device_available()) GTEST_SKIP() << "a CUDA device is visible: auto would pick it";
+  const TrainSummary s = run(config("auto", {"device=auto", "train.steps=4", "train.eval_every=0"}));
+  EXPECT_TRUE(s.complete);
+  EXPECT_EQ(s.device, "cpu");
+  EXPECT_EQ(s.precision, "f32");
+  EXPECT_EQ(s.peak_device_bytes, 0);
+  EXPECT_NE(last_log_.find("cpu f32"), std::string::npos) << last_log_;
+}
+
+TEST_F(TrainerTest, CudaWithoutAGpuIsAClearError) {
+  if (cuda_device_available()) GTEST_SKIP() << "a CUDA device is visible";
+  const auto expect_error = [&](const std::vector<std::string>& overrides, const std::string& key,
+                                const std::string& reason) {
+    try {
+      run(config("no_gpu", overrides));
+      ADD_FAILURE() << key << ": accepted";
+    } catch (const std::invalid_argument& e) {
+      const std::string message = e.what();
+      EXPECT_NE(message.find("tiny.toml: " + key), std::string::npos) << message;
+      EXPECT_NE(message.find(reason), std::string::npos) << message;
+    }
+  };
+  expect_error({"device=cuda"}, "device", cuda_backend_built() ? "no CUDA device" : "no CUDA backend");
+  expect_error({"device=auto", "train.precision=bf16"}, "train.precision", "needs a CUDA device");
+  EXPECT_FALSE(fs::exists(tmp_.path() / "no_gpu" / "tiny" / "metrics.jsonl"));
 }
 
 TEST_F(TrainerTest, VocabularyTooSmallForTheDataIsRejected) {
