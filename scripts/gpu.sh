@@ -13,6 +13,8 @@
 #   LINEA_GPU_ALL=1   build everything and run every gpu-labelled test (the NCCL MPI tests too)
 #   LINEA_GPU_BENCH=0 skip the benchmarks
 #   LINEA_GPU_SANITIZE=1 also run every tests/gpu binary under compute-sanitizer's memcheck
+#   LINEA_GPU_TARGETS="t1 t2"  build only these targets (default: the GPU tests and benchmarks)
+#   LINEA_GPU_TESTS=REGEX      run only the gpu-labelled tests whose names match (ctest -R)
 # Exit status: nonzero when the build or a test fails (the benchmarks still run after a test
 # failure, so that one call brings back everything).
 set -uo pipefail
@@ -92,6 +94,7 @@ fi
 targets=(bench_gpu_ops)
 for src in tests/gpu/test_*.cpp; do targets+=("$(basename "$src" .cpp)"); done
 [ "${LINEA_GPU_ALL:-0}" = 1 ] && targets=(all)
+[ -n "${LINEA_GPU_TARGETS:-}" ] && read -ra targets <<<"$LINEA_GPU_TARGETS"
 step "build ${targets[*]}"
 start=$(date +%s)
 cmake --build "$build" -j "$(nproc)" --target "${targets[@]}" >"$logs/build.log" 2>&1
@@ -107,6 +110,7 @@ fi
 step "ctest -L gpu"
 ctest_args=(-L gpu)
 [ "${LINEA_GPU_ALL:-0}" = 1 ] || ctest_args+=(-LE mpi)  # the MPI tests are built with everything only
+[ -n "${LINEA_GPU_TESTS:-}" ] && ctest_args+=(-R "$LINEA_GPU_TESTS")
 ctest --test-dir "$build" "${ctest_args[@]}" --output-on-failure --output-junit "$logs/ctest-gpu.xml" \
   2>&1 | tee "$logs/ctest-gpu.log"
 test_status=${PIPESTATUS[0]}
