@@ -11,12 +11,13 @@
 #                and as TP = 2 × DP (weak scaling: the same sequences per DP replica), tokens/s per
 #                GPU after the warm-up steps (`linea throughput`), efficiency against 1 GPU
 #                (targets: DP ≥ 0.95 and TP = 2 ≥ 0.85 at 8 GPUs), rank 0's peak GPU memory;
-#   large        configs/models/gdn-3b.toml under TP = 2 × DP on all N GPUs (1 GPU when N = 1):
+#   large        configs/models/gdn-3b.toml under TP × DP on all N GPUs, TP = min(N, 2) or
+#                LINEA_MULTI_GPU_LARGE_TP (N must be a multiple of it):
 #                does it fit and train; tokens/s per GPU and rank 0's peak GPU memory.
 # Writes $LINEA_MULTI_GPU_OUT/results.jsonl (one JSON line per layout or run, also printed),
 # report.md (the tables), runs/ (every run directory) and logs/ (every job's output). Exit status
-# 0 when every correctness and resume layout passed and every run finished, 1 otherwise, 2 on bad
-# settings.
+# 0 when every correctness and resume layout passed and every job that started finished (jobs
+# skipped for the deadline are reported, not counted), 1 otherwise, 2 on bad settings.
 #
 # Environment:
 #   LINEA_MULTI_GPU_OUT       where everything goes (default ./multi-gpu-out); must be new or empty
@@ -34,7 +35,8 @@
 #   LINEA_MULTI_GPU_SEQ_LEN   scaling context (default 4096; cpu 128)
 #   LINEA_MULTI_GPU_SEQS      sequences per DP replica per step (default 8; cpu 2);
 #   LINEA_MULTI_GPU_MICRO     sequences per micro-batch (default 4; cpu 1); LINEA_MULTI_GPU_LARGE_MICRO
-#                             for the large model (default 2; cpu 1)
+#                             for the large model (default 2; cpu 1); LINEA_MULTI_GPU_LARGE_TP its TP
+#                             size (default 2)
 #   LINEA_MULTI_GPU_WARMUP, LINEA_MULTI_GPU_MEASURE  scaling steps left out / measured (default 2, 6)
 #   LINEA_MULTI_GPU_DEADLINE_S  skip the runs that would start later than this many seconds after
 #                             the script started (default 0: no deadline); they are reported skipped
@@ -80,15 +82,17 @@ parts=${LINEA_MULTI_GPU_PARTS:-correctness resume scaling large}
 for part in $parts; do
   case "$part" in correctness | resume | scaling | large) ;; *) die "LINEA_MULTI_GPU_PARTS: unknown part '$part' (expected correctness, resume, scaling, large)" ;; esac
 done
+large_tp=${LINEA_MULTI_GPU_LARGE_TP:-2}
 warmup=${LINEA_MULTI_GPU_WARMUP:-2}
 measure=${LINEA_MULTI_GPU_MEASURE:-6}
 deadline=${LINEA_MULTI_GPU_DEADLINE_S:-0}
 run_timeout=${LINEA_MULTI_GPU_RUN_TIMEOUT_S:-300}
 data=${LINEA_MULTI_GPU_DATA:-default}
 read -ra extra_overrides <<<"${LINEA_MULTI_GPU_OVERRIDES:-}"
-for name in warmup measure deadline run_timeout seqs micro large_micro seq_len; do
+for name in warmup measure deadline run_timeout seqs micro large_micro large_tp seq_len; do
   [[ ${!name} =~ ^[0-9]+$ ]] || die "$name: expected a whole number, got '${!name}'"
 done
+[ "$large_tp" -ge 1 ] || die "LINEA_MULTI_GPU_LARGE_TP: expected a TP size >= 1, got $large_tp"
 [ "$measure" -ge 1 ] || die "LINEA_MULTI_GPU_MEASURE: expected at least 1 measured step, got $measure"
 for model in $scaling_models $large_model; do
   [ -f "$root/configs/models/$model.toml" ] || die "no model config configs/models/$model.toml"
@@ -129,6 +133,8 @@ report=$out/report.md
 # NVLink multicast stays off on the shared hosts (the device library's KINDS.md), also in the
 # ranks that mpirun starts.
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+mpi_env=(-x NCCL_NVLS_ENABLE -x TORCH_SYMM_MEM_DISABLE_MULTICAST -x NVSHMEM_DISABLE_NVLS)
+[ -n "${LD_LIBRARY_PATH:-}" ] && mpi_env+=(-x LD_LIBRARY_PATH)
 failures=0
 say() { echo "[multi-gpu.sh] $*" >&2; }
 emit() {  # one JSON object: into results.jsonl and onto stdout
@@ -148,7 +154,7 @@ train() {
   local job_start=$(date +%s)
   timeout --kill-after=20 "$run_timeout" \
     mpirun --allow-run-as-root --oversubscribe -np "$np" \
-    -x NCCL_NVLS_ENABLE -x TORCH_SYMM_MEM_DISABLE_MULTICAST -x NVSHMEM_DISABLE_NVLS -x LD_LIBRARY_PATH \
+    "${mpi_env[@]}" \
     "$linea" train "$config" device="$device" "${precision[@]}" run.dir="$out/runs" run.name="$name" \
     data.path="$data" "${extra_overrides[@]}" "$@" >>"$log" 2>&1
   local status=$?
@@ -351,7 +357,7 @@ for part in $parts; do
       done
       ;;
     large)
-      tp=$([ "$gpus" -ge 2 ] && echo 2 || echo 1)
+      tp=$((large_tp < gpus ? large_tp : gpus))
       dp=$((gpus / tp))
       params=$("$linea" params "$root/configs/models/$large_model.toml" 2>/dev/null | awk '$1 == "total" { print $4 }')
       throughput_run large "$large_model" "$tp" "$dp" "$large_micro"
