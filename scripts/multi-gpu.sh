@@ -304,7 +304,6 @@ throughput_run() {
     failures=$((failures + 1))
     return
   fi
-  rm -rf "$out/runs/$name/checkpoints"  # the run's end checkpoint: GBs that nothing reads
   local line
   line=$("$linea" throughput "$out/runs/$name" --warmup "$warmup" 2>>"$out/logs/throughput.log")
   local tokens_per_s

@@ -1,8 +1,9 @@
 // scripts/multi-gpu.sh on the CPU (LINEA_MULTI_GPU_DEVICE=cpu, LINEA_GPUS=2, synthetic shards, the
 // tiny configs): every part runs the real linea binary under mpirun and reports what it should —
 // the 1×2 and 2×1 layouts and the 1×2 → 2×1 resume follow the one-rank loss within f32 rounding,
-// the scaling and large-model runs report tokens/s and an efficiency per layout, report.md holds
-// the tables — and the script refuses to write into a folder that already holds results.
+// the scaling and large-model runs report tokens/s and an efficiency per layout and leave no
+// checkpoint, report.md holds the tables — and the script refuses to write into a folder that
+// already holds results.
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 
@@ -14,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "checkpoint/checkpoint_directory.h"
 #include "tests/testing/synthetic_shards.h"
 #include "tests/testing/temp_dir.h"
 
@@ -77,6 +79,8 @@ TEST(MultiGpuScript, EveryPartOnTwoCpuRanks) {
     EXPECT_NEAR(j["tokens_per_s_per_gpu"].get<double>(), j["tokens_per_s"].get<double>() / j["gpus"].get<double>(),
                 0.1);
   }
+  // The timed runs write no checkpoint (train.checkpoint_every = -1 in configs/multi-gpu/scaling.toml).
+  EXPECT_TRUE(list_committed_checkpoints(out / "runs" / "scaling_tiny_tp1_dp1" / "checkpoints").empty());
   ASSERT_EQ(by_part["scaling_efficiency"].size(), 2u);
   EXPECT_EQ(by_part["scaling_efficiency"][0]["mode"], "dp");
   EXPECT_EQ(by_part["scaling_efficiency"][1]["mode"], "tp2");
