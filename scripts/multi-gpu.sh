@@ -37,6 +37,8 @@
 #   LINEA_MULTI_GPU_MICRO     sequences per micro-batch (default 4; cpu 1); LINEA_MULTI_GPU_LARGE_MICRO
 #                             for the large model (default 2; cpu 1); LINEA_MULTI_GPU_LARGE_TP its TP
 #                             size (default 2)
+#   LINEA_MULTI_GPU_RESUME    the resume's layouts, "TPxDP TPxDP" (default "2x2 1x4" with 4 GPUs or
+#                             more, "1x2 2x1" with 2 or 3)
 #   LINEA_MULTI_GPU_WARMUP, LINEA_MULTI_GPU_MEASURE  scaling steps left out / measured (default 2, 6)
 #   LINEA_MULTI_GPU_DEADLINE_S  skip the runs that would start later than this many seconds after
 #                             the script started (default 0: no deadline); they are reported skipped
@@ -83,6 +85,13 @@ for part in $parts; do
   case "$part" in correctness | resume | scaling | large) ;; *) die "LINEA_MULTI_GPU_PARTS: unknown part '$part' (expected correctness, resume, scaling, large)" ;; esac
 done
 large_tp=${LINEA_MULTI_GPU_LARGE_TP:-2}
+resume_layouts=${LINEA_MULTI_GPU_RESUME:-}
+layout_pattern='^[1-9][0-9]*x[1-9][0-9]*$'
+if [ -n "$resume_layouts" ]; then
+  read -r first second rest <<<"$resume_layouts"
+  [[ $first =~ $layout_pattern && ${second:-} =~ $layout_pattern && -z ${rest:-} ]] ||
+    die "LINEA_MULTI_GPU_RESUME: expected two layouts TPxDP TPxDP (e.g. \"2x2 1x4\"), got '$resume_layouts'"
+fi
 warmup=${LINEA_MULTI_GPU_WARMUP:-2}
 measure=${LINEA_MULTI_GPU_MEASURE:-6}
 deadline=${LINEA_MULTI_GPU_DEADLINE_S:-0}
@@ -243,7 +252,14 @@ for part in $parts; do
       done
       ;;
     resume)
-      if [ "$gpus" -ge 4 ]; then
+      if [ -n "$resume_layouts" ]; then
+        read -r first second <<<"$resume_layouts"
+        from=(${first/x/ }) to=(${second/x/ })
+        if [ $((from[0] * from[1])) -gt "$gpus" ] || [ $((to[0] * to[1])) -gt "$gpus" ]; then
+          skipped resume "$first→$second" "more ranks than the $gpus GPU(s)"
+          continue
+        fi
+      elif [ "$gpus" -ge 4 ]; then
         from=(2 2) to=(1 4)
       elif [ "$gpus" -ge 2 ]; then
         from=(1 2) to=(2 1)
