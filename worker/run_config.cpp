@@ -51,7 +51,10 @@ TrainConfig parse_train(ConfigSection s) {
   c.log_every = s.integer("log_every", c.log_every, 1);
   c.eval_every = s.integer("eval_every", c.eval_every, 0);
   c.eval_batches = s.integer("eval_batches", c.eval_batches, 0);
-  c.checkpoint_every = s.integer("checkpoint_every", c.checkpoint_every, 0);
+  c.checkpoint_every = s.integer("checkpoint_every", c.checkpoint_every, -1);
+  if (c.checkpoint_every < 0 && c.stop_at > 0) {
+    s.fail("stop_at", "needs a checkpoint to stop at, but train.checkpoint_every = -1 writes none");
+  }
   c.keep_checkpoints = s.integer("keep_checkpoints", c.keep_checkpoints, 1, 1000);
   const std::string resume = s.choice("resume", "auto", {"auto", "never", "require"});
   c.resume = resume == "auto" ? ResumeMode::auto_resume : resume == "never" ? ResumeMode::never : ResumeMode::require;

@@ -36,7 +36,7 @@ struct TrainConfig {
   int64_t log_every = 1;           // metrics.jsonl line every N steps
   int64_t eval_every = 100;        // 0: only at the end
   int64_t eval_batches = 8;        // validation batches per evaluation (0: the whole val split)
-  int64_t checkpoint_every = 100;  // 0: only at stop_at / the end / a signal
+  int64_t checkpoint_every = 100;  // 0: only at stop_at / the end / a signal; -1: never (benchmarks)
   int64_t keep_checkpoints = 3;
   ResumeMode resume = ResumeMode::auto_resume;
   int64_t threads = 0;  // OpenMP threads (0: every core)

@@ -449,8 +449,9 @@ TrainSummary train(const RunConfig& c, std::ostream& log, const TrainOptions& op
     }
 
     summary.stop_signal = agreed_stop_signal(world);
-    const bool checkpoint_step = (c.train.checkpoint_every > 0 && step % c.train.checkpoint_every == 0) ||
-                                 step == last_step || summary.stop_signal != 0;
+    const bool checkpoint_step =
+        c.train.checkpoint_every >= 0 && ((c.train.checkpoint_every > 0 && step % c.train.checkpoint_every == 0) ||
+                                          step == last_step || summary.stop_signal != 0);
     if (checkpoint_step) save(step);
     writer.poll();
     if (summary.stop_signal != 0) {

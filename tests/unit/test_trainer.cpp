@@ -133,6 +133,21 @@ TEST_F(TrainerTest, LearnsAndWritesMetrics) {
   EXPECT_EQ(metrics("a").size(), 30u);
 }
 
+// train.checkpoint_every = -1 (benchmarks): the run trains and logs every step and writes no
+// checkpoint, not even at the end; stop_at, which needs one, is refused.
+TEST_F(TrainerTest, CheckpointEveryMinusOneWritesNone) {
+  const TrainSummary s = run(config("none", {"train.checkpoint_every=-1"}));
+  EXPECT_TRUE(s.complete);
+  EXPECT_EQ(metrics("none").size(), 30u);
+  EXPECT_TRUE(list_committed_checkpoints(tmp_.path() / "none" / "tiny" / "checkpoints").empty());
+  try {
+    config("none", {"train.checkpoint_every=-1", "train.stop_at=10"});
+    ADD_FAILURE() << "stop_at without checkpoints was accepted";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("train.stop_at"), std::string::npos) << e.what();
+  }
+}
+
 TEST_F(TrainerTest, StopAtThenResumeIsBitExact) {
   run(config("whole"));
   const TrainSummary first = run(config("split", {"train.stop_at=15"}));
