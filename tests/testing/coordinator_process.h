@@ -83,7 +83,8 @@ class CoordinatorProcess {
       if (r["spec"]["name"] == run) return r;
     return nullptr;
   }
-  // Polls the run's status every 20 ms until `done(status)` holds; throws after `limit`.
+  // Polls the run's status every 20 ms until `done(status)` holds; throws after `limit`, or as soon
+  // as the run has failed or was cancelled.
   template <typename Predicate>
   nlohmann::json wait_for(const std::string& run, Predicate done, std::chrono::milliseconds limit,
                           const std::string& what) const {
@@ -91,9 +92,12 @@ class CoordinatorProcess {
     for (;;) {
       const nlohmann::json status = run_status(run);
       if (!status.is_null() && done(status)) return status;
-      if (std::chrono::steady_clock::now() > deadline) {
-        throw std::runtime_error("run " + run + ": not " + what + " after " + std::to_string(limit.count()) +
-                                 " ms; status: " + status.dump() + "\ncoordinator log:\n" + log());
+      const std::string state = status.is_null() ? "" : status.value("state", "");
+      const bool hopeless = state == "failed" || state == "cancelled";
+      if (hopeless || std::chrono::steady_clock::now() > deadline) {
+        throw std::runtime_error("run " + run + ": not " + what +
+                                 (hopeless ? " and never will be" : " after " + std::to_string(limit.count()) + " ms") +
+                                 "; status: " + status.dump() + "\ncoordinator log:\n" + log());
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
