@@ -38,6 +38,7 @@
 #include "coordinator/client.h"
 #include "coordinator/coordinator.h"
 #include "data/atomic_file.h"
+#include "parallel/openmpi_leak_suppressions.h"
 
 namespace {
 
