@@ -13,17 +13,15 @@
 #include <stdexcept>
 #include <string>
 
+#include "bench/bench_util.h"
 #include "checkpoint/async_checkpoint_writer.h"
 #include "kernels/random.h"
 
 namespace {
 
 namespace fs = std::filesystem;
-using Clock = std::chrono::steady_clock;
-
-double ms_since(Clock::time_point start) {
-  return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
-}
+using linea::bench::Clock;
+using linea::bench::ms_since;
 
 // write() + fsync() of the tensors' bytes into one file: the disk's own speed.
 double raw_write_ms(const fs::path& path, const linea::CheckpointState& state) {
@@ -93,17 +91,10 @@ int run(int argc, char** argv) {
                          {"write_over_raw", steady.write_ms / raw_ms},
                          {"load_verify_ms", load_ms},
                          {"load_MB_per_s", mb / (load_ms / 1e3)}};
-  std::printf("%s\n", line.dump().c_str());
+  linea::bench::print_json_line(line);
   return 0;
 }
 
 }  // namespace
 
-int main(int argc, char** argv) {
-  try {
-    return run(argc, argv);
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "bench_checkpoint: %s\n", e.what());
-    return 1;
-  }
-}
+int main(int argc, char** argv) { return linea::bench::main_reporting_errors("bench_checkpoint", run, argc, argv); }

@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/bench_util.h"
 #include "data/config_reader.h"
 #include "kernels/random.h"
 #include "parallel/mpi_session.h"
@@ -29,16 +30,6 @@ namespace {
 
 using namespace linea;
 using Clock = std::chrono::steady_clock;
-
-int64_t parse_count(const char* flag, const char* value) {
-  char* end = nullptr;
-  const long long v = std::strtoll(value, &end, 10);
-  if (!*value || *end || v < 0) {
-    std::fprintf(stderr, "bench_data_parallel: %s expects an integer >= 0, got '%s'\n", flag, value);
-    std::exit(2);
-  }
-  return v;
-}
 
 struct Timing {
   double step_ms = 0, model_ms = 0, optimizer_ms = 0;  // medians of the slowest rank
@@ -105,31 +96,18 @@ int main(int argc, char** argv) {
                  "[--batch B] [--seq-len T] [--steps S] [key=value ...]\n");
     return argc < 2 ? 2 : 0;
   }
-  int64_t batch = 2, seq_len = 256, steps = 10, tp = 1;
-  bool zero = true;
-  OptimizerConfig optim;
-  optim.kind = OptimizerKind::muon;
-  std::vector<std::string> overrides;
-  for (int i = 2; i < argc; ++i) {
-    const bool has_value = i + 1 < argc;
-    if (!std::strcmp(argv[i], "--batch") && has_value) {
-      batch = parse_count(argv[i], argv[i + 1]), ++i;
-    } else if (!std::strcmp(argv[i], "--seq-len") && has_value) {
-      seq_len = parse_count(argv[i], argv[i + 1]), ++i;
-    } else if (!std::strcmp(argv[i], "--steps") && has_value) {
-      steps = parse_count(argv[i], argv[i + 1]), ++i;
-    } else if (!std::strcmp(argv[i], "--tp") && has_value) {
-      tp = parse_count(argv[i], argv[i + 1]), ++i;
-    } else if (!std::strcmp(argv[i], "--zero") && has_value) {
-      zero = parse_count(argv[i], argv[i + 1]) != 0, ++i;
-    } else if (!std::strcmp(argv[i], "--optimizer") && has_value) {
-      optim.kind = parse_optimizer_kind(argv[i + 1], "--optimizer"), ++i;
-    } else {
-      overrides.emplace_back(argv[i]);
-    }
-  }
   try {
-    ConfigReader reader = ConfigReader::from_file(argv[1], overrides);
+    int64_t tp = 1;
+    bool zero = true;
+    OptimizerConfig optim;
+    optim.kind = OptimizerKind::muon;
+    const bench::ModelBenchArgs args = bench::parse_model_bench_args(
+        argc, argv, 2, 256, 10,
+        {{"tp", [&](const std::string& v) { tp = bench::parse_count("--tp", v); }},
+         {"zero", [&](const std::string& v) { zero = v != "0"; }},
+         {"optimizer", [&](const std::string& v) { optim.kind = parse_optimizer_kind(v, "--optimizer"); }}});
+    const int64_t batch = args.batch, seq_len = args.seq_len, steps = args.steps;
+    ConfigReader reader = ConfigReader::from_file(args.config, args.overrides);
     const ModelConfig config = ModelConfig::parse(reader.section("model"));
     reader.check_unknown_keys({"model"});
     ProcessGrid alone = ProcessGrid::create({1, 0}, {}, MPI_COMM_SELF);
@@ -139,10 +117,9 @@ int main(int argc, char** argv) {
     // This rank's tokens: its DP replica's own (the TP ranks of a replica share them).
     const int64_t n = batch * seq_len;
     const SeqLayout seqs = SeqLayout::uniform(batch, seq_len);
-    Tensor ids = Tensor::empty({n}, DType::i32), targets = Tensor::empty({n}, DType::i32);
-    Rng rng(2 + static_cast<uint64_t>(layout.dp_rank()));
-    for (int64_t i = 0; i < n; ++i) ids.data<int32_t>()[i] = static_cast<int32_t>(rng.next_u64() % config.vocab);
-    for (int64_t i = 0; i < n; ++i) targets.data<int32_t>()[i] = i + 1 < n ? ids.data<int32_t>()[i + 1] : -1;
+    const bench::TokenBatch tokens =
+        bench::random_token_batch(n, config.vocab, 2 + static_cast<uint64_t>(layout.dp_rank()));
+    const Tensor &ids = tokens.ids, &targets = tokens.targets;
 
     const Timing one = time_layout(alone, world, config, optim, zero, ids, targets, seqs, steps);
     const Timing many = time_layout(layout, world, config, optim, zero, ids, targets, seqs, steps);

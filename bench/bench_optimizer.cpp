@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <vector>
 
+#include "bench/bench_util.h"
 #include "kernels/random.h"
 #include "worker/muon.h"
 #include "worker/newton_schulz.h"
@@ -16,23 +17,10 @@
 namespace linea {
 namespace {
 
-// Median of `reps` timings of fn, in seconds.
-template <class Fn>
-double time_median(int reps, Fn&& fn) {
-  std::vector<double> t;
-  for (int r = 0; r < reps; ++r) {
-    const auto start = std::chrono::steady_clock::now();
-    fn();
-    t.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
-  }
-  std::sort(t.begin(), t.end());
-  return t[t.size() / 2];
-}
-
 double sgemm_gflops() {
   const int n = 1024;
   std::vector<float> a(n * n, 1e-3f), b(n * n, 1e-3f), c(n * n);
-  const double s = time_median(5, [&] {
+  const double s = bench::median_s(5, [&] {
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.f, a.data(), n, b.data(), n, 0.f, c.data(), n);
   });
   return 2.0 * n * n * n / s / 1e9;
@@ -43,7 +31,7 @@ void bench_newton_schulz(int64_t rows, int64_t cols, double reference_gflops) {
   Tensor g = Tensor::empty({rows, cols}, DType::f32), out = Tensor::empty({rows, cols}, DType::f32);
   fill_normal(g, rng, 0.0, 0.02);
   Tensor ws = Tensor::empty({newton_schulz_workspace_numel(rows, cols)}, DType::f32);
-  const double s = time_median(3, [&] { newton_schulz(g, out, 5, ws); });
+  const double s = bench::median_s(3, [&] { newton_schulz(g, out, 5, ws); });
   const double m = static_cast<double>(std::min(rows, cols)), n = static_cast<double>(std::max(rows, cols));
   const double gflops = 5 * (4 * m * m * n + 2 * m * m * m) / s / 1e9;
   std::printf("{\"bench\":\"newton_schulz\",\"rows\":%ld,\"cols\":%ld,\"ms\":%.2f,\"gflops\":%.1f,\"vs_sgemm\":%.3f}\n",
@@ -66,7 +54,7 @@ void bench_step(OptimizerKind kind) {
   OptimizerConfig config;
   config.kind = kind;
   auto opt = make_optimizer(config);
-  const double s = time_median(3, [&] { opt->step(ps, 1e-3); });
+  const double s = bench::median_s(3, [&] { opt->step(ps, 1e-3); });
   std::printf("{\"bench\":\"optimizer_step\",\"kind\":\"%s\",\"params\":%ld,\"ms\":%.2f,\"mparams_per_s\":%.1f}\n",
               std::string(optimizer_kind_name(kind)).c_str(), static_cast<long>(ps.numel()), s * 1e3,
               static_cast<double>(ps.numel()) / s / 1e6);

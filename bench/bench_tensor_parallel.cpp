@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/bench_util.h"
 #include "data/config_reader.h"
 #include "kernels/random.h"
 #include "parallel/mpi_session.h"
@@ -25,16 +26,6 @@
 namespace {
 
 using namespace linea;
-
-int64_t parse_count(const char* flag, const char* value) {
-  char* end = nullptr;
-  const long long v = std::strtoll(value, &end, 10);
-  if (!*value || *end || v < 1) {
-    std::fprintf(stderr, "bench_tensor_parallel: %s expects a positive integer, got '%s'\n", flag, value);
-    std::exit(2);
-  }
-  return v;
-}
 
 double cpu_seconds() {
   timespec t{};
@@ -89,22 +80,10 @@ int main(int argc, char** argv) {
                  "[key=value ...]\n");
     return argc < 2 ? 2 : 0;
   }
-  int64_t batch = 2, seq_len = 256, steps = 5;
-  std::vector<std::string> overrides;
-  for (int i = 2; i < argc; ++i) {
-    const bool has_value = i + 1 < argc;
-    if (!std::strcmp(argv[i], "--batch") && has_value) {
-      batch = parse_count(argv[i], argv[i + 1]), ++i;
-    } else if (!std::strcmp(argv[i], "--seq-len") && has_value) {
-      seq_len = parse_count(argv[i], argv[i + 1]), ++i;
-    } else if (!std::strcmp(argv[i], "--steps") && has_value) {
-      steps = parse_count(argv[i], argv[i + 1]), ++i;
-    } else {
-      overrides.emplace_back(argv[i]);
-    }
-  }
   try {
-    ConfigReader reader = ConfigReader::from_file(argv[1], overrides);
+    const bench::ModelBenchArgs args = bench::parse_model_bench_args(argc, argv, 2, 256, 5);
+    const int64_t batch = args.batch, seq_len = args.seq_len, steps = args.steps;
+    ConfigReader reader = ConfigReader::from_file(args.config, args.overrides);
     const ModelConfig config = ModelConfig::parse(reader.section("model"));
     reader.check_unknown_keys({"model"});
     ProcessGrid grid = ProcessGrid::create({session.world_size(), 1});
@@ -112,10 +91,8 @@ int main(int argc, char** argv) {
 
     const int64_t n = batch * seq_len;
     const SeqLayout seqs = SeqLayout::uniform(batch, seq_len);
-    Tensor ids = Tensor::empty({n}, DType::i32), targets = Tensor::empty({n}, DType::i32);
-    Rng rng(2);
-    for (int64_t i = 0; i < n; ++i) ids.data<int32_t>()[i] = static_cast<int32_t>(rng.next_u64() % config.vocab);
-    for (int64_t i = 0; i < n; ++i) targets.data<int32_t>()[i] = i + 1 < n ? ids.data<int32_t>()[i + 1] : -1;
+    const bench::TokenBatch tokens = bench::random_token_batch(n, config.vocab, 2);
+    const Tensor &ids = tokens.ids, &targets = tokens.targets;
 
     Timing whole, split;
     {

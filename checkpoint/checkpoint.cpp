@@ -9,8 +9,8 @@
 #include <set>
 #include <stdexcept>
 
-#include "checkpoint/durable_file.h"
 #include "checkpoint/hdf5_file.h"
+#include "data/atomic_file.h"
 
 namespace linea {
 
@@ -100,7 +100,7 @@ json read_verified_manifest(const fs::path& directory) {
   const fs::path marker_path = directory / kCommittedMarkerName;
   json marker;
   try {
-    marker = json::parse(read_file(marker_path));
+    marker = json::parse(data::read_file(marker_path));
   } catch (const json::exception& e) {
     throw std::runtime_error(marker_path.string() + ": not valid JSON (" + e.what() + ")");
   }
@@ -109,7 +109,7 @@ json read_verified_manifest(const fs::path& directory) {
   const int64_t expected_crc = marker_reader.integer("manifest_crc32");
 
   const fs::path manifest_path = directory / kManifestName;
-  const std::string text = read_file(manifest_path);
+  const std::string text = data::read_file(manifest_path);
   const uint32_t crc = crc32_of(text.data(), text.size());
   if (static_cast<int64_t>(text.size()) != expected_bytes || crc != expected_crc) {
     throw std::runtime_error(manifest_path.string() + ": damaged: COMMITTED records " + std::to_string(expected_bytes) +
@@ -313,7 +313,7 @@ json write_rank_file(const fs::path& path, const CheckpointState& state, int64_t
                         {"crc32", crc32_of(host.raw(), host.nbytes())}});
   }
   file.close();
-  fsync_path(path);
+  data::fsync_path(path);
   return datasets;
 }
 
@@ -341,7 +341,7 @@ void write_checkpoint_part(const fs::path& temporary, const CheckpointState& sta
   if (rank < 0) throw std::invalid_argument("write_checkpoint_part: rank must be >= 0, got " + std::to_string(rank));
   const std::string file_name = rank_file_name(rank);
   const json part = {{"file", file_name}, {"datasets", write_rank_file(temporary / file_name, state, rank)}};
-  write_file_atomically(temporary / part_file_name(rank), part.dump() + "\n");
+  data::write_file_atomically(temporary / part_file_name(rank), part.dump() + "\n");
 }
 
 fs::path commit_checkpoint_save(const fs::path& temporary, const CheckpointState& state, int world, int keep_last) {
@@ -353,7 +353,7 @@ fs::path commit_checkpoint_save(const fs::path& temporary, const CheckpointState
     const fs::path part_path = temporary / part_file_name(rank);
     json part;
     try {
-      part = json::parse(read_file(part_path));
+      part = json::parse(data::read_file(part_path));
     } catch (const json::exception& e) {
       throw std::runtime_error(part_path.string() + ": not valid JSON (" + e.what() + ")");
     }
@@ -366,7 +366,7 @@ fs::path commit_checkpoint_save(const fs::path& temporary, const CheckpointState
   parse_datasets(datasets, temporary / kManifestName, listed, order);  // throws unless the parts tile every tensor
 
   const std::string manifest_text = manifest_json(state, files, datasets).dump(2) + "\n";
-  write_file_atomically(temporary / kManifestName, manifest_text);
+  data::write_file_atomically(temporary / kManifestName, manifest_text);
   for (int rank = 0; rank < world; ++rank) fs::remove(temporary / part_file_name(rank));
   const json marker = {{"manifest_bytes", manifest_text.size()},
                        {"manifest_crc32", crc32_of(manifest_text.data(), manifest_text.size())}};

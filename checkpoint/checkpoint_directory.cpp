@@ -8,7 +8,7 @@
 #include <stdexcept>
 #include <system_error>
 
-#include "checkpoint/durable_file.h"
+#include "data/atomic_file.h"
 
 namespace linea {
 
@@ -118,15 +118,15 @@ fs::path commit_checkpoint(const fs::path& temporary_directory, std::string_view
   }
   const fs::path root = temporary_directory.parent_path();
   const fs::path final_directory = root / name.substr(0, name.size() - kTemporarySuffix.size());
-  fsync_path(temporary_directory);
+  data::fsync_path(temporary_directory);
   std::error_code ec;
   fs::rename(temporary_directory, final_directory, ec);
   if (ec) {
     throw std::runtime_error("cannot rename '" + temporary_directory.string() + "' to '" + final_directory.string() +
                              "': " + ec.message());
   }
-  fsync_path(root);
-  write_file_atomically(final_directory / kCommittedMarkerName, marker);
+  data::fsync_path(root);
+  data::write_file_atomically(final_directory / kCommittedMarkerName, marker);
   return final_directory;
 }
 
@@ -140,7 +140,7 @@ fs::path set_aside_damaged_checkpoint(const fs::path& directory) {
     throw std::runtime_error("cannot rename damaged checkpoint '" + directory.string() + "' to '" + damaged.string() +
                              "': " + ec.message());
   }
-  fsync_path(directory.parent_path());
+  data::fsync_path(directory.parent_path());
   LOG(WARNING) << "checkpoint: set damaged checkpoint aside as '" << damaged.string() << "'";
   return damaged;
 }
@@ -157,7 +157,7 @@ std::vector<int64_t> prune_checkpoints(const fs::path& root, int keep_last) {
       if (!fs::remove(old.directory / kCommittedMarkerName, ec) || ec) {
         throw std::runtime_error("cannot remove its marker: " + ec.message());
       }
-      fsync_path(old.directory);
+      data::fsync_path(old.directory);
       remove_directory(old.directory, "old checkpoint");
       deleted.push_back(old.step);
     } catch (const std::exception& e) {

@@ -8,6 +8,7 @@
 #include <exception>
 
 #include "cli/command.h"
+#include "parallel/openmpi_leak_suppressions.h"
 
 namespace {
 

@@ -19,6 +19,7 @@
 #include "checkpoint/hdf5_file.h"
 #include "cli/command.h"
 #include "cli/mixer_problem.h"
+#include "data/atomic_file.h"
 #include "kernels/delta_rule.h"
 #include "kernels/device_memory.h"
 
@@ -220,17 +221,6 @@ NamedTensors run_mixer(const MixerProblem& p, DeltaMixer mixer, ops::DeltaRuleIm
   return out;
 }
 
-// Makes the data of `path` (a file or directory) durable.
-void fsync_path(const fs::path& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY);
-  if (fd < 0 || ::fsync(fd) != 0) {
-    const int error = errno;
-    if (fd >= 0) ::close(fd);
-    throw std::runtime_error("fsync of '" + path.string() + "' failed: " + std::strerror(error));
-  }
-  ::close(fd);
-}
-
 // Writes the datasets and file attributes to `<out>.tmp-<pid>`, syncs it and renames it to `out`:
 // `out` is either untouched or complete. The temporary file is removed on any failure.
 void write_hdf5_atomically(const fs::path& out, const NamedTensors& datasets,
@@ -241,14 +231,14 @@ void write_hdf5_atomically(const fs::path& out, const NamedTensors& datasets,
     for (const auto& [name, tensor] : datasets) file.write(name, tensor);
     for (const auto& [name, value] : attributes) file.set_attribute("", name, value);
     file.close();
-    fsync_path(tmp);
+    data::fsync_path(tmp);
     fs::rename(tmp, out);
   } catch (...) {
     std::error_code ignored;
     fs::remove(tmp, ignored);
     throw;
   }
-  fsync_path(out.has_parent_path() ? out.parent_path() : fs::path("."));
+  data::fsync_path(out.has_parent_path() ? out.parent_path() : fs::path("."));
 }
 
 int run_mixer_command(int argc, char** argv) {

@@ -4,10 +4,10 @@
 #include <cstring>
 #include <string>
 
-#include "checkpoint/durable_file.h"
 #include "cli/command.h"
 #include "coordinator/metrics_log.h"
 #include "coordinator/svg_plot.h"
+#include "data/atomic_file.h"
 
 namespace linea::cli {
 namespace {
@@ -38,7 +38,7 @@ int run_plot(int argc, char** argv) {
   }
   std::vector<coordinator::PlotSeries> series{train};
   if (!val.x.empty()) series.push_back(val);
-  write_file_atomically(out, coordinator::render_line_plot({run_dir, "step", "cross-entropy (nats)"}, series));
+  data::write_file_atomically(out, coordinator::render_line_plot({run_dir, "step", "cross-entropy (nats)"}, series));
   std::printf("wrote %s\n", out.c_str());
   return 0;
 }

@@ -22,6 +22,7 @@
 #include "coordinator/results.h"
 #include "coordinator/run_directory.h"
 #include "coordinator/token_file.h"
+#include "data/atomic_file.h"
 
 namespace linea::coordinator {
 
@@ -476,7 +477,7 @@ void Coordinator::launch(RunRecord& run) {
 void Coordinator::write_run_summary(const RunRecord& run) {
   try {
     std::filesystem::create_directories(run.spec.run_dir);
-    write_file_atomically(run.spec.run_dir + "/coordinator.json", run.status_json(unix_now()).dump(2) + "\n");
+    data::write_file_atomically(run.spec.run_dir + "/coordinator.json", run.status_json(unix_now()).dump(2) + "\n");
   } catch (const std::exception& e) {
     LOG(ERROR) << "coordinator: run " << run.spec.name << ": cannot write coordinator.json: " << e.what();
   }

@@ -13,6 +13,7 @@
 #include <stdexcept>
 
 #include "coordinator/protocol.h"
+#include "data/atomic_file.h"
 
 namespace linea::coordinator {
 namespace {
@@ -31,37 +32,7 @@ void write_all(int fd, const std::string& data, const std::string& path) {
   }
 }
 
-void sync_directory(const std::string& dir) {
-  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0) throw io_error("cannot open directory", dir);
-  const int rc = ::fsync(fd);
-  ::close(fd);
-  if (rc != 0) throw io_error("cannot sync directory", dir);
-}
-
-std::string parent_directory(const std::string& path) {
-  const std::filesystem::path parent = std::filesystem::path(path).parent_path();
-  return parent.empty() ? "." : parent.string();
-}
-
 }  // namespace
-
-void write_file_atomically(const std::string& path, const std::string& content, unsigned mode) {
-  const std::string tmp = path + ".tmp";
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
-  if (fd < 0) throw io_error("cannot create", tmp);
-  try {
-    write_all(fd, content, tmp);
-    if (::fsync(fd) != 0) throw io_error("cannot sync", tmp);
-  } catch (...) {
-    ::close(fd);
-    ::unlink(tmp.c_str());
-    throw;
-  }
-  ::close(fd);
-  if (::rename(tmp.c_str(), path.c_str()) != 0) throw io_error("cannot rename " + tmp + " to", path);
-  sync_directory(parent_directory(path));
-}
 
 Journal::Journal(const std::string& state_dir) : dir_(state_dir), path_(state_dir + "/journal.jsonl") {
   std::error_code ec;
@@ -115,7 +86,7 @@ void Journal::open_for_append() {
   const bool existed = std::filesystem::exists(path_);
   fd_ = ::open(path_.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600);
   if (fd_ < 0) throw io_error("cannot open", path_);
-  if (!existed) sync_directory(dir_);
+  if (!existed) data::fsync_path(dir_);
 }
 
 void Journal::append(const nlohmann::json& event) {
@@ -127,7 +98,7 @@ void Journal::append(const nlohmann::json& event) {
 void Journal::compact(const std::vector<nlohmann::json>& events) {
   std::string content;
   for (const auto& e : events) content += encode_message(e);
-  write_file_atomically(path_, content, 0600);
+  data::write_file_atomically(path_, content, 0600);
   lines_ = events.size();
   open_for_append();
 }

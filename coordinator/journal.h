@@ -44,8 +44,4 @@ class Journal {
   std::vector<nlohmann::json> replayed_;
 };
 
-// Writes `content` to PATH atomically (PATH.tmp, fsync, rename, fsync of the directory): readers see
-// the old file or the new one, never a mixture. Throws std::runtime_error naming the file.
-void write_file_atomically(const std::string& path, const std::string& content, unsigned mode = 0644);
-
 }  // namespace linea::coordinator

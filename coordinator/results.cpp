@@ -13,6 +13,7 @@
 #include "coordinator/json_fields.h"
 #include "coordinator/metrics_log.h"
 #include "coordinator/svg_plot.h"
+#include "data/atomic_file.h"
 
 namespace linea::coordinator {
 namespace {
@@ -90,7 +91,7 @@ void write_sweep_manifest(const SweepSpec& sweep, const std::vector<RunSpec>& ru
                     {"config", r.config},
                     {"overrides", r.overrides},
                     {"processes", r.processes}});
-  write_file_atomically(
+  data::write_file_atomically(
       path, nlohmann::json{{"name", sweep.name}, {"baseline", sweep.baseline}, {"runs", list}}.dump(2) + "\n");
 }
 
@@ -191,7 +192,7 @@ std::vector<std::string> write_sweep_results(const std::string& sweep_dir) {
   }
   std::vector<std::string> written;
   auto write = [&](const std::string& file, const std::string& content) {
-    write_file_atomically(sweep_dir + "/" + file, content);
+    data::write_file_atomically(sweep_dir + "/" + file, content);
     written.push_back(sweep_dir + "/" + file);
   };
   write("summary.md", format_results_markdown(manifest.name, results));

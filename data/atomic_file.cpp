@@ -1,5 +1,6 @@
 #include "data/atomic_file.h"
 
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -11,11 +12,19 @@
 
 namespace linea::data {
 
-AtomicFileWriter::AtomicFileWriter(std::filesystem::path target) : target_(std::move(target)) {
+AtomicFileWriter::AtomicFileWriter(std::filesystem::path target, mode_t mode) : target_(std::move(target)) {
   temp_ = target_;
   temp_ += ".tmp." + std::to_string(::getpid());
-  file_ = std::fopen(temp_.c_str(), "wb");
-  if (!file_) fail("cannot create temporary file " + temp_.string());
+  const int fd = ::open(temp_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
+  if (fd < 0) fail("cannot create temporary file " + temp_.string());
+  file_ = ::fdopen(fd, "wb");
+  if (!file_) {
+    const int error = errno;
+    ::close(fd);
+    std::remove(temp_.c_str());
+    errno = error;
+    fail("cannot open temporary file " + temp_.string());
+  }
 }
 
 AtomicFileWriter::~AtomicFileWriter() {
@@ -64,10 +73,11 @@ void AtomicFileWriter::commit() {
     throw std::runtime_error("writing " + target_.string() + ": rename from " + temp_.string() + " failed (" + reason +
                              ")");
   }
+  fsync_path(target_.has_parent_path() ? target_.parent_path() : std::filesystem::path("."));
 }
 
-void write_file_atomically(const std::filesystem::path& target, std::string_view bytes) {
-  AtomicFileWriter writer(target);
+void write_file_atomically(const std::filesystem::path& target, std::string_view bytes, mode_t mode) {
+  AtomicFileWriter writer(target, mode);
   writer.write(bytes.data(), bytes.size());
   writer.commit();
 }
@@ -79,6 +89,17 @@ std::string read_file(const std::filesystem::path& path) {
   content << in.rdbuf();
   if (in.bad()) throw std::runtime_error("cannot read " + path.string());
   return std::move(content).str();
+}
+
+void fsync_path(const std::filesystem::path& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) throw std::runtime_error("cannot open " + path.string() + " to fsync it (" + std::strerror(errno) + ")");
+  if (::fsync(fd) != 0) {
+    const std::string reason = std::strerror(errno);
+    ::close(fd);
+    throw std::runtime_error("cannot fsync " + path.string() + " (" + reason + ")");
+  }
+  ::close(fd);
 }
 
 }  // namespace linea::data

@@ -5,14 +5,14 @@
 #include <sstream>
 #include <stdexcept>
 
-#include "checkpoint/durable_file.h"
+#include "data/atomic_file.h"
 
 namespace linea {
 
 MetricsLog::MetricsLog(std::filesystem::path path, int64_t resume_step) : path_(std::move(path)) {
   std::string kept;
   if (resume_step > 0 && std::filesystem::exists(path_)) {
-    std::istringstream lines(read_file(path_));
+    std::istringstream lines(data::read_file(path_));
     std::string line;
     for (int64_t number = 1; std::getline(lines, line); ++number) {
       if (line.empty()) continue;
@@ -26,7 +26,7 @@ MetricsLog::MetricsLog(std::filesystem::path path, int64_t resume_step) : path_(
       if (j["step"].get<int64_t>() <= resume_step) kept += line + "\n";
     }
   }
-  write_file_atomically(path_, kept);
+  data::write_file_atomically(path_, kept);
   file_ = std::fopen(path_.c_str(), "a");
   if (!file_) throw std::runtime_error(path_.string() + ": cannot open for appending: " + std::strerror(errno));
 }

@@ -17,8 +17,8 @@
 
 #include "checkpoint/async_checkpoint_writer.h"
 #include "checkpoint/checkpoint_directory.h"
-#include "checkpoint/durable_file.h"
 #include "coordinator/client.h"
+#include "data/atomic_file.h"
 #include "data/dataset.h"
 #include "data/default_corpus.h"
 #include "data/loader.h"
@@ -330,7 +330,7 @@ TrainSummary train(const RunConfig& c, std::ostream& log, const TrainOptions& op
   std::optional<MetricsLog> metrics;
   errors.run([&] {
     if (!lead) return;
-    write_file_atomically(run_dir / "config.toml", c.resolved);
+    data::write_file_atomically(run_dir / "config.toml", c.resolved);
     metrics.emplace(run_dir / "metrics.jsonl", summary.start_step);
   });
   errors.agree("starting the run");

@@ -37,7 +37,8 @@
 
 #include "coordinator/client.h"
 #include "coordinator/coordinator.h"
-#include "coordinator/journal.h"
+#include "data/atomic_file.h"
+#include "parallel/openmpi_leak_suppressions.h"
 
 namespace {
 
@@ -146,7 +147,7 @@ int main(int argc, char** argv) {
     metrics << "}" << std::endl;
     // The step is logged before its checkpoint commits, so a kill in between loses no metrics line.
     if (checkpoint_every > 0 && (step + 1) % checkpoint_every == 0) {
-      linea::coordinator::write_file_atomically(run_dir + "/checkpoint", std::to_string(step) + "\n");
+      linea::data::write_file_atomically(run_dir + "/checkpoint", std::to_string(step) + "\n");
       checkpoint = step;
     }
     if (coordinator) coordinator->heartbeat({step, loss_at(step), tokens_per_s, std::nullopt, checkpoint});

@@ -25,6 +25,7 @@
 #include "parallel/mpi_comm.h"
 #include "parallel/process_grid.h"
 #include "tests/testing/kernel_test.h"
+#include "tests/testing/model_inputs.h"
 #include "worker/data_parallel_reducer.h"
 #include "worker/grad_clip.h"
 #include "worker/model.h"
@@ -57,49 +58,27 @@ CommunicatorOptions test_options() {
 // that TP = 4 splits heads evenly but vocabulary (37) and MLP width (22) unevenly; attention has
 // two query heads per kv head, so GQA groups stay on one rank.
 ModelConfig tiny_hybrid(MixerKind mixer, bool tied) {
-  ModelConfig c;
-  c.d_model = 16;
-  c.layers = 2;
-  c.vocab = 37;
-  c.tie_embeddings = tied;
-  c.mlp_hidden = 22;
-  c.init_std = 0.1;
-  c.mixer = mixer;
-  if (mixer != MixerKind::attention) {
-    c.hybrid = "[1]";
-    c.attention_layers = {1};
-  }
-  c.linear.heads = 4;
-  c.linear.d_k = 4;
-  c.linear.d_v = 6;
-  c.linear.conv = 3;
-  c.linear.decay_rank = 3;
-  c.linear.gate_rank = 5;
-  c.attention.heads = 8;
-  c.attention.kv_heads = 4;
-  c.attention.head_dim = 4;
-  return c;
+  return testing::tiny_hybrid_config(mixer, tied,
+                                     {.d_model = 16,
+                                      .layers = 2,
+                                      .vocab = 37,
+                                      .mlp_hidden = 22,
+                                      .init_std = 0.1,
+                                      .linear_heads = 4,
+                                      .d_k = 4,
+                                      .d_v = 6,
+                                      .conv = 3,
+                                      .decay_rank = 3,
+                                      .gate_rank = 5,
+                                      .attention_heads = 8,
+                                      .kv_heads = 4,
+                                      .head_dim = 4});
 }
 
-struct Batch {
-  SeqLayout seqs;
-  Tensor ids, targets;
-};
+using Batch = testing::PackedBatch;
 
-// Two packed documents of 9 and 11 tokens with next-token targets (−1 after each document's end).
-Batch packed_batch(int64_t vocab, uint64_t seed) {
-  Batch b;
-  b.seqs = SeqLayout{{0, 9, 20}};
-  Rng rng(seed);
-  std::vector<int32_t> ids(20), targets(20);
-  for (auto& id : ids) id = static_cast<int32_t>(rng.next_u64() % static_cast<uint64_t>(vocab));
-  for (int64_t s = 0; s < b.seqs.num_seqs(); ++s) {
-    for (int64_t t = b.seqs.begin(s); t < b.seqs.end(s); ++t) targets[t] = t + 1 < b.seqs.end(s) ? ids[t + 1] : -1;
-  }
-  b.ids = index_tensor(ids);
-  b.targets = index_tensor(targets);
-  return b;
-}
+// Two packed documents of 9 and 11 tokens.
+Batch packed_batch(int64_t vocab, uint64_t seed) { return testing::packed_batch({9, 11}, vocab, seed); }
 
 double element(const Tensor& t, int64_t i) {
   return t.dtype() == DType::f64 ? t.data<double>()[i] : double(t.data<float>()[i]);

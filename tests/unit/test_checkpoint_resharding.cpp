@@ -9,7 +9,6 @@
 #include <nlohmann/json.hpp>
 
 #include "checkpoint/checkpoint.h"
-#include "checkpoint/durable_file.h"
 #include "kernels/random.h"
 #include "tests/testing/temp_dir.h"
 

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "tests/testing/kernel_test.h"
+#include "tests/testing/model_inputs.h"
 #include "worker/model.h"
 
 namespace linea {
@@ -33,50 +34,30 @@ using testing::throws_invalid_argument;
 }
 
 // Two linear layers around one softmax layer (attention at layer 1), small enough for finite
-// differences over every parameter tensor.
+// differences over every parameter tensor. init_std 0.2: large enough that every nonlinearity
+// matters, small enough for central differences.
 ModelConfig tiny_hybrid(MixerKind mixer, bool tied) {
-  ModelConfig c;
-  c.d_model = 8;
-  c.layers = 3;
-  c.vocab = 11;
-  c.tie_embeddings = tied;
-  c.mlp_hidden = 12;
-  c.init_std = 0.2;  // large enough that every nonlinearity matters, small enough for central differences
-  c.mixer = mixer;
-  c.hybrid = "[1]";
-  c.attention_layers = {1};
-  c.linear.heads = 2;
-  c.linear.d_k = 4;
-  c.linear.d_v = 3;
-  c.linear.conv = 3;
-  c.linear.decay_rank = 2;
-  c.linear.gate_rank = 2;
-  c.attention.heads = 2;
-  c.attention.kv_heads = 1;
-  c.attention.head_dim = 4;
-  return c;
+  return testing::tiny_hybrid_config(mixer, tied,
+                                     {.d_model = 8,
+                                      .layers = 3,
+                                      .vocab = 11,
+                                      .mlp_hidden = 12,
+                                      .init_std = 0.2,
+                                      .linear_heads = 2,
+                                      .d_k = 4,
+                                      .d_v = 3,
+                                      .conv = 3,
+                                      .decay_rank = 2,
+                                      .gate_rank = 2,
+                                      .attention_heads = 2,
+                                      .kv_heads = 1,
+                                      .head_dim = 4});
 }
 
-struct Batch {
-  SeqLayout seqs;
-  Tensor ids, targets;
-};
+using Batch = testing::PackedBatch;
 
-// Three packed documents of 4, 7 and 5 tokens with next-token targets; the last token of each
-// document has no target (−1).
-Batch packed_batch(int64_t vocab, uint64_t seed) {
-  Batch b;
-  b.seqs = SeqLayout{{0, 4, 11, 16}};
-  Rng rng(seed);
-  std::vector<int32_t> ids(16), targets(16);
-  for (auto& id : ids) id = static_cast<int32_t>(rng.next_u64() % static_cast<uint64_t>(vocab));
-  for (int64_t s = 0; s < b.seqs.num_seqs(); ++s) {
-    for (int64_t t = b.seqs.begin(s); t < b.seqs.end(s); ++t) targets[t] = t + 1 < b.seqs.end(s) ? ids[t + 1] : -1;
-  }
-  b.ids = index_tensor(ids);
-  b.targets = index_tensor(targets);
-  return b;
-}
+// Three packed documents of 4, 7 and 5 tokens.
+Batch packed_batch(int64_t vocab, uint64_t seed) { return testing::packed_batch({4, 7, 5}, vocab, seed); }
 
 void check_model_gradients(MixerKind mixer, bool tied) {
   Model model(tiny_hybrid(mixer, tied), DType::f64);

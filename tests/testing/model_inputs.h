@@ -1,0 +1,70 @@
+// Inputs of the Model tests (unit/test_model.cpp, mpi/test_tensor_parallel.cpp): a tiny hybrid
+// whose sizes each test picks (softmax attention at layer 1, the other layers the given linear
+// mixer; every layer attention for MixerKind::attention), and a batch of packed random documents
+// with next-token targets (−1 at each document's last token, which has nothing to predict).
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "kernels/random.h"
+#include "kernels/seq_layout.h"
+#include "tests/testing/kernel_test.h"
+#include "worker/model_config.h"
+
+namespace linea::testing {
+
+struct TinyHybridSizes {
+  int64_t d_model, layers, vocab, mlp_hidden;
+  double init_std;
+  int64_t linear_heads, d_k, d_v, conv, decay_rank, gate_rank;
+  int64_t attention_heads, kv_heads, head_dim;
+};
+
+inline ModelConfig tiny_hybrid_config(MixerKind mixer, bool tied, const TinyHybridSizes& s) {
+  ModelConfig c;
+  c.d_model = s.d_model;
+  c.layers = s.layers;
+  c.vocab = s.vocab;
+  c.tie_embeddings = tied;
+  c.mlp_hidden = s.mlp_hidden;
+  c.init_std = s.init_std;
+  c.mixer = mixer;
+  if (mixer != MixerKind::attention) {
+    c.hybrid = "[1]";
+    c.attention_layers = {1};
+  }
+  c.linear.heads = s.linear_heads;
+  c.linear.d_k = s.d_k;
+  c.linear.d_v = s.d_v;
+  c.linear.conv = s.conv;
+  c.linear.decay_rank = s.decay_rank;
+  c.linear.gate_rank = s.gate_rank;
+  c.attention.heads = s.attention_heads;
+  c.attention.kv_heads = s.kv_heads;
+  c.attention.head_dim = s.head_dim;
+  return c;
+}
+
+struct PackedBatch {
+  SeqLayout seqs;
+  Tensor ids, targets;
+};
+
+// Documents of the given lengths, one after another, of token ids uniform in [0, vocab).
+inline PackedBatch packed_batch(const std::vector<int64_t>& document_lengths, int64_t vocab, uint64_t seed) {
+  PackedBatch b;
+  std::vector<int64_t> offsets = {0};
+  for (const int64_t length : document_lengths) offsets.push_back(offsets.back() + length);
+  b.seqs = SeqLayout{offsets};
+  Rng rng(seed);
+  std::vector<int32_t> ids(offsets.back()), targets(offsets.back());
+  for (auto& id : ids) id = static_cast<int32_t>(rng.next_u64() % static_cast<uint64_t>(vocab));
+  for (int64_t s = 0; s < b.seqs.num_seqs(); ++s) {
+    for (int64_t t = b.seqs.begin(s); t < b.seqs.end(s); ++t) targets[t] = t + 1 < b.seqs.end(s) ? ids[t + 1] : -1;
+  }
+  b.ids = index_tensor(ids);
+  b.targets = index_tensor(targets);
+  return b;
+}
+
+}  // namespace linea::testing
