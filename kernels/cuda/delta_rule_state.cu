@@ -1,7 +1,8 @@
 // The two sequential passes over the chunks of a sequence, one block per (sequence, head, tile of
 // kBlockV value columns), the state tile kept in shared memory in f32 (the columns of S never mix,
-// so V splits across blocks). Each chunk's rows of W and Kend (and Qg and the dO tile in the
-// backward) are staged in shared memory first.
+// so V splits across blocks). Each chunk's rows of W and Kend, its tile of U (and Qg, dŨ and dO
+// in the backward) are staged in shared memory first, by asynchronous copies (cp.async) that are
+// all in flight at once: the pass is a chain of chunks, so what it waits for per chunk is latency.
 //
 // state_forward, chunks in order, S = h0 (or 0) at the sequence start:
 //   S_chunk = S                                   (stored: the state entering the chunk)
@@ -11,6 +12,8 @@
 //   dS_chunk = dS                                 (stored: ∂L/∂ state at the chunk's end)
 //   dŨ += Kend dS                                 (stored)
 //   dS ← Diag(γ_L) dS + Qgᵀ dO − Wᵀ dŨ,  Qg = scale · Q ⊙ γ;   dh0 = dS at the sequence start
+#include <cuda_pipeline.h>
+
 #include <algorithm>
 
 #include "kernels/cuda/check.h"
@@ -23,12 +26,17 @@ namespace {
 
 constexpr int kBlockV = 16;
 constexpr int kThreadRows = kThreads / kBlockV;  // threads per value column (16)
+static_assert(kChunk * kBlockV % kThreads == 0);
 
-// Shared memory: the state tile [K][kBlockV], a chunk's tile of Ũ or dŨ [C][kBlockV], the chunk's
-// rows of W and Kend [C][K + 1] each (the pitch K + 1 keeps the rows of one warp's reads in
-// different banks); the backward adds the rows of Qg [C][K + 1] and a tile of dO [C][kBlockV].
+// The pitch of the [C][pitch] row tiles: the two rows one warp reads at a time land in different
+// banks, and with K a multiple of 4 every row starts on 16 bytes (16-byte copies).
+__host__ __device__ constexpr int row_pitch(int key_dim) { return key_dim % 4 == 0 ? key_dim + 4 : key_dim + 1; }
+
+// Shared memory: the state tile [K][kBlockV], a chunk's tile of U, Ũ or dŨ [C][kBlockV], the
+// chunk's rows of W and Kend [C][pitch] each; the backward adds the rows of Qg [C][pitch] and a
+// tile of dO [C][kBlockV]. Every part starts on 16 bytes when K is a multiple of 4.
 size_t state_shared_bytes(int key_dim, bool backward) {
-  const size_t rows = kChunk * (static_cast<size_t>(key_dim) + 1);
+  const size_t rows = kChunk * static_cast<size_t>(row_pitch(key_dim));
   const size_t forward = static_cast<size_t>(key_dim) * kBlockV + kChunk * kBlockV + 2 * rows;
   return sizeof(float) * (forward + (backward ? rows + kChunk * kBlockV : 0));
 }
@@ -37,7 +45,7 @@ struct StateTile {
   int pitch;
   float *S, *Ut, *W, *Kend, *Qg, *dO;
   __device__ explicit StateTile(float* shared, int K)
-      : pitch(K + 1),
+      : pitch(row_pitch(K)),
         S(shared),
         Ut(shared + K * kBlockV),
         W(Ut + kChunk * kBlockV),
@@ -46,10 +54,39 @@ struct StateTile {
         dO(Qg + kChunk * pitch) {}
 };
 
-// Rows i < L of a [N, H, K] workspace buffer into a [C][pitch] tile (coalesced over the channels).
+// Asynchronous copies into shared memory: the stage_* helpers only start them; copies_done()
+// waits for all of the thread's, and a __syncthreads() after it publishes them to the block.
+
+// Rows i < L of a [N, H, K] workspace buffer into a [C][pitch] tile (coalesced over the channels),
+// 16 bytes a copy when K is a multiple of 4 (row starts and the workspace are then 16-byte aligned).
 template <class Ref>
 __device__ void stage_rows(const Ref& c, const float* from, float* to, int K, int pitch) {
-  for (int p = threadIdx.x; p < c.len * K; p += blockDim.x) to[(p / K) * pitch + p % K] = from[c.key(p / K, p % K)];
+  if (K % 4 == 0) {
+    const int quads = K / 4;
+    for (int p = threadIdx.x; p < c.len * quads; p += blockDim.x) {
+      const int i = p / quads, d = 4 * (p % quads);
+      __pipeline_memcpy_async(to + i * pitch + d, from + c.key(i, d), 16);
+    }
+  } else {
+    for (int p = threadIdx.x; p < c.len * K; p += blockDim.x) {
+      __pipeline_memcpy_async(to + (p / K) * pitch + p % K, from + c.key(p / K, p % K), 4);
+    }
+  }
+}
+
+// Rows i < L, columns e0 + e (e < BV) of a [N, H, V] workspace buffer into a [C][kBlockV] tile; the
+// other entries are left as they are.
+template <class Ref>
+__device__ void stage_value_tile(const Ref& c, const float* from, float* to, int e0, int BV) {
+  for (int p = threadIdx.x; p < c.len * kBlockV; p += blockDim.x) {
+    const int i = p / kBlockV, e = p % kBlockV;
+    if (e < BV) __pipeline_memcpy_async(to + p, from + c.value(i, e0 + e), 4);
+  }
+}
+
+__device__ void copies_done() {
+  __pipeline_commit();
+  __pipeline_wait_prior(0);
 }
 
 // Every thread owns the state entries (d, e) with e = threadIdx.x % kBlockV and d ≡ threadIdx.x /
@@ -123,7 +160,7 @@ __device__ void store_state(float* to, const float* S, int64_t state, int K, int
 template <class E, ops::DecayKind kDecay, ops::GateKind kGate>
 __global__ void __launch_bounds__(kThreads)
     state_forward_kernel(Operands<E> x, Chunks chunks, Workspace ws, const float* h0, float* ht) {
-  extern __shared__ float shared[];
+  extern __shared__ __align__(16) float shared[];
   const int64_t seq = blockIdx.x;
   const int head = blockIdx.y, e0 = blockIdx.z * kBlockV;
   const int K = x.key_dim, V = x.value_dim, BV = min(kBlockV, V - e0);
@@ -134,12 +171,15 @@ __global__ void __launch_bounds__(kThreads)
   for (int64_t chunk = chunks.seq_chunk[seq]; chunk < chunks.seq_chunk[seq + 1]; ++chunk) {
     const ChunkRef<E, kDecay, kGate> c(x, chunks, ws.G, chunk, head);
     const int L = c.len;
-    store_state(ws.S, t.S, (chunk * x.heads + head) * K * V, K, V, e0, BV);
     stage_rows(c, ws.W, t.W, K, t.pitch);
     stage_rows(c, ws.Kend, t.Kend, K, t.pitch);
+    stage_value_tile(c, ws.U, t.Ut, e0, BV);
+    store_state(ws.S, t.S, (chunk * x.heads + head) * K * V, K, V, e0, BV);
+    copies_done();
     __syncthreads();
+    // Ut holds U; each entry is read and replaced by Ũ in the same thread.
     rows_times_state(t.W, t.pitch, t.S, L, K, [&](int i, int e, float w_state) {
-      const float u = e < BV ? ws.U[c.value(i, e0 + e)] - w_state : 0.0f;
+      const float u = e < BV ? t.Ut[i * kBlockV + e] - w_state : 0.0f;
       t.Ut[i * kBlockV + e] = u;
       if (e < BV) ws.Ut[c.value(i, e0 + e)] = u;
     });
@@ -157,7 +197,7 @@ template <class E, ops::DecayKind kDecay, ops::GateKind kGate>
 __global__ void __launch_bounds__(kThreads)
     state_backward_kernel(Operands<E> x, Chunks chunks, Workspace ws, const E* d_o, const float* dht, GradWorkspace gws,
                           float* dh0) {
-  extern __shared__ float shared[];
+  extern __shared__ __align__(16) float shared[];
   const int64_t seq = blockIdx.x;
   const int head = blockIdx.y, e0 = blockIdx.z * kBlockV;
   const int K = x.key_dim, V = x.value_dim, BV = min(kBlockV, V - e0);
@@ -168,18 +208,27 @@ __global__ void __launch_bounds__(kThreads)
   for (int64_t chunk = chunks.seq_chunk[seq + 1] - 1; chunk >= chunks.seq_chunk[seq]; --chunk) {
     const ChunkRef<E, kDecay, kGate> c(x, chunks, ws.G, chunk, head);
     const int L = c.len;
-    store_state(gws.dS, t.S, (chunk * x.heads + head) * K * V, K, V, e0, BV);
     stage_rows(c, ws.W, t.W, K, t.pitch);
     stage_rows(c, ws.Kend, t.Kend, K, t.pitch);
     stage_rows(c, ws.Qg, t.Qg, K, t.pitch);
-    for (int p = threadIdx.x; p < kChunk * kBlockV; p += blockDim.x) {
-      const int i = p / kBlockV, e = p % kBlockV;
-      t.dO[p] = i < L && e < BV ? to_float(d_o[c.value(i, e0 + e)]) : 0.0f;
+    stage_value_tile(c, gws.dUt, t.Ut, e0, BV);
+    // The dO tile (converted to f32): every load of the thread first, then the stores.
+    constexpr int kOutputsPerThread = kChunk * kBlockV / kThreads;
+    float d_out[kOutputsPerThread];
+#pragma unroll
+    for (int r = 0; r < kOutputsPerThread; ++r) {
+      const int p = threadIdx.x + r * kThreads, i = p / kBlockV, e = p % kBlockV;
+      d_out[r] = i < L && e < BV ? to_float(d_o[c.value(i, e0 + e)]) : 0.0f;
     }
+#pragma unroll
+    for (int r = 0; r < kOutputsPerThread; ++r) t.dO[threadIdx.x + r * kThreads] = d_out[r];
+    store_state(gws.dS, t.S, (chunk * x.heads + head) * K * V, K, V, e0, BV);
+    copies_done();
     __syncthreads();
-    // Ut holds −dŨ, for the − Wᵀ dŨ term.
+    // Ut holds dŨ (the part through O); each entry is read and replaced by −dŨ (complete, for the
+    // − Wᵀ dŨ term) in the same thread.
     rows_times_state(t.Kend, t.pitch, t.S, L, K, [&](int i, int e, float kds) {
-      const float du = e < BV ? gws.dUt[c.value(i, e0 + e)] + kds : 0.0f;
+      const float du = e < BV ? t.Ut[i * kBlockV + e] + kds : 0.0f;
       t.Ut[i * kBlockV + e] = -du;
       if (e < BV) gws.dUt[c.value(i, e0 + e)] = du;
     });
