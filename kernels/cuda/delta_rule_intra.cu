@@ -32,18 +32,22 @@ __global__ void __launch_bounds__(kThreads) intra_chunk_kernel(Operands<E> x, Ch
   if constexpr (kDecay == ops::DecayKind::channel) {
     for (int d = threadIdx.x; d < K; d += blockDim.x) {
       float sum = 0.0f;
-      for (int i = 0; i < L; ++i) {
-        sum += x.g[c.key(i, d)];
-        ws.G[c.key(i, d)] = sum;
-      }
+      for_rows_batched(
+          L, [&](int i) { return x.g[c.key(i, d)]; },
+          [&](int i, float g) {
+            sum += g;
+            ws.G[c.key(i, d)] = sum;
+          });
     }
   } else if constexpr (kDecay == ops::DecayKind::scalar) {
     if (threadIdx.x == 0) {
       float sum = 0.0f;
-      for (int i = 0; i < L; ++i) {
-        sum += x.g[c.row(i)];
-        ws.G[c.row(i)] = sum;
-      }
+      for_rows_batched(
+          L, [&](int i) { return x.g[c.row(i)]; },
+          [&](int i, float g) {
+            sum += g;
+            ws.G[c.row(i)] = sum;
+          });
     }
   }
   __syncthreads();
@@ -115,11 +119,16 @@ __global__ void __launch_bounds__(kThreads) intra_chunk_kernel(Operands<E> x, Ch
       L, K, L, [&](int i, int m) { return Tm[i][m]; },
       [&](int m, int d) { return c.erase(m, d) * c.k(m, d) * c.gamma(m, d); },
       [&](int i, int d, float w) { ws.W[c.key(i, d)] = w; }, tiles);
-  for (int p = threadIdx.x; p < L * K; p += blockDim.x) {
-    const int i = p / K, d = p % K;
-    ws.Kend[c.key(i, d)] = c.k(i, d) * c.to_end(i, d);
-    ws.Qg[c.key(i, d)] = x.scale * c.q(i, d) * c.gamma(i, d);
-  }
+  for_each_batched<8>(
+      L * K,
+      [&](int p) {
+        const int i = p / K, d = p % K;
+        return float2{c.k(i, d) * c.to_end(i, d), x.scale * c.q(i, d) * c.gamma(i, d)};
+      },
+      [&](int p, float2 kend_qg) {
+        ws.Kend[c.key(p / K, p % K)] = kend_qg.x;
+        ws.Qg[c.key(p / K, p % K)] = kend_qg.y;
+      });
 }
 
 }  // namespace
