@@ -168,27 +168,33 @@ __global__ void __launch_bounds__(kThreads)
   const int64_t state = (seq * x.heads + head) * K * V;
   load_state(t.S, h0, state, K, V, e0, BV);
   __syncthreads();
-  for (int64_t chunk = chunks.seq_chunk[seq]; chunk < chunks.seq_chunk[seq + 1]; ++chunk) {
-    const ChunkRef<E, kDecay, kGate> c(x, chunks, ws.G, chunk, head);
-    const int L = c.len;
-    stage_rows(c, ws.W, t.W, K, t.pitch);
-    stage_rows(c, ws.Kend, t.Kend, K, t.pitch);
-    stage_value_tile(c, ws.U, t.Ut, e0, BV);
-    store_state(ws.S, t.S, (chunk * x.heads + head) * K * V, K, V, e0, BV);
-    copies_done();
-    __syncthreads();
-    // Ut holds U; each entry is read and replaced by Ũ in the same thread.
-    rows_times_state(t.W, t.pitch, t.S, L, K, [&](int i, int e, float w_state) {
-      const float u = e < BV ? t.Ut[i * kBlockV + e] - w_state : 0.0f;
-      t.Ut[i * kBlockV + e] = u;
-      if (e < BV) ws.Ut[c.value(i, e0 + e)] = u;
-    });
-    __syncthreads();
-    const float* const Y[1] = {t.Kend};
-    const float* const Z[1] = {t.Ut};
-    update_state<1>(
-        t.S, L, K, [&](int d) { return c.gamma(L - 1, d); }, Y, t.pitch, Z);
-    __syncthreads();
+  const int64_t begin = chunks.seq_chunk[seq], end = chunks.seq_chunk[seq + 1];
+  if (begin < end) {
+    // c: the chunk at hand; the next one's table entries are read before the state update.
+    ChunkRef<E, kDecay, kGate> c(x, chunks, ws.G, begin, head);
+    for (int64_t chunk = begin; chunk < end; ++chunk) {
+      const int L = c.len;
+      stage_rows(c, ws.W, t.W, K, t.pitch);
+      stage_rows(c, ws.Kend, t.Kend, K, t.pitch);
+      stage_value_tile(c, ws.U, t.Ut, e0, BV);
+      store_state(ws.S, t.S, (chunk * x.heads + head) * K * V, K, V, e0, BV);
+      copies_done();
+      __syncthreads();
+      // Ut holds U; each entry is read and replaced by Ũ in the same thread.
+      rows_times_state(t.W, t.pitch, t.S, L, K, [&](int i, int e, float w_state) {
+        const float u = e < BV ? t.Ut[i * kBlockV + e] - w_state : 0.0f;
+        t.Ut[i * kBlockV + e] = u;
+        if (e < BV) ws.Ut[c.value(i, e0 + e)] = u;
+      });
+      __syncthreads();
+      const float* const Y[1] = {t.Kend};
+      const float* const Z[1] = {t.Ut};
+      const ChunkRef<E, kDecay, kGate> next(x, chunks, ws.G, min(chunk + 1, end - 1), head);
+      update_state<1>(
+          t.S, L, K, [&](int d) { return c.gamma(L - 1, d); }, Y, t.pitch, Z);
+      __syncthreads();
+      c = next;
+    }
   }
   if (ht) store_state(ht, t.S, state, K, V, e0, BV);
 }
@@ -205,39 +211,45 @@ __global__ void __launch_bounds__(kThreads)
   const int64_t state = (seq * x.heads + head) * K * V;
   load_state(t.S, dht, state, K, V, e0, BV);
   __syncthreads();
-  for (int64_t chunk = chunks.seq_chunk[seq + 1] - 1; chunk >= chunks.seq_chunk[seq]; --chunk) {
-    const ChunkRef<E, kDecay, kGate> c(x, chunks, ws.G, chunk, head);
-    const int L = c.len;
-    stage_rows(c, ws.W, t.W, K, t.pitch);
-    stage_rows(c, ws.Kend, t.Kend, K, t.pitch);
-    stage_rows(c, ws.Qg, t.Qg, K, t.pitch);
-    stage_value_tile(c, gws.dUt, t.Ut, e0, BV);
-    // The dO tile (converted to f32): every load of the thread first, then the stores.
-    constexpr int kOutputsPerThread = kChunk * kBlockV / kThreads;
-    float d_out[kOutputsPerThread];
+  const int64_t begin = chunks.seq_chunk[seq], end = chunks.seq_chunk[seq + 1];
+  if (begin < end) {
+    // c: the chunk at hand; the next one (backwards) has its table entries read before the update.
+    ChunkRef<E, kDecay, kGate> c(x, chunks, ws.G, end - 1, head);
+    for (int64_t chunk = end - 1; chunk >= begin; --chunk) {
+      const int L = c.len;
+      stage_rows(c, ws.W, t.W, K, t.pitch);
+      stage_rows(c, ws.Kend, t.Kend, K, t.pitch);
+      stage_rows(c, ws.Qg, t.Qg, K, t.pitch);
+      stage_value_tile(c, gws.dUt, t.Ut, e0, BV);
+      // The dO tile (converted to f32): every load of the thread first, then the stores.
+      constexpr int kOutputsPerThread = kChunk * kBlockV / kThreads;
+      float d_out[kOutputsPerThread];
 #pragma unroll
-    for (int r = 0; r < kOutputsPerThread; ++r) {
-      const int p = threadIdx.x + r * kThreads, i = p / kBlockV, e = p % kBlockV;
-      d_out[r] = i < L && e < BV ? to_float(d_o[c.value(i, e0 + e)]) : 0.0f;
+      for (int r = 0; r < kOutputsPerThread; ++r) {
+        const int p = threadIdx.x + r * kThreads, i = p / kBlockV, e = p % kBlockV;
+        d_out[r] = i < L && e < BV ? to_float(d_o[c.value(i, e0 + e)]) : 0.0f;
+      }
+#pragma unroll
+      for (int r = 0; r < kOutputsPerThread; ++r) t.dO[threadIdx.x + r * kThreads] = d_out[r];
+      store_state(gws.dS, t.S, (chunk * x.heads + head) * K * V, K, V, e0, BV);
+      copies_done();
+      __syncthreads();
+      // Ut holds dŨ (the part through O); each entry is read and replaced by −dŨ (complete, for the
+      // − Wᵀ dŨ term) in the same thread.
+      rows_times_state(t.Kend, t.pitch, t.S, L, K, [&](int i, int e, float kds) {
+        const float du = e < BV ? t.Ut[i * kBlockV + e] + kds : 0.0f;
+        t.Ut[i * kBlockV + e] = -du;
+        if (e < BV) gws.dUt[c.value(i, e0 + e)] = du;
+      });
+      __syncthreads();
+      const float* const Y[2] = {t.Qg, t.W};
+      const float* const Z[2] = {t.dO, t.Ut};
+      const ChunkRef<E, kDecay, kGate> next(x, chunks, ws.G, max(chunk - 1, begin), head);
+      update_state<2>(
+          t.S, L, K, [&](int d) { return c.gamma(L - 1, d); }, Y, t.pitch, Z);
+      __syncthreads();
+      c = next;
     }
-#pragma unroll
-    for (int r = 0; r < kOutputsPerThread; ++r) t.dO[threadIdx.x + r * kThreads] = d_out[r];
-    store_state(gws.dS, t.S, (chunk * x.heads + head) * K * V, K, V, e0, BV);
-    copies_done();
-    __syncthreads();
-    // Ut holds dŨ (the part through O); each entry is read and replaced by −dŨ (complete, for the
-    // − Wᵀ dŨ term) in the same thread.
-    rows_times_state(t.Kend, t.pitch, t.S, L, K, [&](int i, int e, float kds) {
-      const float du = e < BV ? t.Ut[i * kBlockV + e] + kds : 0.0f;
-      t.Ut[i * kBlockV + e] = -du;
-      if (e < BV) gws.dUt[c.value(i, e0 + e)] = du;
-    });
-    __syncthreads();
-    const float* const Y[2] = {t.Qg, t.W};
-    const float* const Z[2] = {t.dO, t.Ut};
-    update_state<2>(
-        t.S, L, K, [&](int d) { return c.gamma(L - 1, d); }, Y, t.pitch, Z);
-    __syncthreads();
   }
   if (dh0) store_state(dh0, t.S, state, K, V, e0, BV);
 }
