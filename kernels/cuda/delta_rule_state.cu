@@ -112,11 +112,12 @@ __device__ void rows_times_state(const float* X, int pitch, const float* S, int 
 }
 
 // S[d][e] ← decay(d) · S[d][e] + Σ_{i<L} Σ_t Y_t[i][d] Z_t[i][e] for the kTerms pairs of a [C][pitch]
-// tile Y_t and a [C][kBlockV] tile Z_t. Reads and writes only the thread's own entries of S.
-template <int kTerms, class Decay>
-__device__ void update_state(float* S, int L, int K, Decay decay, const float* const (&Y)[kTerms], int pitch,
-                             const float* const (&Z)[kTerms]) {
-  constexpr int kRows = kMaxKeyDim / kThreadRows;
+// tile Y_t and a [C][kBlockV] tile Z_t, for K ≤ kMaxK. Reads and writes only the thread's own
+// entries of S.
+template <int kMaxK, int kTerms, class Decay>
+__device__ void update_state_upto(float* S, int L, int K, Decay decay, const float* const (&Y)[kTerms], int pitch,
+                                  const float* const (&Z)[kTerms]) {
+  constexpr int kRows = kMaxK / kThreadRows;
   const int e = threadIdx.x % kBlockV, d0 = threadIdx.x / kBlockV;
   float acc[kRows];
 #pragma unroll
@@ -139,6 +140,18 @@ __device__ void update_state(float* S, int L, int K, Decay decay, const float* c
   for (int r = 0; r < kRows; ++r) {
     const int d = d0 + kThreadRows * r;
     if (d < K) S[d * kBlockV + e] = acc[r];
+  }
+}
+
+// update_state_upto for the smallest bound that holds K (no idle, predicated-off rows in the
+// inner loop when K ≤ kMaxKeyDim / 2).
+template <int kTerms, class Decay>
+__device__ void update_state(float* S, int L, int K, Decay decay, const float* const (&Y)[kTerms], int pitch,
+                             const float* const (&Z)[kTerms]) {
+  if (K <= kMaxKeyDim / 2) {
+    update_state_upto<kMaxKeyDim / 2>(S, L, K, decay, Y, pitch, Z);
+  } else {
+    update_state_upto<kMaxKeyDim>(S, L, K, decay, Y, pitch, Z);
   }
 }
 
