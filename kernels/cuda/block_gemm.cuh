@@ -1,6 +1,7 @@
 // block_gemm: one thread block of 256 threads computes C = A·B for A of M ≤ 64 rows, B of N
 // columns and depth D, with the operands given as functions: a(m, k) and b(k, n) are called only
-// inside the bounds (m < M, k < D, n < N), and store(m, n, c) receives every result once.
+// inside the bounds (m < M, k < D, n < N; M, N, D ≥ 1), and store(m, n, c) receives every result
+// once.
 //
 // For each block of 64 columns, tiles of depth 32 of A and B go through shared memory and the 8
 // warps multiply them on the tensor cores (WMMA m16n16k8 TF32, each warp a 16×32 piece of the
@@ -60,10 +61,14 @@ __device__ void block_gemm(int M, int N, int D, FA a, FB b, FS store, BlockGemmT
     wmma::fill_fragment(acc[1], 0.0f);
     for (int k0 = 0; k0 < D; k0 += KD) {
       for (int p = threadIdx.x; p < KD * R; p += kBlockGemmThreads) {
+        // Out-of-range entries read a clamped, valid entry and store 0: no branch around the
+        // loads, so the compiler can issue the tile's loads together.
         const int am = kAKFast ? p / KD : p % R, ak = kAKFast ? p % KD : p / R;
-        t.in.a[ak][am] = am < M && k0 + ak < D ? a(am, k0 + ak) : 0.0f;
+        const float av = a(min(am, M - 1), min(k0 + ak, D - 1));
+        t.in.a[ak][am] = am < M && k0 + ak < D ? av : 0.0f;
         const int bn = kBNFast ? p % R : p / KD, bk = kBNFast ? p / R : p % KD;
-        t.in.b[bk][bn] = n0 + bn < N && k0 + bk < D ? b(k0 + bk, n0 + bn) : 0.0f;
+        const float bv = b(min(k0 + bk, D - 1), min(n0 + bn, N - 1));
+        t.in.b[bk][bn] = n0 + bn < N && k0 + bk < D ? bv : 0.0f;
       }
       __syncthreads();
 #pragma unroll

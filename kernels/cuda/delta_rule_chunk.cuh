@@ -152,6 +152,47 @@ struct ChunkRef {
   }
 };
 
+// Loops that load, compute and store through global memory wait one load latency per iteration
+// (a store may alias the next loads). These two run the same iterations, in the same order and
+// with the same arithmetic, but load a batch of iterations before storing any of them.
+
+// For p = threadIdx.x, + blockDim.x, … below count: store(p, compute(p)), kBatch of the thread's
+// p computed before their stores.
+template <int kBatch, class Compute, class Store>
+__device__ void for_each_batched(int count, Compute compute, Store store) {
+  using Value = decltype(compute(0));
+  for (int p0 = threadIdx.x; p0 < count; p0 += kBatch * blockDim.x) {
+    Value values[kBatch] = {};
+#pragma unroll
+    for (int r = 0; r < kBatch; ++r) {
+      if (p0 + r * blockDim.x < count) values[r] = compute(p0 + r * blockDim.x);
+    }
+#pragma unroll
+    for (int r = 0; r < kBatch; ++r) {
+      if (p0 + r * blockDim.x < count) store(p0 + r * blockDim.x, values[r]);
+    }
+  }
+}
+
+// fn(i, load(i)) for the rows i = 0, 1, …, L − 1 of a chunk (L − 1, …, 0 with kReverse) in that
+// order, one thread; load() runs for 8 rows before fn() does, for sequential sums down a column.
+template <bool kReverse = false, class Load, class Fn>
+__device__ void for_rows_batched(int L, Load load, Fn fn) {
+  constexpr int kRowBatch = 8;
+  using Value = decltype(load(0));
+  for (int b = 0; b < L; b += kRowBatch) {
+    Value values[kRowBatch] = {};
+#pragma unroll
+    for (int r = 0; r < kRowBatch; ++r) {
+      if (b + r < L) values[r] = load(kReverse ? L - 1 - (b + r) : b + r);
+    }
+#pragma unroll
+    for (int r = 0; r < kRowBatch; ++r) {
+      if (b + r < L) fn(kReverse ? L - 1 - (b + r) : b + r, values[r]);
+    }
+  }
+}
+
 template <ops::DecayKind kDecay>
 using DecayConstant = std::integral_constant<ops::DecayKind, kDecay>;
 template <ops::GateKind kGate>

@@ -158,62 +158,80 @@ __global__ void __launch_bounds__(kThreads) chunk_gradients_kernel(Operands<E> x
   }
   __syncthreads();
 
-  // 4.
-  for (int p = threadIdx.x; p < L * K; p += blockDim.x) {
-    const int i = p / K, d = p % K;
-    const float q = c.q(i, d), k = c.k(i, d), b = c.erase(i, d), gamma = c.gamma(i, d), to_end = c.to_end(i, d);
-    const float dq_decayed = gws.dQd[c.key(i, d)], dk_to_end = gws.dKe[c.key(i, d)];
-    const float dY = gws.dY[c.key(i, d)];
-    float dek = gws.dW[c.key(i, d)], dp_row = gws.dG[c.key(i, d)];
-    float da_col = gws.r[c.key(i, d)], dp_col = gws.db[c.key(i, d)];
-    if constexpr (kDecay == ops::DecayKind::channel) {
-      const int n = i - i % kSubChunk;
-      for (int j = n; j < i; ++j) {
-        const float kf = c.k(j, d) * e_of(i, j, d);
-        dek += dA[i * kPitch + j] * kf;
-        dp_row += dP[i * kPitch + j] * kf;
-      }
-      for (int m = i + 1; m < min(n + kSubChunk, L); ++m) {
-        const float f = e_of(m, i, d);
-        da_col += dA[m * kPitch + i] * c.erase(m, d) * c.k(m, d) * f;
-        dp_col += dP[m * kPitch + i] * c.q(m, d) * f;
-      }
-    }
-    const float diagonal = dP[i * kPitch + i];
-    const float dq = dq_decayed * gamma + dp_row + diagonal * k;
-    const float dk = dk_to_end * to_end + gamma * b * dY + b * dek + da_col + dp_col + diagonal * q;
-    out.dq[c.key(i, d)] = from_float<E>(dq);
-    out.dk[c.key(i, d)] = from_float<E>(dk);
-    const float db = gamma * k * dY + k * dek;
-    if constexpr (kGate == ops::GateKind::erase_write) {
-      out.db[c.key(i, d)] = from_float<E>(db);
-    } else {
-      gws.db[c.key(i, d)] = db;
-    }
-    if constexpr (kDecay != ops::DecayKind::none) {
-      float dG = dq_decayed * q * gamma + dY * b * k * gamma + b * k * dek - k * da_col + q * dp_row - k * dp_col;
-      if (i == L - 1) {
-        float state_dot = 0.0f;
-        for (int e = 0; e < V; ++e) state_dot += S0[d * V + e] * dS[d * V + e];
-        dG += gamma * state_dot;
-      }
-      gws.dG[c.key(i, d)] = dG;
-      gws.r[c.key(i, d)] = dk_to_end * k * to_end;
-    }
-  }
+  // 4. (each thread computes two of its entries before storing them: one load latency per pair)
+  struct KeyGradients {
+    float dq, dk, db, dG, r;
+  };
+  for_each_batched<2>(
+      L * K,
+      [&](int p) {
+        const int i = p / K, d = p % K;
+        const float q = c.q(i, d), k = c.k(i, d), b = c.erase(i, d), gamma = c.gamma(i, d), to_end = c.to_end(i, d);
+        const float dq_decayed = gws.dQd[c.key(i, d)], dk_to_end = gws.dKe[c.key(i, d)];
+        const float dY = gws.dY[c.key(i, d)];
+        float dek = gws.dW[c.key(i, d)], dp_row = gws.dG[c.key(i, d)];
+        float da_col = gws.r[c.key(i, d)], dp_col = gws.db[c.key(i, d)];
+        if constexpr (kDecay == ops::DecayKind::channel) {
+          const int n = i - i % kSubChunk;
+          for (int j = n; j < i; ++j) {
+            const float kf = c.k(j, d) * e_of(i, j, d);
+            dek += dA[i * kPitch + j] * kf;
+            dp_row += dP[i * kPitch + j] * kf;
+          }
+          for (int m = i + 1; m < min(n + kSubChunk, L); ++m) {
+            const float f = e_of(m, i, d);
+            da_col += dA[m * kPitch + i] * c.erase(m, d) * c.k(m, d) * f;
+            dp_col += dP[m * kPitch + i] * c.q(m, d) * f;
+          }
+        }
+        const float diagonal = dP[i * kPitch + i];
+        KeyGradients g{};
+        g.dq = dq_decayed * gamma + dp_row + diagonal * k;
+        g.dk = dk_to_end * to_end + gamma * b * dY + b * dek + da_col + dp_col + diagonal * q;
+        g.db = gamma * k * dY + k * dek;
+        if constexpr (kDecay != ops::DecayKind::none) {
+          g.dG = dq_decayed * q * gamma + dY * b * k * gamma + b * k * dek - k * da_col + q * dp_row - k * dp_col;
+          if (i == L - 1) {
+            float state_dot = 0.0f;
+            for (int e = 0; e < V; ++e) state_dot += S0[d * V + e] * dS[d * V + e];
+            g.dG += gamma * state_dot;
+          }
+          g.r = dk_to_end * k * to_end;
+        }
+        return g;
+      },
+      [&](int p, const KeyGradients& g) {
+        const int64_t at = c.key(p / K, p % K);
+        out.dq[at] = from_float<E>(g.dq);
+        out.dk[at] = from_float<E>(g.dk);
+        if constexpr (kGate == ops::GateKind::erase_write) {
+          out.db[at] = from_float<E>(g.db);
+        } else {
+          gws.db[at] = g.db;
+        }
+        if constexpr (kDecay != ops::DecayKind::none) {
+          gws.dG[at] = g.dG;
+          gws.r[at] = g.r;
+        }
+      });
 
   // 5. (dX is read and replaced by dX ⊙ v, the write gate's term, by the same thread)
-  for (int p = threadIdx.x; p < L * V; p += blockDim.x) {
-    const int i = p / V, e = p % V;
-    const float dX = gws.dX[c.value(i, e)];
-    out.dv[c.value(i, e)] = from_float<E>(dX * c.write(i, e));
-    const float dw = dX * c.v(i, e);
-    if constexpr (kGate == ops::GateKind::erase_write) {
-      out.dw[c.value(i, e)] = from_float<E>(dw);
-    } else {
-      gws.dX[c.value(i, e)] = dw;
-    }
-  }
+  for_each_batched<4>(
+      L * V,
+      [&](int p) {
+        const int i = p / V, e = p % V;
+        return float3{gws.dX[c.value(i, e)], c.write(i, e), c.v(i, e)};
+      },
+      [&](int p, float3 dX_w_v) {
+        const int64_t at = c.value(p / V, p % V);
+        out.dv[at] = from_float<E>(dX_w_v.x * dX_w_v.y);
+        const float dw = dX_w_v.x * dX_w_v.z;
+        if constexpr (kGate == ops::GateKind::erase_write) {
+          out.dw[at] = from_float<E>(dw);
+        } else {
+          gws.dX[at] = dw;
+        }
+      });
   __syncthreads();
 
   // 6.
@@ -230,21 +248,27 @@ __global__ void __launch_bounds__(kThreads) chunk_gradients_kernel(Operands<E> x
   if constexpr (kDecay != ops::DecayKind::none) {
     for (int d = threadIdx.x; d < K; d += blockDim.x) {
       float before = 0.0f;  // Σ_{s<i} r_s, replacing r_i
-      for (int i = 0; i < L; ++i) {
-        const float r = gws.r[c.key(i, d)];
-        gws.r[c.key(i, d)] = before;
-        before += r;
-      }
+      for_rows_batched(
+          L, [&](int i) { return gws.r[c.key(i, d)]; },
+          [&](int i, float r) {
+            gws.r[c.key(i, d)] = before;
+            before += r;
+          });
       float after = 0.0f;  // Σ_{s≥i} dG_s
-      for (int i = L - 1; i >= 0; --i) {
-        after += gws.dG[c.key(i, d)];
-        const float dg = after + gws.r[c.key(i, d)];
-        if constexpr (kDecay == ops::DecayKind::channel) {
-          out.dg[c.key(i, d)] = dg;
-        } else {
-          gws.dG[c.key(i, d)] = dg;
-        }
-      }
+      for_rows_batched<true>(
+          L,
+          [&](int i) {
+            return float2{gws.dG[c.key(i, d)], gws.r[c.key(i, d)]};
+          },
+          [&](int i, float2 dG_before) {
+            after += dG_before.x;
+            const float dg = after + dG_before.y;
+            if constexpr (kDecay == ops::DecayKind::channel) {
+              out.dg[c.key(i, d)] = dg;
+            } else {
+              gws.dG[c.key(i, d)] = dg;
+            }
+          });
     }
   }
   if constexpr (kDecay == ops::DecayKind::scalar) {

@@ -25,6 +25,7 @@ __global__ void __launch_bounds__(kThreads) intra_chunk_kernel(Operands<E> x, Ch
   float(*A)[kChunk + 1] = reinterpret_cast<float(*)[kChunk + 1]>(shared);
   float(*Tm)[kChunk + 1] = A + kChunk;
   __shared__ BlockGemmTiles tiles;
+  __shared__ float G_rows[kChunk];  // a scalar decay's G of the chunk's rows, for the pair decays
   const ChunkRef<E, kDecay, kGate> c(x, chunks, ws.G, chunk, head);
   const int L = c.len;
 
@@ -32,33 +33,44 @@ __global__ void __launch_bounds__(kThreads) intra_chunk_kernel(Operands<E> x, Ch
   if constexpr (kDecay == ops::DecayKind::channel) {
     for (int d = threadIdx.x; d < K; d += blockDim.x) {
       float sum = 0.0f;
-      for (int i = 0; i < L; ++i) {
-        sum += x.g[c.key(i, d)];
-        ws.G[c.key(i, d)] = sum;
-      }
+      for_rows_batched(
+          L, [&](int i) { return x.g[c.key(i, d)]; },
+          [&](int i, float g) {
+            sum += g;
+            ws.G[c.key(i, d)] = sum;
+          });
     }
   } else if constexpr (kDecay == ops::DecayKind::scalar) {
     if (threadIdx.x == 0) {
       float sum = 0.0f;
-      for (int i = 0; i < L; ++i) {
-        sum += x.g[c.row(i)];
-        ws.G[c.row(i)] = sum;
-      }
+      for_rows_batched(
+          L, [&](int i) { return x.g[c.row(i)]; },
+          [&](int i, float g) {
+            sum += g;
+            ws.G[c.row(i)] = G_rows[i] = sum;
+          });
     }
   }
   __syncthreads();
 
   // A and P. Without a per-channel decay, the decay of a pair is one factor: each is a product
-  // Gram matrix, masked and scaled by exp(G_i − G_j).
+  // Gram matrix, masked and scaled by exp(G_i − G_j) (c.between(i, j, 0), from shared memory).
   float* P = ws.P + (chunk * x.heads + head) * kChunk * kChunk;
   const auto key_at = [&](int d, int j) { return c.k(j, d); };
   if constexpr (kDecay != ops::DecayKind::channel) {
+    const auto pair_decay = [&](int i, int j) {
+      if constexpr (kDecay == ops::DecayKind::scalar) {
+        return expf(G_rows[i] - G_rows[j]);
+      } else {
+        return 1.0f;
+      }
+    };
     block_gemm<true, false>(
         L, L, K, [&](int i, int d) { return c.erase(i, d) * c.k(i, d); }, key_at,
-        [&](int i, int j, float s) { A[i][j] = j < i ? s * c.between(i, j, 0) : 0.0f; }, tiles);
+        [&](int i, int j, float s) { A[i][j] = j < i ? s * pair_decay(i, j) : 0.0f; }, tiles);
     block_gemm<true, false>(
         L, L, K, [&](int i, int d) { return c.q(i, d); }, key_at,
-        [&](int i, int j, float s) { P[i * kChunk + j] = j <= i ? s * c.between(i, j, 0) : 0.0f; }, tiles);
+        [&](int i, int j, float s) { P[i * kChunk + j] = j <= i ? s * pair_decay(i, j) : 0.0f; }, tiles);
   } else {
     // Per channel, by sub-chunks of kSubChunk rows (reference/mixers.md §2.3): rows i ∈ [n, n + 16)
     // with the columns j < n are a product of rows rescaled to the reference row n,
@@ -115,11 +127,16 @@ __global__ void __launch_bounds__(kThreads) intra_chunk_kernel(Operands<E> x, Ch
       L, K, L, [&](int i, int m) { return Tm[i][m]; },
       [&](int m, int d) { return c.erase(m, d) * c.k(m, d) * c.gamma(m, d); },
       [&](int i, int d, float w) { ws.W[c.key(i, d)] = w; }, tiles);
-  for (int p = threadIdx.x; p < L * K; p += blockDim.x) {
-    const int i = p / K, d = p % K;
-    ws.Kend[c.key(i, d)] = c.k(i, d) * c.to_end(i, d);
-    ws.Qg[c.key(i, d)] = x.scale * c.q(i, d) * c.gamma(i, d);
-  }
+  for_each_batched<8>(
+      L * K,
+      [&](int p) {
+        const int i = p / K, d = p % K;
+        return float2{c.k(i, d) * c.to_end(i, d), x.scale * c.q(i, d) * c.gamma(i, d)};
+      },
+      [&](int p, float2 kend_qg) {
+        ws.Kend[c.key(p / K, p % K)] = kend_qg.x;
+        ws.Qg[c.key(p / K, p % K)] = kend_qg.y;
+      });
 }
 
 }  // namespace
