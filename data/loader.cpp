@@ -111,7 +111,7 @@ TokenBatch Loader::build(const LoaderPosition& p) const {
     starts[b] = static_cast<int64_t>(order(static_cast<uint64_t>(first_slot + b))) * c.seq_len;
   }
   TokenBatch batch;
-  pack_windows(data_->split(Split::train), starts, c.seq_len, data_->eos_id(), batch);
+  pack_windows(data_->split(Split::train), starts, c.seq_len, c.document_masking ? data_->eos_id() : -1, batch);
   return batch;
 }
 
@@ -189,8 +189,12 @@ void Loader::seek(const LoaderPosition& p) {
 // ValidationIterator
 
 ValidationIterator::ValidationIterator(std::shared_ptr<const Dataset> data, int64_t seq_len, int64_t global_batch_seqs,
-                                       int rank, int world, int64_t max_steps)
-    : data_(std::move(data)), seq_len_(seq_len), global_batch_seqs_(global_batch_seqs), rank_(rank) {
+                                       int rank, int world, int64_t max_steps, bool document_masking)
+    : data_(std::move(data)),
+      seq_len_(seq_len),
+      global_batch_seqs_(global_batch_seqs),
+      rank_(rank),
+      document_masking_(document_masking) {
   require(seq_len >= 1, "validation: seq_len must be ≥ 1");
   require(world >= 1 && rank >= 0 && rank < world,
           "validation: rank " + std::to_string(rank) + " of world " + std::to_string(world) + " is not valid");
@@ -212,7 +216,7 @@ bool ValidationIterator::next(TokenBatch& batch) {
   std::vector<int64_t> starts(static_cast<size_t>(rank_seqs_));
   const int64_t first = step_ * global_batch_seqs_ + rank_ * rank_seqs_;
   for (int64_t b = 0; b < rank_seqs_; ++b) starts[b] = (first + b) * seq_len_;
-  pack_windows(data_->split(Split::val), starts, seq_len_, data_->eos_id(), batch);
+  pack_windows(data_->split(Split::val), starts, seq_len_, document_masking_ ? data_->eos_id() : -1, batch);
   ++step_;
   return true;
 }

@@ -36,6 +36,9 @@ struct LoaderConfig {
   int rank = 0, world = 1;
   uint64_t seed = 0;
   int prefetch = 2;  // batches prepared ahead
+  // true: a sequence also starts at every EOS (documents never see each other); false: each row is
+  // one sequence, EOS an ordinary token (long-context benchmarks over short documents).
+  bool document_masking = true;
 };
 
 // Where a Loader stands: the next micro-batch it returns. Serialized into checkpoints; the last
@@ -99,7 +102,7 @@ class ValidationIterator {
   // max_steps = 0: every full global batch of the val split. Throws std::invalid_argument when the
   // val split holds fewer than G windows or G is not divisible by world.
   ValidationIterator(std::shared_ptr<const Dataset> data, int64_t seq_len, int64_t global_batch_seqs, int rank,
-                     int world, int64_t max_steps = 0);
+                     int world, int64_t max_steps = 0, bool document_masking = true);
   int64_t num_steps() const { return num_steps_; }
   // This rank's share of the next global batch; false after the last one.
   bool next(TokenBatch& batch);
@@ -108,6 +111,7 @@ class ValidationIterator {
  private:
   std::shared_ptr<const Dataset> data_;
   int64_t seq_len_, global_batch_seqs_, rank_seqs_, rank_;
+  bool document_masking_;
   int64_t num_steps_ = 0, step_ = 0;
 };
 

@@ -2,7 +2,7 @@
 // input tokens, flattened row-major, the next token of each as its target, and the documents in
 // them as a SeqLayout over the flat batch_seqs × seq_len tokens: every row starts a sequence, and
 // a sequence also starts at every input token equal to EOS (EOS precedes each document), so no
-// document attends to or carries state from another.
+// document attends to or carries state from another (eos_id −1: rows are whole sequences).
 #pragma once
 #include <cstdint>
 #include <span>

@@ -69,6 +69,7 @@ DataConfig parse_data(ConfigSection s) {
   c.vocab_size = s.integer("vocab_size", c.vocab_size, 0);
   c.eos_id = s.integer("eos_id", c.eos_id, -1, INT32_MAX);
   c.verify_checksums = s.boolean("verify_checksums", c.verify_checksums);
+  c.document_masking = s.boolean("document_masking", c.document_masking);
   return c;
 }
 

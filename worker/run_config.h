@@ -50,6 +50,7 @@ struct DataConfig {
   int64_t vocab_size = 0;
   int64_t eos_id = -1;
   bool verify_checksums = true;
+  bool document_masking = true;  // a sequence starts at every EOS (false: one per row)
 };
 
 struct ParallelConfig {

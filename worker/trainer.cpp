@@ -278,9 +278,10 @@ TrainSummary train(const RunConfig& c, std::ostream& log, const TrainOptions& op
     loader_config.rank = grid.dp_rank();
     loader_config.world = grid.dp_size();
     loader_config.seed = c.train.seed;
+    loader_config.document_masking = c.data.document_masking;
     loader = std::make_unique<data::Loader>(dataset, loader_config);
     val = std::make_unique<data::ValidationIterator>(dataset, c.train.seq_len, c.train.batch_seqs, grid.dp_rank(),
-                                                     grid.dp_size(), c.train.eval_batches);
+                                                     grid.dp_size(), c.train.eval_batches, c.data.document_masking);
   });
   errors.agree("opening the data");
 

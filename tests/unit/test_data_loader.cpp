@@ -101,6 +101,23 @@ TEST(Loader, BatchesAreWindowsWithTargetsAndDocumentBoundaries) {
   EXPECT_NO_THROW(b.layout.validate(128));
 }
 
+TEST(Loader, WithoutDocumentMaskingEachRowIsOneSequenceOfTheSameTokens) {
+  TempDir dir;
+  const auto ds = make_dataset(dir);
+  Loader masked(ds, {.seq_len = 32, .global_batch_seqs = 4, .micro_batch_seqs = 4, .seed = 3});
+  Loader whole(ds,
+               {.seq_len = 32, .global_batch_seqs = 4, .micro_batch_seqs = 4, .seed = 3, .document_masking = false});
+  const TokenBatch a = masked.next(), b = whole.next();
+  EXPECT_EQ(a.inputs, b.inputs);
+  EXPECT_EQ(a.targets, b.targets);
+  EXPECT_GT(a.layout.num_seqs(), 4);
+  EXPECT_EQ(b.layout.cu_seqlens, (std::vector<int64_t>{0, 32, 64, 96, 128}));
+  ValidationIterator val(ds, 16, 4, 0, 1, 1, false);
+  TokenBatch v;
+  ASSERT_TRUE(val.next(v));
+  EXPECT_EQ(v.layout.cu_seqlens, (std::vector<int64_t>{0, 16, 32, 48, 64}));
+}
+
 TEST(Loader, GlobalBatchIsTheSameForAnyRankCountAndMicroBatch) {
   TempDir dir;
   const auto ds = make_dataset(dir);
