@@ -19,13 +19,13 @@
 #include "kernels/ops.h"
 #include "tests/gpu/gpu_test.h"
 #include "tests/testing/kernel_test.h"
+#include "tests/testing/model_inputs.h"
 #include "worker/model.h"
 
 namespace linea {
 namespace {
 
 using testing::assert_close;
-using testing::index_tensor;
 
 struct Case {
   MixerKind mixer;
@@ -37,47 +37,28 @@ double grad_tolerance(DType dtype) { return dtype == DType::bf16 ? 0.2 : 1e-4; }
 
 // Layer 1 is softmax attention; head sizes the CUDA kernels support (attention head_dim 64).
 ModelConfig gpu_hybrid(MixerKind mixer) {
-  ModelConfig c;
-  c.d_model = 64;
-  c.layers = 3;
-  c.vocab = 97;
-  c.tie_embeddings = mixer == MixerKind::gdn;  // the tied table gets gradient from both ends
-  c.mlp_hidden = 96;
-  c.init_std = 0.1;
-  c.mixer = mixer;
-  c.hybrid = "[1]";
-  c.attention_layers = {1};
-  c.linear.heads = 2;
-  c.linear.d_k = 32;
-  c.linear.d_v = 32;
-  c.linear.conv = 4;
-  c.linear.decay_rank = 16;
-  c.linear.gate_rank = 16;
-  c.attention.heads = 2;
-  c.attention.kv_heads = 1;
-  c.attention.head_dim = 64;
-  return c;
+  const bool tied = mixer == MixerKind::gdn;  // the tied table gets gradient from both ends
+  return testing::tiny_hybrid_config(mixer, tied,
+                                     {.d_model = 64,
+                                      .layers = 3,
+                                      .vocab = 97,
+                                      .mlp_hidden = 96,
+                                      .init_std = 0.1,
+                                      .linear_heads = 2,
+                                      .d_k = 32,
+                                      .d_v = 32,
+                                      .conv = 4,
+                                      .decay_rank = 16,
+                                      .gate_rank = 16,
+                                      .attention_heads = 2,
+                                      .kv_heads = 1,
+                                      .head_dim = 64});
 }
 
-struct Batch {
-  SeqLayout seqs;
-  Tensor ids, targets;
-};
+using Batch = testing::PackedBatch;
 
 // Packed documents of 37, 63, 70 and 30 tokens with next-token targets (−1 at each document's end).
-Batch packed_batch(int64_t vocab, uint64_t seed) {
-  Batch b;
-  b.seqs = SeqLayout{{0, 37, 100, 170, 200}};
-  Rng rng(seed);
-  std::vector<int32_t> ids(200), targets(200);
-  for (auto& id : ids) id = static_cast<int32_t>(rng.next_u64() % static_cast<uint64_t>(vocab));
-  for (int64_t s = 0; s < b.seqs.num_seqs(); ++s) {
-    for (int64_t t = b.seqs.begin(s); t < b.seqs.end(s); ++t) targets[t] = t + 1 < b.seqs.end(s) ? ids[t + 1] : -1;
-  }
-  b.ids = index_tensor(ids);
-  b.targets = index_tensor(targets);
-  return b;
-}
+Batch packed_batch(int64_t vocab, uint64_t seed) { return testing::packed_batch({37, 63, 70, 30}, vocab, seed); }
 
 class GpuModel : public testing::GpuTest, public ::testing::WithParamInterface<Case> {};
 
