@@ -386,7 +386,7 @@ TrainSummary train(const RunConfig& c, std::ostream& log, const TrainOptions& op
       for (int64_t m = 0; m < micro_steps; ++m) {
         data::TokenBatch batch = loader->next();
         const auto n = static_cast<int64_t>(batch.inputs.size());
-        if (m + 1 == micro_steps && dp.device() == Device::cuda) optimizer->overlap_next_backward();
+        if (m + 1 == micro_steps && dp_params.device() == Device::cuda) optimizer->overlap_next_backward();
         local_loss += model->forward_backward(Tensor::view(batch.inputs.data(), {n}, DType::i32),
                                               Tensor::view(batch.targets.data(), {n}, DType::i32), batch.layout,
                                               1.0 / static_cast<double>(micro_steps)) /
