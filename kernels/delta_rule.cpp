@@ -35,27 +35,27 @@ constexpr int64_t kMaxCudaKeyDim = 256;
 }
 
 // A tensor that must be defined with this shape, dtype and device.
-void check_operand(const std::string& op, const Tensor& t, const char* name, const Shape& shape, DType dtype,
+void check_operand(const std::string& op, const Tensor& t, const std::string& name, const Shape& shape, DType dtype,
                    Device device) {
-  if (!t.defined()) fail(op, std::string(name) + " is required but undefined");
+  if (!t.defined()) fail(op, name + " is required but undefined");
   check_shape(t, shape, op + ": " + name);
   if (t.dtype() != dtype) {
-    fail(op, std::string(name) + " has dtype " + std::string(dtype_name(t.dtype())) + ", expected " +
-                 std::string(dtype_name(dtype)));
+    fail(op,
+         name + " has dtype " + std::string(dtype_name(t.dtype())) + ", expected " + std::string(dtype_name(dtype)));
   }
   if (t.device() != device) {
-    fail(op, std::string(name) + " is on " + std::string(device_name(t.device())) + ", expected " +
+    fail(op, name + " is on " + std::string(device_name(t.device())) + ", expected " +
                  std::string(device_name(device)) + " like q");
   }
 }
 
-void check_optional(const std::string& op, const Tensor& t, const char* name, const Shape& shape, DType dtype,
+void check_optional(const std::string& op, const Tensor& t, const std::string& name, const Shape& shape, DType dtype,
                     Device device) {
   if (t.defined()) check_operand(op, t, name, shape, dtype, device);
 }
 
-void check_absent(const std::string& op, const Tensor& t, const char* name, const char* why) {
-  if (t.defined()) fail(op, std::string(name) + " must be undefined " + why);
+void check_absent(const std::string& op, const Tensor& t, const std::string& name, const char* why) {
+  if (t.defined()) fail(op, name + " must be undefined " + why);
 }
 
 Expected expected_types(const std::string& op, DeltaRuleImpl impl, const Tensor& q) {
@@ -83,6 +83,36 @@ Shape decay_shape(const DeltaRuleSpec& spec, const Dims& d) {
   return {d.tokens, d.heads, d.key_dim};
 }
 
+// One side of the op: the inputs q, k, v, beta, b, w, g, h0, or their gradients, named with the
+// prefix "d". Which must be defined follows the spec; h0 (dh0) is optional.
+struct OperandSet {
+  const Tensor &q, &k, &v, &beta, &b, &w, &g, &h0;
+};
+
+void check_operand_set(const std::string& op, const DeltaRuleSpec& spec, const Dims& d, const Expected& x,
+                       const OperandSet& s, const std::string& prefix) {
+  const DType dtype = x.operand;
+  const Device device = x.device;
+  check_operand(op, s.q, prefix + "q", {d.tokens, d.heads, d.key_dim}, dtype, device);
+  check_operand(op, s.k, prefix + "k", {d.tokens, d.heads, d.key_dim}, dtype, device);
+  check_operand(op, s.v, prefix + "v", {d.tokens, d.heads, d.value_dim}, dtype, device);
+  if (spec.gate == GateKind::beta) {
+    check_operand(op, s.beta, prefix + "beta", {d.tokens, d.heads}, dtype, device);
+    check_absent(op, s.b, prefix + "b", "for GateKind::beta");
+    check_absent(op, s.w, prefix + "w", "for GateKind::beta");
+  } else {
+    check_operand(op, s.b, prefix + "b", {d.tokens, d.heads, d.key_dim}, dtype, device);
+    check_operand(op, s.w, prefix + "w", {d.tokens, d.heads, d.value_dim}, dtype, device);
+    check_absent(op, s.beta, prefix + "beta", "for GateKind::erase_write");
+  }
+  if (spec.decay == DecayKind::none) {
+    check_absent(op, s.g, prefix + "g", "for DecayKind::none");
+  } else {
+    check_operand(op, s.g, prefix + "g", decay_shape(spec, d), x.decay, device);
+  }
+  check_optional(op, s.h0, prefix + "h0", {d.seqs, d.heads, d.key_dim, d.value_dim}, x.state, device);
+}
+
 Dims check_inputs(const std::string& op, DeltaRuleImpl impl, const DeltaRuleSpec& spec, const SeqLayout& seqs,
                   const DeltaRuleInputs& in, Expected& x) {
   if (!in.q.defined() || in.q.ndim() != 3) fail(op, "q must be [N, H, K], got " + in.q.describe());
@@ -99,26 +129,7 @@ Dims check_inputs(const std::string& op, DeltaRuleImpl impl, const DeltaRuleSpec
   } catch (const std::invalid_argument& e) {
     fail(op, std::string("seqs: ") + e.what());
   }
-  const DType dtype = x.operand;
-  const Device device = x.device;
-  check_operand(op, in.q, "q", {d.tokens, d.heads, d.key_dim}, dtype, device);
-  check_operand(op, in.k, "k", {d.tokens, d.heads, d.key_dim}, dtype, device);
-  check_operand(op, in.v, "v", {d.tokens, d.heads, d.value_dim}, dtype, device);
-  if (spec.gate == GateKind::beta) {
-    check_operand(op, in.beta, "beta", {d.tokens, d.heads}, dtype, device);
-    check_absent(op, in.b, "b", "for GateKind::beta");
-    check_absent(op, in.w, "w", "for GateKind::beta");
-  } else {
-    check_operand(op, in.b, "b", {d.tokens, d.heads, d.key_dim}, dtype, device);
-    check_operand(op, in.w, "w", {d.tokens, d.heads, d.value_dim}, dtype, device);
-    check_absent(op, in.beta, "beta", "for GateKind::erase_write");
-  }
-  if (spec.decay == DecayKind::none) {
-    check_absent(op, in.g, "g", "for DecayKind::none");
-  } else {
-    check_operand(op, in.g, "g", decay_shape(spec, d), x.decay, device);
-  }
-  check_optional(op, in.h0, "h0", {d.seqs, d.heads, d.key_dim, d.value_dim}, x.state, device);
+  check_operand_set(op, spec, d, x, {in.q, in.k, in.v, in.beta, in.b, in.w, in.g, in.h0}, "");
   return d;
 }
 
@@ -222,24 +233,8 @@ void delta_rule_backward(DeltaRuleImpl impl, const DeltaRuleSpec& spec, const Se
   const Device device = x.device;
   check_operand(op, d_o, "d_o", {d.tokens, d.heads, d.value_dim}, dtype, device);
   check_optional(op, dht, "dht", {d.seqs, d.heads, d.key_dim, d.value_dim}, x.state, device);
-  check_operand(op, grads.dq, "dq", {d.tokens, d.heads, d.key_dim}, dtype, device);
-  check_operand(op, grads.dk, "dk", {d.tokens, d.heads, d.key_dim}, dtype, device);
-  check_operand(op, grads.dv, "dv", {d.tokens, d.heads, d.value_dim}, dtype, device);
-  if (spec.gate == GateKind::beta) {
-    check_operand(op, grads.dbeta, "dbeta", {d.tokens, d.heads}, dtype, device);
-    check_absent(op, grads.db, "db", "for GateKind::beta");
-    check_absent(op, grads.dw, "dw", "for GateKind::beta");
-  } else {
-    check_operand(op, grads.db, "db", {d.tokens, d.heads, d.key_dim}, dtype, device);
-    check_operand(op, grads.dw, "dw", {d.tokens, d.heads, d.value_dim}, dtype, device);
-    check_absent(op, grads.dbeta, "dbeta", "for GateKind::erase_write");
-  }
-  if (spec.decay == DecayKind::none) {
-    check_absent(op, grads.dg, "dg", "for DecayKind::none");
-  } else {
-    check_operand(op, grads.dg, "dg", decay_shape(spec, d), x.decay, device);
-  }
-  check_optional(op, grads.dh0, "dh0", {d.seqs, d.heads, d.key_dim, d.value_dim}, x.state, device);
+  check_operand_set(op, spec, d, x,
+                    {grads.dq, grads.dk, grads.dv, grads.dbeta, grads.db, grads.dw, grads.dg, grads.dh0}, "d");
 #ifdef LINEA_WITH_CUDA
   if (device == Device::cuda) return cuda::delta_rule_backward(spec, seqs, in, d_o, dht, grads);
 #endif
