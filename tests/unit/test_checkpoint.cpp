@@ -10,10 +10,13 @@
 #include "checkpoint/checkpoint.h"
 #include "checkpoint/hdf5_file.h"
 #include "kernels/random.h"
+#include "tests/testing/error_of.h"
 #include "tests/testing/temp_dir.h"
 
 namespace linea {
 namespace {
+
+using testing::error_of;
 
 namespace fs = std::filesystem;
 using nlohmann::json;
@@ -73,20 +76,6 @@ std::vector<int64_t> committed_steps(const fs::path& root) {
   std::vector<int64_t> steps;
   for (const CommittedCheckpoint& c : list_committed_checkpoints(root)) steps.push_back(c.step);
   return steps;
-}
-
-template <class E, class Fn>
-std::string error_of(Fn&& fn) {
-  try {
-    fn();
-  } catch (const E& e) {
-    return e.what();
-  } catch (const std::exception& e) {
-    ADD_FAILURE() << "wrong exception type: " << e.what();
-    return e.what();
-  }
-  ADD_FAILURE() << "no exception";
-  return "";
 }
 
 void overwrite_file(const fs::path& path, const std::string& contents) {

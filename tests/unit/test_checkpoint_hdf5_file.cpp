@@ -12,10 +12,13 @@
 
 #include "checkpoint/hdf5_file.h"
 #include "kernels/random.h"
+#include "tests/testing/error_of.h"
 #include "tests/testing/temp_dir.h"
 
 namespace linea {
 namespace {
+
+using testing::error_of;
 
 namespace fs = std::filesystem;
 
@@ -48,21 +51,6 @@ Tensor patterned(const Shape& shape, DType dtype, uint64_t seed) {
 
 bool same_bytes(const Tensor& a, const Tensor& b) {
   return a.shape() == b.shape() && a.dtype() == b.dtype() && std::memcmp(a.raw(), b.raw(), a.nbytes()) == 0;
-}
-
-// Runs `fn`, expects it to throw E, and returns the message.
-template <class E, class Fn>
-std::string error_of(Fn&& fn) {
-  try {
-    fn();
-  } catch (const E& e) {
-    return e.what();
-  } catch (const std::exception& e) {
-    ADD_FAILURE() << "wrong exception type: " << e.what();
-    return e.what();
-  }
-  ADD_FAILURE() << "no exception";
-  return "";
 }
 
 TEST_F(Hdf5FileTest, RoundTripsEveryDtypeAndShapeBitExactly) {

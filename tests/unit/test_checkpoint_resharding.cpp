@@ -10,24 +10,16 @@
 
 #include "checkpoint/checkpoint.h"
 #include "kernels/random.h"
+#include "tests/testing/error_of.h"
 #include "tests/testing/temp_dir.h"
 
 namespace linea {
 namespace {
 
+using testing::error_of;
+
 namespace fs = std::filesystem;
 using nlohmann::json;
-
-template <class F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const std::runtime_error& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "no std::runtime_error";
-  return {};
-}
 
 // Element (i, j, k) of the full test tensor: a value that names its place.
 float full_value(int64_t i, int64_t j, int64_t k) { return static_cast<float>(i * 10000 + j * 100 + k); }
@@ -119,13 +111,14 @@ TEST(CheckpointResharding, BlocksOfSeveralRanksReadAsAnyBlock) {
 
   // Reading outside the tensor, or into the wrong dtype, is refused.
   Tensor bad = Tensor::empty({2, 5, 4}, DType::f32);
-  EXPECT_NE(error_of([&] {
+  EXPECT_NE(error_of<std::runtime_error>([&] {
               reader.read("w", {5, 0, 0}, bad);
             }).find("cannot read the block [5:7, 0:5, 0:4]"),
             std::string::npos);
   Tensor wrong_dtype = Tensor::empty({2, 5, 4}, DType::f64);
   EXPECT_THROW(reader.read("w", {0, 0, 0}, wrong_dtype), std::runtime_error);
-  EXPECT_NE(error_of([&] { reader.read("absent"); }).find("has no tensor 'absent'"), std::string::npos);
+  EXPECT_NE(error_of<std::runtime_error>([&] { reader.read("absent"); }).find("has no tensor 'absent'"),
+            std::string::npos);
 }
 
 TEST(CheckpointResharding, ADamagedRankFileIsFoundWhenItsBlocksAreRead) {
@@ -135,7 +128,7 @@ TEST(CheckpointResharding, ADamagedRankFileIsFoundWhenItsBlocksAreRead) {
   CheckpointReader reader(directory);  // the manifest is sound
   Tensor first_rows = Tensor::empty({2, 5, 4}, DType::f32);
   reader.read("w", {0, 0, 0}, first_rows);  // rank 0's file alone: fine
-  EXPECT_NE(error_of([&] { reader.read("w"); }).find("rank-00002.h5"), std::string::npos);
+  EXPECT_NE(error_of<std::runtime_error>([&] { reader.read("w"); }).find("rank-00002.h5"), std::string::npos);
   EXPECT_THROW(load_checkpoint(directory), std::runtime_error);
 }
 
@@ -145,7 +138,9 @@ TEST(CheckpointResharding, PartsThatDoNotTileAreRefused) {
     const fs::path temporary = begin_checkpoint_save(root.path(), 7);
     write_checkpoint_part(temporary, part(0), 0);
     write_checkpoint_part(temporary, part(2), 2);
-    EXPECT_NE(error_of([&] { commit_checkpoint_save(temporary, metadata(7, 1, 3), 3, 2); }).find("rank-00001.json"),
+    EXPECT_NE(error_of<std::runtime_error>([&] {
+                commit_checkpoint_save(temporary, metadata(7, 1, 3), 3, 2);
+              }).find("rank-00001.json"),
               std::string::npos);
     EXPECT_TRUE(list_committed_checkpoints(root.path()).empty());
   }
@@ -157,7 +152,8 @@ TEST(CheckpointResharding, PartsThatDoNotTileAreRefused) {
     CheckpointState again = part(2);
     again.tensors[0] = CheckpointTensor("w", block_of_full({2, 0, 0}, {2, 5, 4}), kFull, {2, 0, 0});  // rows 2–3 again
     write_checkpoint_part(temporary, again, 2);
-    const std::string message = error_of([&] { commit_checkpoint_save(temporary, metadata(7, 1, 3), 3, 2); });
+    const std::string message =
+        error_of<std::runtime_error>([&] { commit_checkpoint_save(temporary, metadata(7, 1, 3), 3, 2); });
     EXPECT_NE(message.find("tensor 'w': the blocks [2:4, 0:5, 0:4] (rank-00001.h5) and [2:4, 0:5, 0:4] (rank-00002.h5) "
                            "overlap"),
               std::string::npos)
@@ -168,7 +164,8 @@ TEST(CheckpointResharding, PartsThatDoNotTileAreRefused) {
     const fs::path temporary = begin_checkpoint_save(root.path(), 7);
     write_checkpoint_part(temporary, part(0), 0);
     write_checkpoint_part(temporary, part(1), 1);
-    const std::string message = error_of([&] { commit_checkpoint_save(temporary, metadata(7, 1, 2), 2, 2); });
+    const std::string message =
+        error_of<std::runtime_error>([&] { commit_checkpoint_save(temporary, metadata(7, 1, 2), 2, 2); });
     EXPECT_NE(
         message.find(
             "tensor 'opt/m' of shape [6, 5, 4]: its blocks hold 72 of its 120 elements (a rank's part is missing)"),

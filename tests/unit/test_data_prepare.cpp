@@ -12,23 +12,16 @@
 #include "data/dataset.h"
 #include "data/document_source.h"
 #include "data/prepare.h"
+#include "tests/testing/error_of.h"
 #include "tests/testing/temp_dir.h"
 #include "tests/testing/tiny_gpt2_vocab.h"
 
 namespace linea::data {
 namespace {
 
-using testing::TempDir;
+using testing::error_of;
 
-template <class F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const std::exception& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
+using testing::TempDir;
 
 // Documents with words, digits, punctuation, newlines and non-ASCII text.
 std::vector<std::string> make_documents(int n, int salt) {

@@ -11,22 +11,15 @@
 #include "data/dataset.h"
 #include "data/manifest.h"
 #include "data/shard_format.h"
+#include "tests/testing/error_of.h"
 #include "tests/testing/temp_dir.h"
 
 namespace linea::data {
 namespace {
 
-using testing::TempDir;
+using testing::error_of;
 
-template <class F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const std::exception& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
+using testing::TempDir;
 
 #define EXPECT_ERROR_HAS(statement, ...)                                                          \
   do {                                                                                            \

@@ -9,26 +9,19 @@
 #include "data/gpt2_pretokenizer.h"
 #include "data/sentencepiece_tokenizer.h"
 #include "data/unicode_classes.h"
+#include "tests/testing/error_of.h"
 #include "tests/testing/temp_dir.h"
 #include "tests/testing/tiny_gpt2_vocab.h"
 
 namespace linea::data {
 namespace {
 
+using testing::error_of;
+
 using testing::TempDir;
 
 void write_text(const std::filesystem::path& path, const std::string& text) {
   std::ofstream(path, std::ios::binary) << text;
-}
-
-template <class F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const std::exception& e) {
-    return e.what();
-  }
-  return "(no error)";
 }
 
 // ---- GPT-2 pre-tokenization: expected pieces come from Python's `regex` module running GPT-2's
