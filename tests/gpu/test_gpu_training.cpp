@@ -15,6 +15,7 @@
 #include <sstream>
 
 #include "tests/gpu/gpu_test.h"
+#include "tests/testing/json_lines.h"
 #include "tests/testing/synthetic_shards.h"
 #include "tests/testing/temp_dir.h"
 #include "worker/run_config.h"
@@ -81,10 +82,7 @@ class GpuTraining : public testing::GpuTest {
   }
 
   std::vector<json> metrics(const std::string& run_dir) {
-    std::ifstream in(tmp_.path() / run_dir / "hybrid" / "metrics.jsonl");
-    std::vector<json> lines;
-    for (std::string line; std::getline(in, line);) lines.push_back(json::parse(line));
-    return lines;
+    return testing::json_lines(tmp_.path() / run_dir / "hybrid" / "metrics.jsonl");
   }
 
   testing::TempDir tmp_;

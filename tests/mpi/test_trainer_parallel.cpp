@@ -20,6 +20,7 @@
 #include "parallel/error_agreement.h"
 #include "parallel/mpi_comm.h"
 #include "tests/mpi/shared_directory.h"
+#include "tests/testing/json_lines.h"
 #include "tests/testing/synthetic_shards.h"
 #include "worker/run_config.h"
 #include "worker/trainer.h"
@@ -102,10 +103,7 @@ class TrainerParallel : public ::testing::Test {
   }
 
   std::vector<json> metrics(const std::string& run_dir) {
-    std::ifstream in(root_.path() / run_dir / "hybrid" / "metrics.jsonl");
-    std::vector<json> lines;
-    for (std::string line; std::getline(in, line);) lines.push_back(json::parse(line));
-    return lines;
+    return testing::json_lines(root_.path() / run_dir / "hybrid" / "metrics.jsonl");
   }
 
   // Loss, gradient norm and val loss step by step within `relative` (checked on rank 0, which

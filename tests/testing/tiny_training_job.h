@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "tests/testing/json_lines.h"
 #include "tests/testing/synthetic_shards.h"
 
 namespace linea::testing {
@@ -65,10 +66,7 @@ inline std::vector<std::string> tiny_job_overrides(const std::filesystem::path& 
 
 // The lines of RUN_DIR/faulty/metrics.jsonl.
 inline std::vector<nlohmann::json> tiny_job_metrics(const std::filesystem::path& run_dir) {
-  std::ifstream in(run_dir / "faulty" / "metrics.jsonl");
-  std::vector<nlohmann::json> lines;
-  for (std::string line; std::getline(in, line);) lines.push_back(nlohmann::json::parse(line));
-  return lines;
+  return json_lines(run_dir / "faulty" / "metrics.jsonl");
 }
 
 }  // namespace linea::testing

@@ -10,6 +10,7 @@
 
 #include "checkpoint/checkpoint_directory.h"
 #include "kernels/device_memory.h"
+#include "tests/testing/json_lines.h"
 #include "tests/testing/synthetic_shards.h"
 #include "tests/testing/temp_dir.h"
 #include "worker/run_config.h"
@@ -82,10 +83,7 @@ class TrainerTest : public ::testing::Test {
   }
 
   std::vector<json> metrics(const std::string& run_dir) {
-    std::ifstream in(tmp_.path() / run_dir / "tiny" / "metrics.jsonl");
-    std::vector<json> lines;
-    for (std::string line; std::getline(in, line);) lines.push_back(json::parse(line));
-    return lines;
+    return testing::json_lines(tmp_.path() / run_dir / "tiny" / "metrics.jsonl");
   }
 
   // Everything but the timing fields, which differ from run to run.
