@@ -6,7 +6,8 @@
 // at reference/mixers.md §2.7's dense counts (forward 6KV + 6CK + 4CV + C²/3, backward
 // 16KV + 18CK + 10CV + 4C² FLOPs per token and head, C = 64).
 //
-// Usage: bench_gpu_delta_rule [iterations=10]
+// Usage: bench_gpu_delta_rule [iterations=10] [mixer (deltanet|gdn|kda|gdn2; default: all)]
+//        [T (4096|16384|32768; default: all)]
 #include <cmath>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -116,6 +117,8 @@ void bench_mixer(const Mixer& m, int64_t batch, int iterations, const Operands& 
 
 int main(int argc, char** argv) {
   const int iterations = static_cast<int>(positive_arg("bench_gpu_delta_rule", argc, argv, 1, 10));
+  const std::string only_mixer = argc > 2 ? argv[2] : "";
+  const int64_t only_T = positive_arg("bench_gpu_delta_rule", argc, argv, 3, 0);
   emit_device();
   Rng rng(2026);
   const Operands operands(rng);
@@ -123,8 +126,15 @@ int main(int argc, char** argv) {
                           {"gdn", ops::DecayKind::scalar, ops::GateKind::beta},
                           {"kda", ops::DecayKind::channel, ops::GateKind::beta},
                           {"gdn2", ops::DecayKind::channel, ops::GateKind::erase_write}};
+  bool known = only_mixer.empty();
   for (const Mixer& m : mixers) {
-    for (const int64_t batch : {8, 2, 1}) bench_mixer(m, batch, iterations, operands);
+    if (!only_mixer.empty() && only_mixer != m.name) continue;
+    known = true;
+    for (const int64_t batch : {8, 2, 1}) {
+      if (only_T == 0 || only_T == kTokens / batch) bench_mixer(m, batch, iterations, operands);
+    }
   }
+  if (!known) throw std::invalid_argument("bench_gpu_delta_rule: unknown mixer '" + only_mixer +
+                                          "' (expected deltanet, gdn, kda or gdn2)");
   return 0;
 }
