@@ -60,6 +60,23 @@ void copy_device_memory(void* dst, Device dst_device, const void* src, Device sr
 #endif
 }
 
+void copy_device_memory_2d(void* dst, size_t dst_pitch, Device dst_device, const void* src, size_t src_pitch,
+                           Device src_device, size_t width, size_t rows) {
+  if (width == 0 || rows == 0) return;
+  if (rows == 1) return copy_device_memory(dst, dst_device, src, src_device, width);
+  if (dst_device == Device::cpu && src_device == Device::cpu) {
+    for (size_t i = 0; i < rows; ++i) {
+      std::memcpy(static_cast<char*>(dst) + i * dst_pitch, static_cast<const char*>(src) + i * src_pitch, width);
+    }
+    return;
+  }
+#ifdef LINEA_WITH_CUDA
+  cuda::copy_2d(dst, dst_pitch, src, src_pitch, width, rows);
+#else
+  no_cuda();
+#endif
+}
+
 bool cuda_backend_built() {
 #ifdef LINEA_WITH_CUDA
   return true;

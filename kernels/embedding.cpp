@@ -13,10 +13,10 @@ namespace linea::ops {
 
 namespace {
 
-// The checks both forms make, then kernel(T{}, n, d, vocab_begin, V) on the element type. The whole
-// table (vocab_begin unset): every id must be one of its rows. A vocabulary shard: any id ≥ 0 (ids
-// outside the shard are the other ranks' business).
-// On CUDA only the whole table is implemented: cuda_kernel() runs it.
+// The checks both forms make, then kernel(T{}, n, d, vocab_begin, V) on the element type, or
+// cuda_kernel(vocab_begin) on CUDA tensors. The whole table (vocab_begin unset): every id must be
+// one of its rows. A vocabulary shard: any id ≥ 0 (ids outside the shard are the other ranks'
+// business).
 template <class Kernel, class CudaKernel>
 void run(const char* op, const Tensor& table, const char* table_name, const Tensor& rows, const char* rows_name,
          const Tensor& ids, std::optional<int64_t> vocab_begin, Kernel&& kernel,
@@ -27,15 +27,14 @@ void run(const char* op, const Tensor& table, const char* table_name, const Tens
   args.floating(rows, rows_name, {n, d});
   const int64_t begin = vocab_begin.value_or(0);
   args.require(begin >= 0, "vocab_begin", "expected a row index >= 0, got " + std::to_string(begin));
+  const int64_t id_end = vocab_begin ? std::numeric_limits<int32_t>::max() + int64_t{1} : v;
 #ifdef LINEA_WITH_CUDA
   if (args.on_cuda()) {
-    args.require(!vocab_begin.has_value(), "vocab_begin", "vocabulary shards are not implemented on cuda yet");
-    args.require_indices_in_range(ids, "ids", 0, v);
-    return cuda_kernel();
+    args.require_indices_in_range(ids, "ids", 0, id_end);
+    return cuda_kernel(begin);
   }
 #endif
   args.dispatch([&](auto zero) {
-    const int64_t id_end = vocab_begin ? std::numeric_limits<int32_t>::max() + int64_t{1} : v;
     args.require_indices_in_range(ids, "ids", 0, id_end);
     kernel(zero, n, d, begin, v);
   });
@@ -48,9 +47,9 @@ void lookup(const char* op, Tensor out, const Tensor& table, const Tensor& ids, 
         using T = decltype(zero);
         cpu::embedding_forward(out.data<T>(), table.data<T>(), ids.data<int32_t>(), n, d, begin, v);
       },
-      [&] {
+      [&]([[maybe_unused]] int64_t begin) {
 #ifdef LINEA_WITH_CUDA
-        cuda::embedding_forward(out, table, ids);
+        cuda::embedding_forward(out, table, ids, begin);
 #endif
       });
 }
@@ -62,9 +61,9 @@ void scatter(const char* op, Tensor dtable, const Tensor& dout, const Tensor& id
         using T = decltype(zero);
         cpu::embedding_backward(dtable.data<T>(), dout.data<T>(), ids.data<int32_t>(), n, d, begin, v);
       },
-      [&] {
+      [&]([[maybe_unused]] int64_t begin) {
 #ifdef LINEA_WITH_CUDA
-        cuda::embedding_backward(dtable, dout, ids);
+        cuda::embedding_backward(dtable, dout, ids, begin);
 #endif
       });
 }

@@ -63,7 +63,13 @@ void lm_head_shard_statistics(Tensor stats, const Tensor& x, const Tensor& weigh
   OpArguments args("lm_head_shard_statistics");
   check_shard(args, x, weight, targets, vocab_begin);
   const int64_t n = x.dim(0), d = x.dim(1), v = weight.dim(0);
-  args.floating(stats, "stats", {2, n});
+  args.statistics(stats, "stats", {2, n});
+#ifdef LINEA_WITH_CUDA
+  if (args.on_cuda()) {
+    check_targets(args, targets);
+    return cuda::lm_head_shard_statistics(stats, x, weight, targets, vocab_begin, cuda::lm_head_default_tiling(n, v));
+  }
+#endif
   args.dispatch([&](auto zero) {
     using T = decltype(zero);
     check_targets(args, targets);
@@ -80,6 +86,14 @@ double lm_head_combine_statistics(Tensor lse, const Tensor& gathered_stats, cons
   args.require(ranks >= 1, "gathered_stats",
                "expected the statistics of at least one rank, got " + gathered_stats.describe());
   args.floating(lse, "lse", {n}).indices(targets, "targets", {n});
+#ifdef LINEA_WITH_CUDA
+  if (args.on_cuda()) {
+    args.require(gathered_stats.dtype() == DType::f32, "gathered_stats",
+                 "expected f32 statistics on cuda, got " + gathered_stats.describe());
+    check_targets(args, targets);
+    return cuda::lm_head_combine_statistics(lse, gathered_stats, targets);
+  }
+#endif
   return args.dispatch([&](auto zero) {
     using T = decltype(zero);
     check_targets(args, targets);
@@ -93,10 +107,17 @@ void lm_head_shard_backward(Tensor dx, Tensor dweight, const Tensor& x, const Te
   OpArguments args("lm_head_shard_backward");
   check_shard(args, x, weight, targets, vocab_begin);
   const int64_t n = x.dim(0), d = x.dim(1), v = weight.dim(0);
-  args.floating(lse, "lse", {n})
+  args.statistics(lse, "lse", {n})
       .optional_floating(dx, "dx", x.shape())
       .optional_floating(dweight, "dweight", weight.shape());
   args.require(std::isfinite(loss_scale), "loss_scale", "expected a finite value, got " + std::to_string(loss_scale));
+#ifdef LINEA_WITH_CUDA
+  if (args.on_cuda()) {
+    check_targets(args, targets);
+    return cuda::lm_head_shard_backward(dx, dweight, x, weight, targets, vocab_begin, lse, loss_scale,
+                                        cuda::lm_head_default_tiling(n, v));
+  }
+#endif
   args.dispatch([&](auto zero) {
     using T = decltype(zero);
     check_targets(args, targets);

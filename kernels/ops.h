@@ -119,7 +119,8 @@ double lm_head_cross_entropy(const Tensor& x, const Tensor& weight, const Tensor
 // 3. lm_head_shard_backward, on each rank, with that lse ([N]):
 //      dlogits_nj = loss_scale · (exp(logits_nj − lse_n) − [j = target_n − vocab_begin])  (0 on ignored rows)
 //      dx = dlogits · W_r (overwritten: this shard's term of the sum over ranks), dweight += dlogitsᵀ · x.
-// x: [N, D], weight: [V_r, D], targets: i32 [N] (≥ −1).
+// x: [N, D], weight: [V_r, D], targets: i32 [N] (≥ −1). stats, gathered_stats and lse are
+// statistics: x's dtype, except f32 in bf16 calls (so always f32 on CUDA).
 void lm_head_shard_statistics(Tensor stats, const Tensor& x, const Tensor& weight, const Tensor& targets,
                               int64_t vocab_begin);
 double lm_head_combine_statistics(Tensor lse, const Tensor& gathered_stats, const Tensor& targets);

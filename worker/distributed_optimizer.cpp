@@ -1,5 +1,6 @@
 #include "worker/distributed_optimizer.h"
 
+#include <algorithm>
 #include <cmath>
 #include <stdexcept>
 #include <string>
@@ -34,6 +35,11 @@ DistributedOptimizer::DistributedOptimizer(const OptimizerConfig& config, Parame
                                 " but the DP communicator '" + dp.name() + "' works on " +
                                 std::string(device_name(dp.device())) + "; expected the same device");
   }
+  if (tp_.size > 1 && tp_.comm->device() != device) {
+    throw std::invalid_argument("DistributedOptimizer: the parameters are on " + std::string(device_name(device)) +
+                                " but the TP communicator '" + tp_.comm->name() + "' works on " +
+                                std::string(device_name(tp_.comm->device())) + "; expected the same device");
+  }
   if (device == Device::cuda && params.dtype() != DType::f32) {
     throw std::invalid_argument("DistributedOptimizer: master weights on a GPU must be f32, got " +
                                 std::string(dtype_name(params.dtype())));
@@ -42,11 +48,6 @@ DistributedOptimizer::DistributedOptimizer(const OptimizerConfig& config, Parame
     if (config_.kind == OptimizerKind::muon && takes_muon(p) && p.shape.size() != 2) {
       throw std::invalid_argument("Muon: parameter '" + p.name + "' has role matrix but shape " +
                                   shape_string(p.shape) + "; expected 2-D");
-    }
-    if (config_.kind == OptimizerKind::muon && takes_muon(p) && p.shard_dim >= 0 && tp_.size > 1 &&
-        device == Device::cuda) {
-      throw std::invalid_argument("DistributedOptimizer: Muon parameter '" + p.name +
-                                  "' is split over tensor parallelism; gathering it whole on a GPU is not supported");
     }
   }
   const int me = dp.rank(), ranks = dp.size();
@@ -72,13 +73,25 @@ DistributedOptimizer::DistributedOptimizer(const OptimizerConfig& config, Parame
     at += n;
     return t;
   };
+  int64_t staging_numel = 0, full_numel = 0;
   for (Held& h : held_) {
     if (h.muon) {
       h.momentum = take(h.piece.numel);
+      const Parameter& p = params.params()[h.piece.param];
+      if (p.shard_dim >= 0 && tp_.size > 1) {  // collective over TP: its ranks hold the same pieces
+        h.tp_ranges = shard_ranges(p, *tp_.comm);
+        staging_numel = std::max(staging_numel, gather_staging_numel(p, h.tp_ranges));
+        full_numel = std::max(full_numel, shape_numel(p.full_shape));
+      }
     } else {
       h.m = take(h.piece.numel);
       h.v = take(h.piece.numel);
     }
+  }
+
+  if (full_numel > 0) {
+    tp_staging_ = Tensor::zeros({staging_numel}, params.dtype(), device);
+    tp_full_ = Tensor::empty({full_numel}, params.dtype(), device);
   }
 
   if (ranks > 1) {
@@ -191,9 +204,10 @@ void DistributedOptimizer::update_matrix(Held& h, double lr) {
   const Parameter& p = params_.params()[h.piece.param];
   const Tensor u = scratch_.input(p.shape[0], p.shape[1], params_.dtype(), params_.values().device());
   muon_momentum(gradient(h.piece), h.momentum, u, config_.muon_momentum);
-  if (p.shard_dim >= 0 && tp_.size > 1) {
+  if (!h.tp_ranges.empty()) {
     // A shard: orthogonalise the whole matrix, gathered over TP, and keep this rank's slice.
-    const Tensor full = gather_full(p, u, *tp_.comm);
+    const Tensor full = tp_full_.slice(0, shape_numel(p.full_shape)).reshape(p.full_shape);
+    gather_full_into(p, u, *tp_.comm, h.tp_ranges, tp_staging_, full);
     scratch_.orthogonalise(full, config_.ns_steps);
     copy_from_full(full, p.shard_dim, {p.shard_offset, p.shape[static_cast<size_t>(p.shard_dim)]}, u);
   } else {

@@ -17,13 +17,15 @@
 // Devices: the parameters and the DP communicator share one device. On a GPU (f32 master weights
 // and gradients there, an NCCL communicator) the optimizer state, the chunks and every update stay
 // on the GPU (worker/cuda/optimizer_math.h, newton_schulz.h); only the gradient norm's partial
-// sums come to the host. Muon matrices split over tensor parallelism are not gathered on a GPU yet
-// (the constructor refuses them). The checkpoint blocks below are then views of device memory.
+// sums come to the host. The TP communicator works on the parameters' device too (NCCL on a GPU).
+// The checkpoint blocks below are then views of device memory.
 //
 // Tensor parallelism (worker/tensor_parallel.h): each TP rank runs its own DP group over its shards
 // (the TP ranks of a group hold the same parameters, so the plans agree on the owners). A Muon
-// matrix split over TP is gathered whole over the TP group by the owner's TP ranks, orthogonalised
-// whole (on each of them), and each keeps its slice; the update's scale uses the full shape. The
+// matrix split over TP is gathered whole over the TP group by the owner's TP ranks (an all-gather
+// on the parameters' device, then one strided copy per rank into place, whichever dimension is
+// split; worker/parameter_shard.h), orthogonalised whole (on each of them), and each keeps its
+// slice; the update's scale uses the full shape. The
 // gradient norm adds the shards' sums over TP and counts replicated parameters once. In
 // checkpoints a shard is the block of the full tensor it holds, and a parameter replicated over TP
 // is written by TP rank 0 only.
@@ -99,10 +101,11 @@ class DistributedOptimizer {
   // A piece whose optimizer state this rank keeps.
   struct Held {
     ShardPiece piece;
-    bool owned = false;  // one of this rank's own pieces
-    bool muon = false;   // a whole matrix updated by Muon (otherwise AdamW)
-    Tensor m, v;         // AdamW state
-    Tensor momentum;     // Muon state
+    bool owned = false;                 // one of this rank's own pieces
+    bool muon = false;                  // a whole matrix updated by Muon (otherwise AdamW)
+    Tensor m, v;                        // AdamW state
+    Tensor momentum;                    // Muon state
+    std::vector<ShardRange> tp_ranges;  // a Muon matrix split over TP: every TP rank's part of it
   };
 
   bool sharded_gradients() const { return zero_ && dp_.size() > 1; }
@@ -128,6 +131,7 @@ class DistributedOptimizer {
   Tensor chunks_;    // R chunks of the plan: gradients to reduce-scatter, weights to all-gather
   Tensor received_;  // zero = true: this rank's reduced gradient chunk
   MuonScratch scratch_;
+  Tensor tp_staging_, tp_full_;  // gathering TP-split Muon matrices (gather_full_into)
   int64_t step_ = 0;
 };
 

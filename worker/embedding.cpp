@@ -7,6 +7,21 @@
 
 namespace linea {
 
+namespace {
+// Every id in [0, vocab): the ops check a shard's ids against nothing but ≥ 0, so the vocabulary
+// is checked here (device ids on a host copy).
+void check_vocabulary(const Tensor& ids, int64_t vocab) {
+  const Tensor host = ids.device() == Device::cpu ? ids : ids.clone();
+  const int32_t* id = host.data<int32_t>();
+  for (int64_t n = 0; n < host.numel(); ++n) {
+    if (id[n] < 0 || id[n] >= vocab) {
+      throw std::invalid_argument("Embedding: token id " + std::to_string(id[n]) + " at position " + std::to_string(n) +
+                                  " is outside the vocabulary [0, " + std::to_string(vocab) + ")");
+    }
+  }
+}
+}  // namespace
+
 Embedding::Embedding(ParameterSet& params, const std::string& name, int64_t vocab, int64_t dim,
                      const TensorParallel& tp)
     : vocab_(vocab), dim_(dim), tp_(tp) {
@@ -20,16 +35,7 @@ Tensor Embedding::forward(StepContext& ctx, const Tensor& ids) {
   if (ids.dtype() != DType::i32 || ids.ndim() != 1) {
     throw std::invalid_argument("Embedding: token ids must be i32 [N], got " + ids.describe());
   }
-  if (ids.device() == Device::cpu) {
-    const int32_t* id = ids.data<int32_t>();
-    for (int64_t n = 0; n < ids.numel(); ++n) {
-      if (id[n] < 0 || id[n] >= vocab_) {
-        throw std::invalid_argument("Embedding: token id " + std::to_string(id[n]) + " at position " +
-                                    std::to_string(n) + " is outside the vocabulary [0, " + std::to_string(vocab_) +
-                                    ")");
-      }
-    }
-  }
+  check_vocabulary(ids, vocab_);
   ids_ = ids;
   Tensor x = ctx.activation({ids.numel(), dim_});
   if (table_->shard_dim < 0) {

@@ -1,35 +1,40 @@
 #include "worker/parameter_shard.h"
 
 #include <algorithm>
-#include <cstring>
 #include <stdexcept>
+#include <string>
 #include <vector>
+
+#include "kernels/device_memory.h"
+#include "worker/host_collectives.h"
 
 namespace linea {
 
 namespace {
 
-// Calls copy(outer_index, offset_in_full, offset_in_shard, bytes) for each contiguous run of a
-// shard: the shard is `outer` runs of range.size · inner elements.
-template <class Copy>
-void for_each_run(const Shape& full_shape, int dim, ShardRange range, DType dtype, Copy&& copy) {
+// The shard as `outer` runs of range.size · inner elements, run o at element (o · extent +
+// range.begin) · inner of full and o · range.size · inner of the shard, in bytes.
+struct Runs {
+  size_t full_offset, full_pitch, shard_pitch, width, count;
+};
+
+Runs runs_of(const Shape& full_shape, int dim, ShardRange range, DType dtype) {
   int64_t outer = 1, inner = 1;
   for (int i = 0; i < static_cast<int>(full_shape.size()); ++i) {
     if (i < dim) outer *= full_shape[static_cast<size_t>(i)];
     if (i > dim) inner *= full_shape[static_cast<size_t>(i)];
   }
-  const int64_t extent = full_shape[static_cast<size_t>(dim)];
   const size_t elem = dtype_size(dtype);
-  const size_t run_bytes = static_cast<size_t>(range.size * inner) * elem;
-  for (int64_t o = 0; o < outer; ++o) {
-    copy(static_cast<size_t>((o * extent + range.begin) * inner) * elem, static_cast<size_t>(o) * run_bytes, run_bytes);
-  }
+  const size_t width = static_cast<size_t>(range.size * inner) * elem;
+  return {static_cast<size_t>(range.begin * inner) * elem,
+          static_cast<size_t>(full_shape[static_cast<size_t>(dim)] * inner) * elem, width, width,
+          static_cast<size_t>(outer)};
 }
 
 void check_shard_shape(const Tensor& full, int dim, ShardRange range, const Tensor& shard, const char* who) {
-  if (full.device() != Device::cpu || shard.device() != Device::cpu || full.dtype() != shard.dtype()) {
-    throw std::invalid_argument(std::string(who) + ": expected CPU tensors of one dtype, got " + full.describe() +
-                                " and " + shard.describe());
+  if (full.dtype() != shard.dtype()) {
+    throw std::invalid_argument(std::string(who) + ": expected tensors of one dtype, got " + full.describe() + " and " +
+                                shard.describe());
   }
   if (dim < 0 || dim >= full.ndim() || range.begin < 0 || range.end() > full.dim(dim)) {
     throw std::invalid_argument(std::string(who) + ": indices [" + std::to_string(range.begin) + ", " +
@@ -45,20 +50,17 @@ void check_shard_shape(const Tensor& full, int dim, ShardRange range, const Tens
 
 void copy_from_full(const Tensor& full, int dim, ShardRange range, Tensor shard) {
   check_shard_shape(full, dim, range, shard, "copy_from_full");
-  const char* src = static_cast<const char*>(full.raw());
-  char* dst = static_cast<char*>(shard.raw());
-  for_each_run(full.shape(), dim, range, full.dtype(), [&](size_t full_at, size_t shard_at, size_t bytes) {
-    std::memcpy(dst + shard_at, src + full_at, bytes);
-  });
+  const Runs r = runs_of(full.shape(), dim, range, full.dtype());
+  copy_device_memory_2d(shard.raw(), r.shard_pitch, shard.device(),
+                        static_cast<const char*>(full.raw()) + r.full_offset, r.full_pitch, full.device(), r.width,
+                        r.count);
 }
 
 void copy_into_full(const Tensor& shard, int dim, ShardRange range, Tensor full) {
   check_shard_shape(full, dim, range, shard, "copy_into_full");
-  const char* src = static_cast<const char*>(shard.raw());
-  char* dst = static_cast<char*>(full.raw());
-  for_each_run(full.shape(), dim, range, full.dtype(), [&](size_t full_at, size_t shard_at, size_t bytes) {
-    std::memcpy(dst + full_at, src + shard_at, bytes);
-  });
+  const Runs r = runs_of(full.shape(), dim, range, full.dtype());
+  copy_device_memory_2d(static_cast<char*>(full.raw()) + r.full_offset, r.full_pitch, full.device(), shard.raw(),
+                        r.shard_pitch, shard.device(), r.width, r.count);
 }
 
 void assign_from_full(Parameter& p, const Tensor& full) {
@@ -80,45 +82,73 @@ void init_normal(Parameter& p, Rng& rng, double std) {
   assign_from_full(p, full);
 }
 
-Tensor gather_full(const Parameter& p, const Tensor& shard, Communicator& tp) {
-  check_shape(shard, p.shape, "gather_full: " + p.name);
-  if (p.shard_dim < 0) return shard.clone();
-  // Every rank's range, then every rank's shard padded to the largest (all_gather moves equal counts).
+std::vector<ShardRange> shard_ranges(const Parameter& p, Communicator& tp) {
+  if (p.shard_dim < 0) throw std::invalid_argument("shard_ranges: " + p.name + " is not split over tensor parallelism");
   const int ranks = tp.size();
-  const int64_t extent = p.shape[static_cast<size_t>(p.shard_dim)];
-  Tensor range = Tensor::empty({2}, DType::i64), ranges = Tensor::empty({ranks, 2}, DType::i64);
+  Tensor range = Tensor::empty({2}, DType::i64), all = Tensor::empty({ranks, 2}, DType::i64);
   range.data<int64_t>()[0] = p.shard_offset;
-  range.data<int64_t>()[1] = extent;
-  tp.all_gather(range, ranges);
-  const int64_t per_index = shard.numel() / extent;  // elements per index of shard_dim
-  int64_t largest = 0, covered = 0;
+  range.data<int64_t>()[1] = p.shape[static_cast<size_t>(p.shard_dim)];
+  all_gather_host(tp, range, all);
+  std::vector<ShardRange> ranges;
+  int64_t covered = 0;
   for (int r = 0; r < ranks; ++r) {
-    const int64_t begin = ranges.data<int64_t>()[2 * r], size = ranges.data<int64_t>()[2 * r + 1];
-    if (begin != covered) {
-      throw std::runtime_error("gather_full: " + p.name + ": the shard of rank " + std::to_string(r) +
-                               " starts at index " + std::to_string(begin) + " of dimension " +
+    const ShardRange part{all.data<int64_t>()[2 * r], all.data<int64_t>()[2 * r + 1]};
+    if (part.begin != covered) {
+      throw std::runtime_error("shard_ranges: " + p.name + ": the shard of rank " + std::to_string(r) +
+                               " starts at index " + std::to_string(part.begin) + " of dimension " +
                                std::to_string(p.shard_dim) + ", expected " + std::to_string(covered));
     }
-    covered += size;
-    largest = std::max(largest, size);
+    covered = part.end();
+    ranges.push_back(part);
   }
   if (covered != p.full_shape[static_cast<size_t>(p.shard_dim)]) {
-    throw std::runtime_error("gather_full: " + p.name + ": the shards cover " + std::to_string(covered) + " of " +
+    throw std::runtime_error("shard_ranges: " + p.name + ": the shards cover " + std::to_string(covered) + " of " +
                              std::to_string(p.full_shape[static_cast<size_t>(p.shard_dim)]) + " indices");
   }
-  Tensor padded = Tensor::zeros({largest * per_index}, shard.dtype());
-  std::memcpy(padded.raw(), shard.raw(), shard.nbytes());
-  Tensor all = Tensor::empty({ranks, largest * per_index}, shard.dtype());
-  tp.all_gather(padded, all);
-  Tensor full = Tensor::empty(p.full_shape, shard.dtype());
-  const size_t row_bytes = static_cast<size_t>(largest * per_index) * dtype_size(shard.dtype());
-  for (int r = 0; r < ranks; ++r) {
-    const ShardRange part{ranges.data<int64_t>()[2 * r], ranges.data<int64_t>()[2 * r + 1]};
-    Shape part_shape = p.full_shape;
-    part_shape[static_cast<size_t>(p.shard_dim)] = part.size;
-    copy_into_full(Tensor::view(static_cast<char*>(all.raw()) + r * row_bytes, part_shape, shard.dtype()), p.shard_dim,
-                   part, full);
+  return ranges;
+}
+
+int64_t gather_staging_numel(const Parameter& p, const std::vector<ShardRange>& ranges) {
+  int64_t largest = 0;
+  for (const ShardRange& r : ranges) largest = std::max(largest, r.size);
+  return static_cast<int64_t>(ranges.size()) * largest *
+         (shape_numel(p.shape) / p.shape[static_cast<size_t>(p.shard_dim)]);
+}
+
+void gather_full_into(const Parameter& p, const Tensor& shard, Communicator& tp, const std::vector<ShardRange>& ranges,
+                      const Tensor& staging, const Tensor& full) {
+  check_shape(shard, p.shape, "gather_full: " + p.name);
+  check_shape(full, p.full_shape, "gather_full: " + p.name + ": full");
+  const int64_t chunk = gather_staging_numel(p, ranges) / tp.size();  // a shard, padded to the largest
+  if (staging.numel() < tp.size() * chunk || staging.dtype() != shard.dtype()) {
+    throw std::invalid_argument("gather_full: " + p.name + ": staging " + staging.describe() + " is not " +
+                                std::to_string(tp.size() * chunk) + " elements of " +
+                                std::string(dtype_name(shard.dtype())));
   }
+  const Tensor all = staging.reshape({staging.numel()}).slice(0, tp.size() * chunk);
+  const Tensor mine = all.slice(tp.rank() * chunk, (tp.rank() + 1) * chunk);
+  mine.slice(0, shard.numel()).copy_from(shard.reshape({shard.numel()}));
+  tp.all_gather(mine, all);
+  const size_t chunk_bytes = static_cast<size_t>(chunk) * dtype_size(shard.dtype());
+  for (int r = 0; r < tp.size(); ++r) {
+    Shape part_shape = p.full_shape;
+    part_shape[static_cast<size_t>(p.shard_dim)] = ranges[static_cast<size_t>(r)].size;
+    copy_into_full(
+        Tensor::view(static_cast<char*>(all.raw()) + r * chunk_bytes, part_shape, shard.dtype(), all.device()),
+        p.shard_dim, ranges[static_cast<size_t>(r)], full);
+  }
+}
+
+Tensor gather_full(const Parameter& p, const Tensor& shard, Communicator& tp) {
+  check_shape(shard, p.shape, "gather_full: " + p.name);
+  Tensor full = Tensor::empty(p.full_shape, shard.dtype(), shard.device());
+  if (p.shard_dim < 0) {
+    full.copy_from(shard);
+    return full;
+  }
+  const std::vector<ShardRange> ranges = shard_ranges(p, tp);
+  const Tensor staging = Tensor::zeros({gather_staging_numel(p, ranges)}, shard.dtype(), tp.device());
+  gather_full_into(p, shard, tp, ranges, staging, full);
   return full;
 }
 

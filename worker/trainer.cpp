@@ -76,7 +76,7 @@ struct Placement {
 };
 
 // device (auto: cuda when a GPU is visible) and train.precision (auto: bf16 on cuda), or an error
-// naming the key: cuda without a CUDA build or device, bf16 on the cpu, tensor parallelism on cuda.
+// naming the key: cuda without a CUDA build or device, bf16 on the cpu.
 Placement resolve_placement(const RunConfig& c) {
   Placement p;
   if (c.device == "cuda" && !cuda_device_available()) {
@@ -93,11 +93,6 @@ Placement resolve_placement(const RunConfig& c) {
                                 "\" trains on the cpu, in \"f32\"");
   }
   p.compute = precision == "bf16" || (precision == "auto" && p.device == Device::cuda) ? DType::bf16 : DType::f32;
-  if (p.device == Device::cuda && c.parallel.tp > 1) {
-    throw std::invalid_argument(c.source + ": parallel.tp = " + std::to_string(c.parallel.tp) +
-                                ": tensor parallelism runs on the cpu only (the vocabulary-parallel LM head has no "
-                                "CUDA kernels); use parallel.tp = 1 or device = \"cpu\"");
-  }
   return p;
 }
 

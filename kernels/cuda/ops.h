@@ -14,8 +14,10 @@ void add_inplace(Tensor y, const Tensor& x);
 // out = in (accumulate: out += in), f32 and bf16 in any combination.
 void convert(Tensor out, const Tensor& in, bool accumulate);
 
-void embedding_forward(Tensor out, const Tensor& table, const Tensor& ids);
-void embedding_backward(Tensor dtable, const Tensor& dout, const Tensor& ids);
+// The table holds rows [vocab_begin, vocab_begin + V) of the vocabulary (0 for the whole table;
+// embedding_shard_* of ops.h otherwise).
+void embedding_forward(Tensor out, const Tensor& table, const Tensor& ids, int64_t vocab_begin);
+void embedding_backward(Tensor dtable, const Tensor& dout, const Tensor& ids, int64_t vocab_begin);
 
 // rmsnorm_* is gated_rmsnorm_* with one head and no gate.
 void gated_rmsnorm_forward(Tensor out, Tensor rstd, const Tensor& o, const Tensor& z, const Tensor& weight,
@@ -54,5 +56,11 @@ struct LmHeadTiling {
 LmHeadTiling lm_head_default_tiling(int64_t n, int64_t v);
 double lm_head_cross_entropy(const Tensor& x, const Tensor& weight, const Tensor& targets, double loss_scale, Tensor dx,
                              Tensor dweight, LmHeadTiling tiling);
+// The vocabulary-parallel steps of ops.h over the same tiles; stats, gathered_stats and lse are f32.
+void lm_head_shard_statistics(Tensor stats, const Tensor& x, const Tensor& weight, const Tensor& targets,
+                              int64_t vocab_begin, LmHeadTiling tiling);
+double lm_head_combine_statistics(Tensor lse, const Tensor& gathered_stats, const Tensor& targets);
+void lm_head_shard_backward(Tensor dx, Tensor dweight, const Tensor& x, const Tensor& weight, const Tensor& targets,
+                            int64_t vocab_begin, const Tensor& lse, double loss_scale, LmHeadTiling tiling);
 
 }  // namespace linea::cuda

@@ -47,4 +47,8 @@ void copy(void* dst, const void* src, size_t bytes) {
   check_cuda(cudaMemcpy(dst, src, bytes, cudaMemcpyDefault), "cudaMemcpy");
 }
 
+void copy_2d(void* dst, size_t dst_pitch, const void* src, size_t src_pitch, size_t width, size_t rows) {
+  check_cuda(cudaMemcpy2D(dst, dst_pitch, src, src_pitch, width, rows, cudaMemcpyDefault), "cudaMemcpy2D");
+}
+
 }  // namespace linea::cuda

@@ -14,5 +14,7 @@ size_t allocated_bytes();
 size_t peak_allocated_bytes();
 void memset_zero(void* data, size_t bytes);
 void copy(void* dst, const void* src, size_t bytes);  // any direction (unified addressing)
+// `rows` runs of `width` bytes, run i from src + i·src_pitch to dst + i·dst_pitch (cudaMemcpy2D).
+void copy_2d(void* dst, size_t dst_pitch, const void* src, size_t src_pitch, size_t width, size_t rows);
 
 }  // namespace linea::cuda
