@@ -10,7 +10,8 @@
 //   gradients are the same on every TP rank; evaluate() gives the whole model's loss.
 // - One DistributedOptimizer step (Muon for the matrices, AdamW for the rest) on the TP shards,
 //   given the shards of the whole model's gradients, moves every parameter, gathered, as the plain
-//   Muon step moves the whole model (update err_ratio 1e-4); the matrices split on dimension 0
+//   Muon step moves the whole model (update err_ratio 2e-3 for Muon's matrices, whose bf16
+//   Newton–Schulz may sum in another order; 1e-6 for AdamW's); the matrices split on dimension 0
 //   (q, k, v, gate/up) and on dimension 1 (o_proj, down) are gathered over NCCL on device buffers.
 //   The gradient norm (summed over TP through the host) equals the whole model's.
 #include <gtest/gtest.h>
@@ -133,7 +134,9 @@ TEST_F(NcclTensorParallel, ModelMatchesTheWholeModel) {
       const Tensor want = to_f64(w.grad), got = gathered(p, p.grad, tp());
       worst = std::max(worst, testing::compare(want, got).err_ratio);
       EXPECT_TRUE(assert_close(p.name + " gradient", want, got, grad_tolerance));
-      if (p.shard_dim < 0) EXPECT_TRUE(same_on_every_rank(p.grad, tp())) << p.name << ": differs across TP";
+      if (p.shard_dim < 0) {
+        EXPECT_TRUE(same_on_every_rank(p.grad, tp())) << p.name << ": differs across TP";
+      }
     }
     std::printf("measured TP %d on NCCL, %s compute: loss %.8f (TP 1: %.8f), worst gradient err_ratio %.3g\n",
                 tp().size(), std::string(dtype_name(compute)).c_str(), loss, whole_loss, worst);
@@ -195,7 +198,10 @@ TEST_F(NcclTensorParallel, MuonStepOnShardsMatchesTheWholeStep) {
     }
     ++i;
     worst = std::max(worst, testing::compare(want, got).err_ratio);
-    EXPECT_TRUE(assert_close(p.name + " update (" + (takes_muon(p) ? "Muon" : "AdamW") + ")", want, got, 1e-4, 1e-9));
+    // AdamW: the same arithmetic on the same elements; Muon: the same matrix orthogonalised by
+    // bf16 Newton–Schulz GEMMs, which may differ in summation order from one buffer to another.
+    const double bound = takes_muon(p) ? 2e-3 : 1e-6;
+    EXPECT_TRUE(assert_close(p.name + " update (" + (takes_muon(p) ? "Muon" : "AdamW") + ")", want, got, bound, 1e-9));
   }
   std::printf("measured TP %d on NCCL: one Muon step on the shards vs the whole model: worst update err_ratio %.3g\n",
               tp().size(), worst);
