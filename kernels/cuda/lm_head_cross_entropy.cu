@@ -118,6 +118,8 @@ __global__ void combine_statistics_kernel(const float* stats, const int32_t* tar
   }
 }
 
+// dlogits_rj = loss_scale · (exp(logit_rj − lse_r) − [vocab_begin + v0 + j = target_r]) over a
+// chunk of `width` logits starting at row v0 of W (0 on ignored rows), in the activations' dtype.
 template <class T>
 __global__ void dlogits_kernel(T* dlogits, const float* logits, int64_t rows, int64_t width, int64_t v0,
                                const int32_t* targets, int64_t vocab_begin, const float* lse, float scale) {
