@@ -138,8 +138,10 @@ TEST_F(NcclTensorParallel, ModelMatchesTheWholeModel) {
         EXPECT_TRUE(same_on_every_rank(p.grad, tp())) << p.name << ": differs across TP";
       }
     }
-    std::printf("measured TP %d on NCCL, %s compute: loss %.8f (TP 1: %.8f), worst gradient err_ratio %.3g\n",
-                tp().size(), std::string(dtype_name(compute)).c_str(), loss, whole_loss, worst);
+    if (tp().rank() == 0) {
+      std::printf("measured TP %d on NCCL, %s compute: loss %.8f (TP 1: %.8f), worst gradient err_ratio %.3g\n",
+                  tp().size(), std::string(dtype_name(compute)).c_str(), loss, whole_loss, worst);
+    }
 
     const double eval = model.evaluate(first.ids, first.targets, first.seqs);
     EXPECT_NEAR(eval, whole.evaluate(first.ids, first.targets, first.seqs), loss_tolerance * whole_loss);
@@ -203,8 +205,10 @@ TEST_F(NcclTensorParallel, MuonStepOnShardsMatchesTheWholeStep) {
     const double bound = takes_muon(p) ? 2e-3 : 1e-6;
     EXPECT_TRUE(assert_close(p.name + " update (" + (takes_muon(p) ? "Muon" : "AdamW") + ")", want, got, bound, 1e-9));
   }
-  std::printf("measured TP %d on NCCL: one Muon step on the shards vs the whole model: worst update err_ratio %.3g\n",
-              tp().size(), worst);
+  if (tp().rank() == 0) {
+    std::printf("measured TP %d on NCCL: one Muon step on the shards vs the whole model: worst update err_ratio %.3g\n",
+                tp().size(), worst);
+  }
 }
 
 }  // namespace
