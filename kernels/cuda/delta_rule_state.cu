@@ -25,6 +25,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdlib>
 #include <iterator>
 #include <type_traits>
 
@@ -67,16 +68,16 @@ struct ValueTileIndex {
   __device__ int operator()(int i, int e) const { return i * pitch + e; }
 };
 
-// Shared memory, in floats: the state copy [round16(K)][vp], the tile Ũ (forward) or −dŨ
-// (backward) [C][vp], and `slots` ring slots, each a row tile [C][rp], a value tile [C][vp] (f32
-// or the call's element type) and a row of log decays [rp].
+// Shared memory, in floats: the state copy [round32(K)][vp] (rows K.. stay 0), the tile Ũ
+// (forward) or −dŨ (backward) [C][vp], and `slots` ring slots, each a row tile [C][rp], a value
+// tile [C][vp] (f32 or the call's element type) and a row of log decays [rp].
 __host__ __device__ constexpr int64_t slot_floats(int K, int BV) {
   return int64_t{kChunk} * row_tile_pitch(K) + int64_t{kChunk} * value_tile_pitch<float>(BV) + row_tile_pitch(K);
 }
 
 size_t state_shared_bytes(int K, int BV, int slots) {
   const int64_t vp = value_tile_pitch<float>(BV);
-  return sizeof(float) * static_cast<size_t>(round_up(K, 16) * vp + kChunk * vp + slots * slot_floats(K, BV));
+  return sizeof(float) * static_cast<size_t>(round_up(K, 32) * vp + kChunk * vp + slots * slot_floats(K, BV));
 }
 
 struct SharedState {
@@ -85,7 +86,7 @@ struct SharedState {
   int rp, vp;
   __device__ SharedState(float* shared, int K, int BV)
       : S(shared),
-        Ut(shared + round_up(K, 16) * value_tile_pitch<float>(BV)),
+        Ut(shared + round_up(K, 32) * value_tile_pitch<float>(BV)),
         ring(Ut + kChunk * value_tile_pitch<float>(BV)),
         slot_size(slot_floats(K, BV)),
         rp(row_tile_pitch(K)),
@@ -179,19 +180,20 @@ __device__ void run_phases(const Chunks& chunks, int phases, int slots, ChunkOf 
 
 // ---- the tensor-core products ---------------------------------------------------------------
 
-__device__ __forceinline__ uint32_t to_tf32(float x) {
-  uint32_t r;
-  asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r) : "f"(x));
-  return r;
-}
-
-// N operand values in TF32: big = tf32(x) and, for 3×TF32 (kSplit), small = tf32(x − big).
+// N operand values for the TF32 products, which read the sign, the exponent and the top 10 bits of
+// the mantissa of each 32-bit value and ignore the 13 below. One product (bf16 calls): big = x
+// rounded half up to those bits (one integer add; x finite). 3×TF32 (f32 calls, kSplit): big = x
+// truncated to them, small = x − big (exact), whose own truncation costs below 2⁻²⁰ |x|.
 template <int N, bool kSplit>
 struct Tf32 {
   uint32_t big[N], small[N];
   __device__ void set(int r, float x) {
-    big[r] = to_tf32(x);
-    if constexpr (kSplit) small[r] = to_tf32(x - __uint_as_float(big[r]));
+    if constexpr (kSplit) {
+      big[r] = __float_as_uint(x) & 0xffffe000u;
+      small[r] = __float_as_uint(x - __uint_as_float(big[r]));
+    } else {
+      big[r] = __float_as_uint(x) + 0x1000u;
+    }
   }
 };
 
@@ -222,7 +224,7 @@ struct Lane {
 
 // The first product, X S for a row tile X [C, K] and the state copy S [K, BV]: the warp computes
 // rows m0 = 16 (warp % 4).. and the BV/2 columns (warp / 4) BV/2.. (n-tiles of 8), over the depth
-// K rounded up to 8 (even and odd steps in two sums, added at the end).
+// K rounded up to 32 (both are 0 past K; even and odd steps in two sums, added at the end).
 template <int BV, bool kSplit>
 __device__ void rows_times_state(const float* X, RowTileIndex x_at, const float* S, int sp, int K,
                                  float (&out)[BV / 16][4]) {
@@ -246,7 +248,7 @@ __device__ void rows_times_state(const float* X, RowTileIndex x_at, const float*
   };
   for (int k = 0; k < K; k += 16) {
     step(k, sums[0]);
-    if (k + 8 < K) step(k + 8, sums[1]);
+    step(k + 8, sums[1]);
   }
 #pragma unroll
   for (int j = 0; j < kTiles; ++j) {
@@ -267,16 +269,20 @@ __device__ void for_each_product_entry(const float (&out)[BV / 16][4], Fn fn) {
   }
 }
 
-// The state accumulators: rows 16 (warp + 8 m).. (m < 2, rows < K rounded up to 16), all BV columns.
+// The state accumulators: rows 16 (warp + 8 m).. (m < kRowTiles, rows < K rounded up to 16), all
+// BV columns. The widest tile takes K ≤ 128 only (one row tile a warp: fewer registers).
+__host__ __device__ constexpr int row_tiles(int BV) { return BV == 64 ? 1 : 2; }
+__host__ __device__ constexpr int max_key_dim(int BV) { return 16 * kWarps * row_tiles(BV); }
+static_assert(max_key_dim(32) == kMaxKeyDim && max_key_dim(16) == kMaxKeyDim);
 template <int BV>
-using StateRegisters = float[2][BV / 8][4];
+using StateRegisters = float[row_tiles(BV)][BV / 8][4];
 
 // fn(d, e, value) for the thread's state entries (row d < K rounded up to 16, tile column e).
 template <int BV, class State, class Fn>
 __device__ void for_each_state_entry(State& acc, int K, Fn fn) {
   const Lane l;
 #pragma unroll
-  for (int m = 0; m < 2; ++m) {
+  for (int m = 0; m < row_tiles(BV); ++m) {
     const int m0 = 16 * (l.warp + kWarps * m);
     if (m0 >= K) break;
 #pragma unroll
@@ -294,9 +300,10 @@ __device__ void add_transposed_product(StateRegisters<BV>& acc, const float* Y, 
                                        int L, int K) {
   const Lane l;
 #pragma unroll
-  for (int m = 0; m < 2; ++m) {
+  for (int m = 0; m < row_tiles(BV); ++m) {
     const int m0 = 16 * (l.warp + kWarps * m);
     if (m0 >= K) break;
+#pragma unroll 2
     for (int k = 0; k < L; k += 8) {
       Tf32<4, kSplit> a;
       a.set(0, Y[y_at(k + l.t, m0 + l.g)]);
@@ -487,8 +494,8 @@ __global__ void __launch_bounds__(kThreads, 1)
       });
 }
 
-// The value tile and ring size of a call: the widest tile whose grid fills the device (else the
-// narrowest), with as many ring slots as shared memory holds.
+// The value tile and ring size of a call: the widest tile that takes K and whose grid fills the
+// device (else the narrowest), with as many ring slots as shared memory holds.
 struct Tiling {
   int value_tile, slots;
   size_t bytes;
@@ -506,8 +513,14 @@ Tiling choose_tiling(const Call& call) {
     while (slots < kMaxSlots && state_shared_bytes(call.key_dim, BV, slots + 1) <= budget) ++slots;
     return Tiling{BV, slots, state_shared_bytes(call.key_dim, BV, slots)};
   };
+  if (const char* forced = std::getenv("LINEA_STATE_TILE")) {  // TEMPORARY experiment
+    Tiling t = tiling(std::atoi(forced));
+    if (const char* sl = std::getenv("LINEA_STATE_SLOTS")) t.slots = std::min(t.slots, std::atoi(sl));
+    t.bytes = state_shared_bytes(call.key_dim, t.value_tile, t.slots);
+    return t;
+  }
   for (int BV : kTileWidths) {
-    if (state_shared_bytes(call.key_dim, BV, kMinSlots) <= budget &&
+    if (call.key_dim <= max_key_dim(BV) && state_shared_bytes(call.key_dim, BV, kMinSlots) <= budget &&
         pairs * ceil_div(call.value_dim, BV) >= multiprocessor_count()) {
       return tiling(BV);
     }
