@@ -25,7 +25,6 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <cstdlib>
 #include <iterator>
 #include <type_traits>
 
@@ -48,12 +47,11 @@ __host__ __device__ constexpr int round_up(int x, int m) { return (x + m - 1) / 
 // 4 rows × 8 columns (A = Xᵀ) — hit 32 different banks. Columns K.. stay 0.
 __host__ __device__ constexpr int row_tile_pitch(int key_dim) { return round_up(key_dim, 32); }
 
+__device__ __forceinline__ int swizzle(int i) { return ((i & 3) << 1) | ((i >> 2) & 1); }
+
 struct RowTileIndex {
   int pitch;
-  __device__ int operator()(int i, int d) const {
-    const int swizzle = ((i & 3) << 1) | ((i >> 2) & 1);
-    return i * pitch + ((((d >> 2) ^ swizzle) << 2) | (d & 3));
-  }
+  __device__ int operator()(int i, int d) const { return i * pitch + ((((d >> 2) ^ swizzle(i)) << 2) | (d & 3)); }
 };
 
 // A value tile [rows][pitch] of T (the state copy, Ũ, U, dŨ, dO): the row pitch is 32 bytes more
@@ -99,26 +97,37 @@ struct SharedState {
 // ---- asynchronous staging -------------------------------------------------------------------
 
 // Starts copying rows i < L, columns c < n of a global matrix (row i at from + i·stride) into a
-// tile (entry (i, c) at to[at(i, c)]) and zeroes the tile's rows L..C−1 (columns < n): 16-byte
-// copies when n, stride and `from` allow, else 4-byte ones (f32) or plain loads (bf16).
-template <class T, class At>
+// tile (entry (i, c) at to[at(i, c)]) and zeroes the tile's rows L..C−1 (columns < n), with
+// kRowThreads threads (a power of 2) to a row: 16-byte copies when n, stride and `from` allow,
+// else 4-byte ones (f32) or plain loads (bf16).
+template <int kRowThreads, class T, class At>
 __device__ void stage_tile(const T* from, int64_t stride, int L, int n, T* to, At at) {
-  constexpr int q = 16 / sizeof(T);
+  constexpr int q = 16 / sizeof(T), kRowsAtOnce = kThreads / kRowThreads;
+  const int r = static_cast<int>(threadIdx.x) / kRowThreads, c0 = static_cast<int>(threadIdx.x) % kRowThreads;
   if (n % q == 0 && stride % q == 0 && reinterpret_cast<uintptr_t>(from) % 16 == 0) {
-    const int quads = n / q;
-    for (int p = threadIdx.x; p < L * quads; p += kThreads) {
-      const int i = p / quads, c = q * (p % quads);
-      __pipeline_memcpy_async(to + at(i, c), from + i * stride + c, 16);
+    for (int i = r; i < L; i += kRowsAtOnce) {
+      for (int c = q * c0; c < n; c += q * kRowThreads)
+        __pipeline_memcpy_async(to + at(i, c), from + i * stride + c, 16);
     }
   } else if constexpr (sizeof(T) == 4) {
-    for (int p = threadIdx.x; p < L * n; p += kThreads) {
-      __pipeline_memcpy_async(to + at(p / n, p % n), from + (p / n) * stride + p % n, 4);
+    for (int i = r; i < L; i += kRowsAtOnce) {
+      for (int c = c0; c < n; c += kRowThreads) __pipeline_memcpy_async(to + at(i, c), from + i * stride + c, 4);
     }
   } else {
-    for (int p = threadIdx.x; p < L * n; p += kThreads) to[at(p / n, p % n)] = from[(p / n) * stride + p % n];
+    for (int i = r; i < L; i += kRowsAtOnce) {
+      for (int c = c0; c < n; c += kRowThreads) to[at(i, c)] = from[i * stride + c];
+    }
   }
-  for (int p = threadIdx.x; p < (kChunk - L) * n; p += kThreads) to[at(L + p / n, p % n)] = from_float<T>(0.0f);
+  for (int i = L + r; i < kChunk; i += kRowsAtOnce) {
+    for (int c = c0; c < n; c += kRowThreads) to[at(i, c)] = from_float<T>(0.0f);
+  }
 }
+
+// The threads to a row of a row tile (K ≤ 256 floats: 64 quads) and of a value tile of BV
+// elements of T (one 16-byte copy each).
+constexpr int kRowTileThreads = 32;
+template <class T, int BV>
+inline constexpr int kValueTileThreads = BV* static_cast<int>(sizeof(T)) / 16;
 
 // Starts copying n floats.
 __device__ void stage_floats(const float* from, int n, float* to) {
@@ -163,6 +172,7 @@ __device__ void run_phases(const Chunks& chunks, int phases, int slots, ChunkOf 
     __pipeline_commit();
   }
   Span ahead = span_of(chunks, chunk_of(min(slots - 1, phases - 1)));
+  int slot = 0, slot_ahead = slots - 1;  // j % slots, (j + slots − 1) % slots
   for (int j = 0; j < phases; ++j) {
     wait_for_copies(slots - 2);
     __syncthreads();
@@ -170,11 +180,13 @@ __device__ void run_phases(const Chunks& chunks, int phases, int slots, ChunkOf 
     if (j_ahead < phases) {
       const Span s = ahead;
       ahead = span_of(chunks, chunk_of(min(j_ahead + 1, phases - 1)));
-      if (threadIdx.x == 0) spans[j_ahead % slots] = s;
-      stage(j_ahead, j_ahead % slots, s);
+      if (threadIdx.x == 0) spans[slot_ahead] = s;
+      stage(j_ahead, slot_ahead, s);
     }
     __pipeline_commit();
-    compute(j, j % slots, spans[j % slots]);
+    compute(j, slot, spans[slot]);
+    slot = slot + 1 == slots ? 0 : slot + 1;
+    slot_ahead = slot_ahead + 1 == slots ? 0 : slot_ahead + 1;
   }
 }
 
@@ -195,7 +207,22 @@ struct Tf32 {
       big[r] = __float_as_uint(x) + 0x1000u;
     }
   }
+  // x as kept by operand_copy() (or a bf16 value, exact in TF32): no rounding left to do.
+  __device__ void set_kept(int r, float x) {
+    if constexpr (kSplit) {
+      set(r, x);
+    } else {
+      big[r] = __float_as_uint(x);
+    }
+  }
 };
+
+// The B operands that shared memory holds for several warps (the state copy, Ũ, −dŨ) are rounded
+// once, when written, for a single TF32 product; 3×TF32 keeps them whole and splits them as read.
+template <bool kSplit>
+__device__ __forceinline__ float operand_copy(float x) {
+  return kSplit ? x : __uint_as_float(__float_as_uint(x) + 0x1000u);
+}
 
 __device__ __forceinline__ void mma_tf32(float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]) {
   asm("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
@@ -222,33 +249,50 @@ struct Lane {
       t = static_cast<int>(threadIdx.x) % 4;
 };
 
+// ldmatrix .x4: lane 8j + r gives the (16-byte aligned) address of row r of block j; every lane
+// receives the 32-bit word lane % 4 of row lane / 4 of each block j in v[j].
+__device__ __forceinline__ void load_fragment_rows(uint32_t (&v)[4], const float* row) {
+  const auto address = static_cast<uint32_t>(__cvta_generic_to_shared(row));
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];"
+               : "=r"(v[0]), "=r"(v[1]), "=r"(v[2]), "=r"(v[3])
+               : "r"(address));
+}
+
 // The first product, X S for a row tile X [C, K] and the state copy S [K, BV]: the warp computes
 // rows m0 = 16 (warp % 4).. and the BV/2 columns (warp / 4) BV/2.. (n-tiles of 8), over the depth
 // K rounded up to 32 (both are 0 past K; even and odd steps in two sums, added at the end).
 template <int BV, bool kSplit>
-__device__ void rows_times_state(const float* X, RowTileIndex x_at, const float* S, int sp, int K,
-                                 float (&out)[BV / 16][4]) {
+__device__ void rows_times_state(const float* X, int xp, const float* S, int sp, int K, float (&out)[BV / 16][4]) {
   constexpr int kTiles = BV / 16;
   const Lane l;
-  const int m0 = 16 * (l.warp % 4), n0 = (l.warp / 4) * (BV / 2);
+  const int m0 = 16 * (l.warp % 4), n0 = (l.warp / 4) * (BV / 2), lane = static_cast<int>(threadIdx.x) % 32;
+  // A's fragment in one ldmatrix: its four 8×4 blocks of 32-bit values (rows m0.. and m0 + 8..,
+  // columns k.. and k + 4.., k a multiple of 8) are 8×8 blocks of 16-bit halves to ldmatrix, which
+  // hands them out in the fragment's order. Lane 8j + r gives the address of row r of block j: row
+  // m0 + r + 8 (j % 2), quad k / 4 + j / 2, stored at quad (k / 4 + j / 2) ^ swizzle(r).
+  const float* x = X + (m0 + lane % 8 + 8 * (lane / 8 % 2)) * xp;
+  const int quad_swizzle = swizzle(lane % 8) ^ (lane / 16);
+  const float* s = S + l.t * sp + n0 + l.g;
   float sums[2][kTiles][4] = {};
   const auto step = [&](int k, float(&sum)[kTiles][4]) {
+    uint32_t raw[4];
+    load_fragment_rows(raw, x + (((k >> 2) ^ quad_swizzle) << 2));
     Tf32<4, kSplit> a;
-    a.set(0, X[x_at(m0 + l.g, k + l.t)]);
-    a.set(1, X[x_at(m0 + l.g + 8, k + l.t)]);
-    a.set(2, X[x_at(m0 + l.g, k + l.t + 4)]);
-    a.set(3, X[x_at(m0 + l.g + 8, k + l.t + 4)]);
+#pragma unroll
+    for (int r = 0; r < 4; ++r) a.set(r, __uint_as_float(raw[r]));
 #pragma unroll
     for (int j = 0; j < kTiles; ++j) {
       Tf32<2, kSplit> b;
-      b.set(0, S[(k + l.t) * sp + n0 + 8 * j + l.g]);
-      b.set(1, S[(k + l.t + 4) * sp + n0 + 8 * j + l.g]);
+      b.set_kept(0, s[k * sp + 8 * j]);
+      b.set_kept(1, s[(k + 4) * sp + 8 * j]);
       mma<kSplit>(sum[j], a, b);
     }
   };
-  for (int k = 0; k < K; k += 16) {
+  for (int k = 0; k < K; k += 32) {
     step(k, sums[0]);
     step(k + 8, sums[1]);
+    step(k + 16, sums[0]);
+    step(k + 24, sums[1]);
   }
 #pragma unroll
   for (int j = 0; j < kTiles; ++j) {
@@ -296,25 +340,33 @@ __device__ void for_each_state_entry(State& acc, int K, Fn fn) {
 // The second product, acc += Yᵀ Z for a row tile Y [C, K] and a value tile Z [C, BV] of T, over
 // the rows i < L rounded up to 8 (rows L.. of Y are 0).
 template <int BV, bool kSplit, class T>
-__device__ void add_transposed_product(StateRegisters<BV>& acc, const float* Y, RowTileIndex y_at, const T* Z, int zp,
-                                       int L, int K) {
+__device__ void add_transposed_product(StateRegisters<BV>& acc, const float* Y, int yp, const T* Z, int zp, int L,
+                                       int K) {
   const Lane l;
+  const float* y = Y + l.t * yp;
+  const T* z = Z + l.t * zp + l.g;
 #pragma unroll
   for (int m = 0; m < row_tiles(BV); ++m) {
     const int m0 = 16 * (l.warp + kWarps * m);
     if (m0 >= K) break;
+    // Aᵀ's entries: columns m0 + g (quad q) and m0 + g + 8 (quad q + 2) of the rows k + t (swizzle
+    // 2t) and k + t + 4 (swizzle 2t + 1), k a multiple of 8.
+    const int q = (m0 >> 2) + (l.g >> 2), within = l.g & 3;
+    const int c00 = ((q ^ (2 * l.t)) << 2) + within, c01 = (((q + 2) ^ (2 * l.t)) << 2) + within;
+    const int c10 = ((q ^ (2 * l.t + 1)) << 2) + within, c11 = (((q + 2) ^ (2 * l.t + 1)) << 2) + within;
 #pragma unroll 2
     for (int k = 0; k < L; k += 8) {
+      const float* yk = y + k * yp;
       Tf32<4, kSplit> a;
-      a.set(0, Y[y_at(k + l.t, m0 + l.g)]);
-      a.set(1, Y[y_at(k + l.t, m0 + l.g + 8)]);
-      a.set(2, Y[y_at(k + l.t + 4, m0 + l.g)]);
-      a.set(3, Y[y_at(k + l.t + 4, m0 + l.g + 8)]);
+      a.set(0, yk[c00]);
+      a.set(1, yk[c01]);
+      a.set(2, yk[4 * yp + c10]);
+      a.set(3, yk[4 * yp + c11]);
 #pragma unroll
       for (int n = 0; n < BV / 8; ++n) {
         Tf32<2, kSplit> b;
-        b.set(0, to_float(Z[(k + l.t) * zp + 8 * n + l.g]));
-        b.set(1, to_float(Z[(k + l.t + 4) * zp + 8 * n + l.g]));
+        b.set_kept(0, to_float(z[k * zp + 8 * n]));
+        b.set_kept(1, to_float(z[(k + 4) * zp + 8 * n]));
         mma<kSplit>(acc[m][n], a, b);
       }
     }
@@ -331,11 +383,12 @@ __device__ void load_state(StateRegisters<BV>& acc, const float* from, int K, in
   });
 }
 
-// The state copy in shared memory ← acc, and `to` (columns e0.. of [K, V]; may be null) too.
-template <int BV>
+// The state copy in shared memory ← acc (operand_copy), and `to` (columns e0.. of [K, V]; may be
+// null) ← acc.
+template <int BV, bool kSplit>
 __device__ void store_state(StateRegisters<BV>& acc, float* S, int sp, float* to, int K, int V, int e0, int BVe) {
   for_each_state_entry<BV>(acc, K, [&](int d, int e, float& v) {
-    S[d * sp + e] = v;
+    S[d * sp + e] = operand_copy<kSplit>(v);
     if (to && d < K && e < BVe) to[static_cast<int64_t>(d) * V + e0 + e] = v;
   });
 }
@@ -389,7 +442,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   const int64_t begin = chunks.seq_chunk[seq], end = chunks.seq_chunk[seq + 1];
   StateRegisters<BV> acc;
   load_state<BV>(acc, h0 ? h0 + (seq * H + head) * static_cast<int64_t>(K) * V : nullptr, K, V, e0, BVe);
-  store_state<BV>(acc, sm.S, sm.vp, begin < end ? state_at(ws.S, begin) : state_at(ht, seq), K, V, e0, BVe);
+  store_state<BV, kSplit>(acc, sm.S, sm.vp, begin < end ? state_at(ws.S, begin) : state_at(ht, seq), K, V, e0, BVe);
   if (begin == end) return;
   const RowTileIndex row_at{sm.rp};
   const ValueTileIndex value_at{sm.vp};
@@ -399,10 +452,11 @@ __global__ void __launch_bounds__(kThreads, 1)
       [&](int j, int slot, const Span& s) {
         const int64_t row = s.first * H + head;
         if (j % 2 == 0) {
-          stage_tile(ws.W + row * K, int64_t{H} * K, s.len, K, sm.rows(slot), row_at);
-          stage_tile(ws.U + row * V + e0, int64_t{H} * V, s.len, BVe, sm.values(slot), value_at);
+          stage_tile<kRowTileThreads>(ws.W + row * K, int64_t{H} * K, s.len, K, sm.rows(slot), row_at);
+          stage_tile<kValueTileThreads<float, BV>>(ws.U + row * V + e0, int64_t{H} * V, s.len, BVe, sm.values(slot),
+                                                   value_at);
         } else {
-          stage_tile(ws.Kend + row * K, int64_t{H} * K, s.len, K, sm.rows(slot), row_at);
+          stage_tile<kRowTileThreads>(ws.Kend + row * K, int64_t{H} * K, s.len, K, sm.rows(slot), row_at);
           stage_decays<kDecay>(ws.G, s, H, head, K, sm.decays(slot));
         }
       },
@@ -412,19 +466,19 @@ __global__ void __launch_bounds__(kThreads, 1)
           // Ũ = U − W S for the warp's rows below L (the rows L.. of U and W are 0: so is Ũ).
           if (16 * (static_cast<int>(threadIdx.x) / 32 % 4) >= s.len) return;
           float ws_product[BV / 16][4];
-          rows_times_state<BV, kSplit>(sm.rows(slot), row_at, sm.S, sm.vp, K, ws_product);
+          rows_times_state<BV, kSplit>(sm.rows(slot), sm.rp, sm.S, sm.vp, K, ws_product);
           const float* U = sm.values(slot);
           for_each_product_entry<BV>(ws_product, [&](int i, int e, float w_state) {
             const float u = U[value_at(i, e)] - w_state;
-            sm.Ut[value_at(i, e)] = u;
+            sm.Ut[value_at(i, e)] = operand_copy<kSplit>(u);
             if (i < s.len && e < BVe) ws.Ut[(row + int64_t{i} * H) * V + e0 + e] = u;
           });
         } else {
           decay_state<BV, kDecay>(acc, sm.decays(slot), K);
-          add_transposed_product<BV, kSplit>(acc, sm.rows(slot), row_at, sm.Ut, sm.vp, s.len, K);
+          add_transposed_product<BV, kSplit>(acc, sm.rows(slot), sm.rp, sm.Ut, sm.vp, s.len, K);
           const int64_t chunk = begin + j / 2;
-          store_state<BV>(acc, sm.S, sm.vp, chunk + 1 < end ? state_at(ws.S, chunk + 1) : state_at(ht, seq), K, V, e0,
-                          BVe);
+          store_state<BV, kSplit>(acc, sm.S, sm.vp, chunk + 1 < end ? state_at(ws.S, chunk + 1) : state_at(ht, seq), K,
+                                  V, e0, BVe);
         }
       });
 }
@@ -447,7 +501,8 @@ __global__ void __launch_bounds__(kThreads, 1)
   const int64_t begin = chunks.seq_chunk[seq], end = chunks.seq_chunk[seq + 1];
   StateRegisters<BV> acc;
   load_state<BV>(acc, dht ? dht + (seq * H + head) * static_cast<int64_t>(K) * V : nullptr, K, V, e0, BVe);
-  store_state<BV>(acc, sm.S, sm.vp, begin < end ? state_at(gws.dS, end - 1) : state_at(dh0, seq), K, V, e0, BVe);
+  store_state<BV, kSplit>(acc, sm.S, sm.vp, begin < end ? state_at(gws.dS, end - 1) : state_at(dh0, seq), K, V, e0,
+                          BVe);
   if (begin == end) return;
   const RowTileIndex row_at{sm.rp};
   const ValueTileIndex value_at{sm.vp};
@@ -458,14 +513,16 @@ __global__ void __launch_bounds__(kThreads, 1)
       [&](int j, int slot, const Span& s) {
         const int64_t row = s.first * H + head;
         if (j % 3 == 0) {
-          stage_tile(ws.Kend + row * K, int64_t{H} * K, s.len, K, sm.rows(slot), row_at);
-          stage_tile(gws.dUt + row * V + e0, int64_t{H} * V, s.len, BVe, sm.values(slot), value_at);
+          stage_tile<kRowTileThreads>(ws.Kend + row * K, int64_t{H} * K, s.len, K, sm.rows(slot), row_at);
+          stage_tile<kValueTileThreads<float, BV>>(gws.dUt + row * V + e0, int64_t{H} * V, s.len, BVe, sm.values(slot),
+                                                   value_at);
         } else if (j % 3 == 1) {
-          stage_tile(ws.Qg + row * K, int64_t{H} * K, s.len, K, sm.rows(slot), row_at);
-          stage_tile(d_o + row * V + e0, int64_t{H} * V, s.len, BVe, reinterpret_cast<E*>(sm.values(slot)), output_at);
+          stage_tile<kRowTileThreads>(ws.Qg + row * K, int64_t{H} * K, s.len, K, sm.rows(slot), row_at);
+          stage_tile<kValueTileThreads<E, BV>>(d_o + row * V + e0, int64_t{H} * V, s.len, BVe,
+                                               reinterpret_cast<E*>(sm.values(slot)), output_at);
           stage_decays<kDecay>(ws.G, s, H, head, K, sm.decays(slot));
         } else {
-          stage_tile(ws.W + row * K, int64_t{H} * K, s.len, K, sm.rows(slot), row_at);
+          stage_tile<kRowTileThreads>(ws.W + row * K, int64_t{H} * K, s.len, K, sm.rows(slot), row_at);
         }
       },
       [&](int j, int slot, const Span& s) {
@@ -474,22 +531,22 @@ __global__ void __launch_bounds__(kThreads, 1)
           // dŨ += Kend dS for the warp's rows below L; the tile keeps −dŨ for the − Wᵀ dŨ term.
           if (16 * (static_cast<int>(threadIdx.x) / 32 % 4) >= s.len) return;
           float kend_state[BV / 16][4];
-          rows_times_state<BV, kSplit>(sm.rows(slot), row_at, sm.S, sm.vp, K, kend_state);
+          rows_times_state<BV, kSplit>(sm.rows(slot), sm.rp, sm.S, sm.vp, K, kend_state);
           const float* dU = sm.values(slot);
           for_each_product_entry<BV>(kend_state, [&](int i, int e, float kds) {
             const float du = dU[value_at(i, e)] + kds;
-            sm.Ut[value_at(i, e)] = -du;
+            sm.Ut[value_at(i, e)] = operand_copy<kSplit>(-du);
             if (i < s.len && e < BVe) gws.dUt[(row + int64_t{i} * H) * V + e0 + e] = du;
           });
         } else if (j % 3 == 1) {
           decay_state<BV, kDecay>(acc, sm.decays(slot), K);
-          add_transposed_product<BV, kSplit>(acc, sm.rows(slot), row_at, reinterpret_cast<const E*>(sm.values(slot)),
+          add_transposed_product<BV, kSplit>(acc, sm.rows(slot), sm.rp, reinterpret_cast<const E*>(sm.values(slot)),
                                              output_at.pitch, s.len, K);
         } else {
-          add_transposed_product<BV, kSplit>(acc, sm.rows(slot), row_at, sm.Ut, sm.vp, s.len, K);
+          add_transposed_product<BV, kSplit>(acc, sm.rows(slot), sm.rp, sm.Ut, sm.vp, s.len, K);
           const int64_t chunk = end - 1 - j / 3;
-          store_state<BV>(acc, sm.S, sm.vp, chunk > begin ? state_at(gws.dS, chunk - 1) : state_at(dh0, seq), K, V, e0,
-                          BVe);
+          store_state<BV, kSplit>(acc, sm.S, sm.vp, chunk > begin ? state_at(gws.dS, chunk - 1) : state_at(dh0, seq), K,
+                                  V, e0, BVe);
         }
       });
 }
@@ -513,12 +570,6 @@ Tiling choose_tiling(const Call& call) {
     while (slots < kMaxSlots && state_shared_bytes(call.key_dim, BV, slots + 1) <= budget) ++slots;
     return Tiling{BV, slots, state_shared_bytes(call.key_dim, BV, slots)};
   };
-  if (const char* forced = std::getenv("LINEA_STATE_TILE")) {  // TEMPORARY experiment
-    Tiling t = tiling(std::atoi(forced));
-    if (const char* sl = std::getenv("LINEA_STATE_SLOTS")) t.slots = std::min(t.slots, std::atoi(sl));
-    t.bytes = state_shared_bytes(call.key_dim, t.value_tile, t.slots);
-    return t;
-  }
   for (int BV : kTileWidths) {
     if (call.key_dim <= max_key_dim(BV) && state_shared_bytes(call.key_dim, BV, kMinSlots) <= budget &&
         pairs * ceil_div(call.value_dim, BV) >= multiprocessor_count()) {
