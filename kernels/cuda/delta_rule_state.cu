@@ -1,7 +1,7 @@
 // The two sequential passes over the chunks of a sequence, one block per (sequence, head, tile of BV
 // value columns): the columns of the state never mix, so V splits across blocks. The host picks
-// BV ∈ {64, 32, 16}, the largest whose grid still fills the device (long sequences: few of them,
-// small tiles, more blocks).
+// BV ∈ {64, 32, 16} (64 for K ≤ 128 only), the largest whose grid still fills the device (long
+// sequences: few of them, small tiles, more blocks).
 //
 // state_forward, chunks in order, S = h0 (or 0) at the sequence start:
 //   S_chunk = S                                   (stored: the state entering the chunk)
@@ -14,13 +14,14 @@
 //
 // Both products of a chunk run on the tensor cores (mma.sync m16n8k8, TF32 in, f32 accumulate; for
 // an f32 call in 3×TF32 as block_gemm.cuh, for bf16 in one TF32 product). The state tile [K, BV]
-// stays in f32 registers as the accumulators of the update (warp w owns rows 16w.. and 16(w + 8)..,
-// all BV columns), with a copy in shared memory for the product W S (or Kend dS). A chunk is a few
-// phases, each with one [C, K] row tile (forward: W, then Kend; backward: Kend, Qg, W) and, where
-// the phase needs one, a [C, BV] value tile (U; dŨ; dO) and the row G_L of log decays. The tiles
-// stream through a ring of 2–4 slots in shared memory by cp.async, as many phases ahead of the
-// computation as the ring has slots beyond the one being read, so that loading overlaps the
-// products. Every sum runs in a fixed order: the result does not depend on scheduling.
+// stays in f32 registers as the accumulators of the update (warp w owns rows 16w.., and 16(w + 8)..
+// when BV < 64; all BV columns), with a copy in shared memory for the product W S (or Kend dS),
+// rounded to TF32 once for a single TF32 product. A chunk is a few phases, each with one [C, K] row
+// tile (forward: W, then Kend; backward: Kend, Qg, W) and, where the phase needs one, a [C, BV]
+// value tile (U; dŨ; dO) and the row G_L of log decays. The tiles stream through a ring of 2–4
+// slots in shared memory by cp.async, as many phases ahead of the computation as the ring has slots
+// beyond the one being read, so that loading overlaps the products. Every sum runs in a fixed
+// order: the result does not depend on scheduling.
 #include <cuda_pipeline.h>
 
 #include <algorithm>
