@@ -3,9 +3,10 @@
 // dht always f32), with fla's thresholds (reference/mixers.md §3.3). Shapes: B=2 T=75 K=V=64 with
 // h0 and dht under fla's gate normalizers {0.1, 1, 10}; T=130 K=V=128; packed documents
 // cu_seqlens [0, 15, 100, 300] (normalizers 1 and 0.01, g ≈ −70 per token); the 340M model's heads
-// (K=256, V=512, 2 heads, T=200). Also: the backward repeats bit for bit, and `recurrent` or a
-// bf16 g on CUDA is rejected by name. The largest err_ratio per mixer, dtype and tensor is printed
-// at the end.
+// (K=256, V=512, 2 heads, T=200); odd K and V (K=36 V=20, K=33 V=19); packed shapes with 144 and
+// 80 (sequence, head) pairs (the state passes' value tiles 64 and 32, with tails). Also: the
+// backward repeats bit for bit, and `recurrent` or a bf16 g on CUDA is rejected by name. The
+// largest err_ratio per mixer, dtype and tensor is printed at the end.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -120,6 +121,15 @@ const std::vector<Case>& cases() {
     c.push_back({"B1_T130_H2_K128_V128", {{0, 130}, 2, 128, 128, true}, 1.0});
     for (double n : {1.0, 0.01}) c.push_back({"packed_15_100_300_H2_K64_V64", {{0, 15, 100, 300}, 2, 64, 64, true}, n});
     c.push_back({"model_T200_H2_K256_V512", {{0, 200}, 2, 256, 512, true}, 1.0});
+    // The state passes' edge paths: K not a multiple of 32 (or of 4: 4-byte copies) and V not a
+    // multiple of the value tile (a tail tile; bf16 dO rows not 16-byte aligned: plain loads).
+    c.push_back({"T70_H3_K36_V20", {{0, 70}, 3, 36, 20, true}, 1.0});
+    c.push_back({"T70_H1_K33_V19", {{0, 70}, 1, 33, 19, true}, 1.0});
+    // Enough (sequence, head) pairs that the host picks the value tiles 64 (144 pairs) and 32
+    // (80 pairs) on a device of 132 multiprocessors, each with a tail tile.
+    c.push_back(
+        {"tile64_packed9_H16_K64_V80", {{0, 40, 75, 140, 150, 200, 265, 300, 330, 400}, 16, 64, 80, true}, 1.0});
+    c.push_back({"tile32_packed5_H16_K64_V48", {{0, 64, 100, 180, 181, 250}, 16, 64, 48, true}, 1.0});
     return c;
   }();
   return all;
