@@ -25,7 +25,7 @@ class AttentionLayer final : public Mixer {
 
   void init(Rng& rng, double std) override;
   Tensor forward(StepContext& ctx, const Tensor& x) override;
-  void backward(StepContext& ctx, const Tensor& dy, Tensor dx) override;
+  void backward(StepContext& ctx, const Tensor& x, const Tensor& dy, Tensor dx) override;
 
  private:
   AttentionConfig config_;
