@@ -26,7 +26,8 @@ class Block {
 
   void init(Rng& rng, double std);
   Tensor forward(StepContext& ctx, const Tensor& x);
-  // dout = ∂L/∂out; dx (≠ dout) is overwritten with ∂L/∂x. Temporaries go to ctx.scratch.
+  // dout = ∂L/∂out; dx (≠ dout) is overwritten with ∂L/∂x. Temporaries go to ctx.scratch, which
+  // it resets between its MLP and mixer halves: the caller keeps nothing there.
   void backward(StepContext& ctx, const Tensor& dout, Tensor dx);
 
  private:
