@@ -1,7 +1,9 @@
 // Arena: a bump allocator for the activations of one training step.
 // alloc() hands out aligned Tensors; reset() makes all of them invalid at once. The first step
 // may spill into extra blocks; reset() then folds them into one block of the high-water size, so
-// from the second step on the arena is a single allocation made once.
+// from the second step on the arena is a single allocation made once. A spill takes a block of an
+// eighth of the capacity so far (at least 1 MiB and the request): the first step then holds at
+// most about 9/8 of its high water plus the unused tails of its blocks, not up to twice it.
 #pragma once
 #include <memory>
 #include <vector>

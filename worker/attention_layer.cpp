@@ -43,10 +43,10 @@ Tensor AttentionLayer::forward(StepContext& ctx, const Tensor& x) {
   return o_proj_.forward(ctx, out_);
 }
 
-void AttentionLayer::backward(StepContext& ctx, const Tensor& dy, Tensor dx) {
+void AttentionLayer::backward(StepContext& ctx, const Tensor& x, const Tensor& dy, Tensor dx) {
   const int64_t n = dy.dim(0);
   Tensor dout = ctx.temporary({n, shape_.q_heads * config_.head_dim});
-  o_proj_.backward(dy, dout, false);
+  o_proj_.backward(out_, dy, dout, false);
   Tensor dq = ctx.temporary(q_.shape());
   Tensor dk = ctx.temporary(k_.shape());
   Tensor dv = ctx.temporary(v_.shape());
@@ -54,9 +54,9 @@ void AttentionLayer::backward(StepContext& ctx, const Tensor& dy, Tensor dx) {
   // RoPE is a rotation by θ(position): its transpose is the rotation by −θ.
   ops::rope_apply(dq, ctx.positions, shape_.q_heads, config_.rope_theta, /*inverse=*/true);
   ops::rope_apply(dk, ctx.positions, shape_.kv_heads, config_.rope_theta, /*inverse=*/true);
-  q_proj_.backward(dq, dx, false);
-  k_proj_.backward(dk, dx, true);
-  v_proj_.backward(dv, dx, true);
+  q_proj_.backward(x, dq, dx, false);
+  k_proj_.backward(x, dk, dx, true);
+  v_proj_.backward(x, dv, dx, true);
 }
 
 }  // namespace linea

@@ -3,7 +3,8 @@
 //   q = RoPE(W_q x), k = RoPE(W_k x), v = W_v x    (W_q: [Hq·Dh, D], W_k, W_v: [Hkv·Dh, D], no bias)
 //   o = attention(q, k, v; scale 1/√Dh, window),  y = W_o o   (W_o: [D, Hq·Dh])
 // RoPE positions restart in every document; attention never crosses a document boundary.
-// forward saves the rotated q, k, v, the output and its log-sum-exp; backward rotates dq, dk back.
+// forward saves the rotated q, k, v, the output and its log-sum-exp (not x: backward takes it again);
+// backward rotates dq, dk back.
 // Under tensor parallelism a rank holds query heads tp.split_evenly(Hq) and kv heads
 // tp.split_evenly(Hkv) (so each query head's kv head is local): W_q, W_k, W_v split on their
 // outputs, W_o on its inputs; y and dx are this rank's terms of sums over the group.
@@ -25,7 +26,7 @@ class AttentionLayer final : public Mixer {
 
   void init(Rng& rng, double std) override;
   Tensor forward(StepContext& ctx, const Tensor& x) override;
-  void backward(StepContext& ctx, const Tensor& dy, Tensor dx) override;
+  void backward(StepContext& ctx, const Tensor& x, const Tensor& dy, Tensor dx) override;
 
  private:
   AttentionConfig config_;

@@ -35,30 +35,36 @@ void Block::init(Rng& rng, double std) {
 // Σ_TP: the sum over the tensor-parallel group of each rank's term (nothing without TP).
 Tensor Block::forward(StepContext& ctx, const Tensor& x) {
   // h = x + Σ_TP mixer(attn_norm(x)),  out = h + Σ_TP mlp(mlp_norm(h))
-  Tensor h = mixer_->forward(ctx, attn_norm_.forward(ctx, x));
-  tp_.all_reduce_sum(h);
-  ops::add_inplace(h, x);
-  Tensor out = mlp_.forward(ctx, mlp_norm_.forward(ctx, h));
+  x_ = x;
+  h_ = mixer_->forward(ctx, attn_norm_.forward(ctx, x));
+  tp_.all_reduce_sum(h_);
+  ops::add_inplace(h_, x);
+  Tensor out = mlp_.forward(ctx, mlp_norm_.forward(ctx, h_));
   tp_.all_reduce_sum(out);
-  ops::add_inplace(out, h);
+  ops::add_inplace(out, h_);
   return out;
 }
 
 void Block::backward(StepContext& ctx, const Tensor& dout, Tensor dx) {
   const Shape shape = dout.shape();
-  // ∂L/∂h = dout + mlp_normᵀ(Σ_TP mlpᵀ(dout))
+  // ∂L/∂h = dout + mlp_normᵀ(Σ_TP mlpᵀ(dout)), with mlp_norm(h) recomputed. It is held in dx, so
+  // that the MLP half's temporaries can go before the mixer half makes its own.
+  const Tensor mlp_in = mlp_norm_.forward(ctx, h_);
   Tensor dmlp_in = ctx.temporary(shape);
-  mlp_.backward(ctx, dout, dmlp_in);
+  mlp_.backward(ctx, mlp_in, dout, dmlp_in);
   tp_.all_reduce_sum(dmlp_in);
-  Tensor dh = ctx.temporary(shape);
-  mlp_norm_.backward(dmlp_in, dh);
+  Tensor dh = dx;  // a second handle on dx
+  mlp_norm_.backward(h_, dmlp_in, dh);
   ops::add_inplace(dh, dout);
-  // ∂L/∂x = dh + attn_normᵀ(Σ_TP mixerᵀ(dh))
+  ctx.scratch.reset();
+  // ∂L/∂x = dh + attn_normᵀ(Σ_TP mixerᵀ(dh)), with attn_norm(x) recomputed
+  const Tensor mixer_in = attn_norm_.forward(ctx, x_);
   Tensor dmixer_in = ctx.temporary(shape);
-  mixer_->backward(ctx, dh, dmixer_in);
+  mixer_->backward(ctx, mixer_in, dh, dmixer_in);
   tp_.all_reduce_sum(dmixer_in);
-  attn_norm_.backward(dmixer_in, dx);
-  ops::add_inplace(dx, dh);
+  Tensor dnormed = ctx.temporary(shape);
+  attn_norm_.backward(x_, dmixer_in, dnormed);
+  ops::add_inplace(dx, dnormed);
 }
 
 }  // namespace linea

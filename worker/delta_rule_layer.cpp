@@ -149,73 +149,102 @@ Tensor DeltaRuleLayer::conv_forward(StepContext& ctx, std::optional<ShortConv>& 
   return conv ? conv->forward(ctx, x) : x;
 }
 
-Tensor DeltaRuleLayer::conv_backward(StepContext& ctx, std::optional<ShortConv>& conv, const Tensor& dy) {
+Tensor DeltaRuleLayer::conv_backward(StepContext& ctx, std::optional<ShortConv>& conv, const Tensor& x,
+                                     const Tensor& dy) {
   if (!conv) return dy;
   Tensor dx = ctx.temporary(dy.shape());
-  conv->backward(ctx, dy, dx);
+  conv->backward(ctx, x, dy, dx);
   return dx;
 }
 
+DeltaRuleLayer::Operands DeltaRuleLayer::operands(StepContext& ctx) {
+  const int64_t n = q_in_.dim(0), H = heads_, K = config_.d_k, V = config_.d_v;
+  Operands op;
+  op.in.q = ctx.temporary({n, H, K});
+  op.in.k = ctx.temporary({n, H, K});
+  op.q_rstd = ctx.scratch.alloc({n, H}, ctx.statistics_dtype());
+  op.k_rstd = ctx.scratch.alloc({n, H}, ctx.statistics_dtype());
+  ops::l2norm_forward(op.in.q.reshape({n, key_width_}), op.q_rstd, conv_forward(ctx, q_conv_, q_in_), H, kL2NormEps);
+  ops::l2norm_forward(op.in.k.reshape({n, key_width_}), op.k_rstd, conv_forward(ctx, k_conv_, k_in_), H, kL2NormEps);
+  op.in.v = conv_forward(ctx, v_conv_, v_in_).reshape({n, H, V});
+  if (spec_.gate == ops::GateKind::erase_write) {
+    op.in.b = erase_.reshape({n, H, K});
+    op.in.w = write_.reshape({n, H, V});
+  } else {
+    op.in.beta = beta_;
+  }
+  if (spec_.decay != ops::DecayKind::none) {
+    // The gate runs in the master dtype on the master A_log and dt_bias (g must be f32 at least).
+    Tensor g = ctx.scratch.alloc(decay_in_.shape(), ctx.master_dtype);
+    ops::decay_gate_forward(g, decay_in_, A_log_->value, dt_bias_->value);
+    op.in.g = spec_.decay == ops::DecayKind::scalar ? g : g.reshape({n, H, K});
+  }
+  return op;
+}
+
 Tensor DeltaRuleLayer::forward(StepContext& ctx, const Tensor& x) {
-  const int64_t n = x.dim(0), H = heads_, K = config_.d_k, V = config_.d_v;
+  const int64_t n = x.dim(0), H = heads_, V = config_.d_v;
   q_in_ = q_proj_.forward(ctx, x);
   k_in_ = k_proj_.forward(ctx, x);
   v_in_ = v_proj_.forward(ctx, x);
-  q_conv_out_ = conv_forward(ctx, q_conv_, q_in_);
-  k_conv_out_ = conv_forward(ctx, k_conv_, k_in_);
-  const Tensor v = conv_forward(ctx, v_conv_, v_in_);
 
-  rule_in_ = ops::DeltaRuleInputs{};
-  rule_in_.q = ctx.activation({n, H, K});
-  rule_in_.k = ctx.activation({n, H, K});
-  q_rstd_ = ctx.statistics({n, H});
-  k_rstd_ = ctx.statistics({n, H});
-  ops::l2norm_forward(rule_in_.q.reshape({n, key_width_}), q_rstd_, q_conv_out_, H, kL2NormEps);
-  ops::l2norm_forward(rule_in_.k.reshape({n, key_width_}), k_rstd_, k_conv_out_, H, kL2NormEps);
-  rule_in_.v = v.reshape({n, H, V});
-
+  // The gates are kept; the logits they come from are temporaries.
   if (spec_.gate == ops::GateKind::erase_write) {
-    rule_in_.b = ctx.activation({n, H, K});
-    rule_in_.w = ctx.activation({n, H, V});
-    ops::sigmoid_gate_forward(rule_in_.b.reshape({n, key_width_}), b_proj_.forward(ctx, x), erase_scale_);
-    ops::sigmoid_gate_forward(rule_in_.w.reshape({n, value_width_}), w_proj_->forward(ctx, x), 1.0);
+    erase_ = ctx.activation({n, key_width_});
+    write_ = ctx.activation({n, value_width_});
+    Tensor erase_logits = ctx.temporary({n, key_width_});
+    b_proj_.forward(x, erase_logits);
+    ops::sigmoid_gate_forward(erase_, erase_logits, erase_scale_);
+    Tensor write_logits = ctx.temporary({n, value_width_});
+    w_proj_->forward(x, write_logits);
+    ops::sigmoid_gate_forward(write_, write_logits, 1.0);
   } else {
-    rule_in_.beta = ctx.activation({n, H});
-    ops::sigmoid_gate_forward(rule_in_.beta, b_proj_.forward(ctx, x), erase_scale_);
+    beta_ = ctx.activation({n, H});
+    Tensor logits = ctx.temporary({n, H});
+    b_proj_.forward(x, logits);
+    ops::sigmoid_gate_forward(beta_, logits, erase_scale_);
   }
 
   if (spec_.decay != ops::DecayKind::none) {
-    // The gate runs in the master dtype on the master A_log and dt_bias (g must be f32 at least).
-    const Tensor decay_in = a_proj_ ? a_proj_->forward(ctx, x) : f_proj_->forward(ctx, x);
-    decay_in_ = decay_in;
-    if (decay_in.dtype() != ctx.master_dtype) {
-      decay_in_ = ctx.activations.alloc(decay_in.shape(), ctx.master_dtype);
-      ops::convert(decay_in_, decay_in);
+    // W_a x or W_f x is kept in the master dtype only (projected into a temporary when that is
+    // not the step's dtype).
+    const int64_t width = a_proj_ ? a_proj_->out_features() : key_width_;
+    decay_in_ = ctx.activations.alloc({n, width}, ctx.master_dtype);
+    const bool converted = ctx.master_dtype != ctx.dtype;
+    Tensor projected = converted ? ctx.temporary({n, width}) : decay_in_;
+    if (a_proj_) {
+      a_proj_->forward(x, projected);
+    } else {
+      f_proj_->forward(ctx, x, projected);
     }
-    Tensor g = ctx.activations.alloc(decay_in_.shape(), ctx.master_dtype);
-    ops::decay_gate_forward(g, decay_in_, A_log_->value, dt_bias_->value);
-    rule_in_.g = spec_.decay == ops::DecayKind::scalar ? g : g.reshape({n, H, K});
+    if (converted) ops::convert(decay_in_, projected);
   }
 
   o_ = ctx.activation({n, value_width_});
-  ops::delta_rule_forward(ops::DeltaRuleImpl::chunked, spec_, ctx.seqs, rule_in_, o_.reshape({n, H, V}), Tensor());
+  ops::delta_rule_forward(ops::DeltaRuleImpl::chunked, spec_, ctx.seqs, operands(ctx).in, o_.reshape({n, H, V}),
+                          Tensor());
 
   z_ = g_proj_ ? g_proj_->forward(ctx, x) : g_proj_lowrank_ ? g_proj_lowrank_->forward(ctx, x) : Tensor();
-  Tensor y = ctx.activation({n, value_width_});
-  o_rstd_ = ctx.statistics({n, H});
-  ops::gated_rmsnorm_forward(y, o_rstd_, o_, z_, o_norm_->compute, H, output_act_, norm_eps_);
+  Tensor y = ctx.temporary({n, value_width_});
+  Tensor o_rstd = ctx.scratch.alloc({n, H}, ctx.statistics_dtype());
+  ops::gated_rmsnorm_forward(y, o_rstd, o_, z_, o_norm_->compute, H, output_act_, norm_eps_);
   return o_proj_.forward(ctx, y);
 }
 
-void DeltaRuleLayer::backward(StepContext& ctx, const Tensor& dy, Tensor dx) {
+void DeltaRuleLayer::backward(StepContext& ctx, const Tensor& x, const Tensor& dy, Tensor dx) {
   const int64_t n = dy.dim(0), H = heads_, K = config_.d_k, V = config_.d_v;
+  // y = norm(o) ⊙ act(z) again: o_proj's weight gradient reads it, the norm's backward its rstd.
+  Tensor y = ctx.temporary({n, value_width_});
+  Tensor o_rstd = ctx.scratch.alloc({n, H}, ctx.statistics_dtype());
+  ops::gated_rmsnorm_forward(y, o_rstd, o_, z_, o_norm_->compute, H, output_act_, norm_eps_);
   Tensor dnormed = ctx.temporary({n, value_width_});
-  o_proj_.backward(dy, dnormed, false);
+  o_proj_.backward(y, dy, dnormed, false);
   Tensor d_o = ctx.temporary({n, value_width_});
   Tensor dz = z_.defined() ? ctx.temporary({n, value_width_}) : Tensor();
-  ops::gated_rmsnorm_backward(d_o, dz, o_norm_->compute_grad, dnormed, o_, z_, o_norm_->compute, o_rstd_, H,
+  ops::gated_rmsnorm_backward(d_o, dz, o_norm_->compute_grad, dnormed, o_, z_, o_norm_->compute, o_rstd, H,
                               output_act_);
 
+  const Operands op = operands(ctx);
   ops::DeltaRuleGrads grads;
   grads.dq = ctx.temporary({n, H, K});
   grads.dk = ctx.temporary({n, H, K});
@@ -226,32 +255,30 @@ void DeltaRuleLayer::backward(StepContext& ctx, const Tensor& dy, Tensor dx) {
   } else {
     grads.dbeta = ctx.temporary({n, H});
   }
-  if (rule_in_.g.defined()) grads.dg = ctx.scratch.alloc(rule_in_.g.shape(), rule_in_.g.dtype());
-  ops::delta_rule_backward(ops::DeltaRuleImpl::chunked, spec_, ctx.seqs, rule_in_, d_o.reshape({n, H, V}), Tensor(),
+  if (op.in.g.defined()) grads.dg = ctx.scratch.alloc(op.in.g.shape(), op.in.g.dtype());
+  ops::delta_rule_backward(ops::DeltaRuleImpl::chunked, spec_, ctx.seqs, op.in, d_o.reshape({n, H, V}), Tensor(),
                            grads);
 
   // q, k: back through the L2 norm and the conv to the projections.
   Tensor dq_conv = ctx.temporary({n, key_width_});
-  ops::l2norm_backward(dq_conv, grads.dq.reshape({n, key_width_}), rule_in_.q.reshape({n, key_width_}), q_rstd_, H);
-  q_proj_.backward(conv_backward(ctx, q_conv_, dq_conv), dx, false);
+  ops::l2norm_backward(dq_conv, grads.dq.reshape({n, key_width_}), op.in.q.reshape({n, key_width_}), op.q_rstd, H);
+  q_proj_.backward(x, conv_backward(ctx, q_conv_, q_in_, dq_conv), dx, false);
   Tensor dk_conv = ctx.temporary({n, key_width_});
-  ops::l2norm_backward(dk_conv, grads.dk.reshape({n, key_width_}), rule_in_.k.reshape({n, key_width_}), k_rstd_, H);
-  k_proj_.backward(conv_backward(ctx, k_conv_, dk_conv), dx, true);
-  v_proj_.backward(conv_backward(ctx, v_conv_, grads.dv.reshape({n, value_width_})), dx, true);
+  ops::l2norm_backward(dk_conv, grads.dk.reshape({n, key_width_}), op.in.k.reshape({n, key_width_}), op.k_rstd, H);
+  k_proj_.backward(x, conv_backward(ctx, k_conv_, k_in_, dk_conv), dx, true);
+  v_proj_.backward(x, conv_backward(ctx, v_conv_, v_in_, grads.dv.reshape({n, value_width_})), dx, true);
 
   if (spec_.gate == ops::GateKind::erase_write) {
     Tensor db_logits = ctx.temporary({n, key_width_});
-    ops::sigmoid_gate_backward(db_logits, grads.db.reshape({n, key_width_}), rule_in_.b.reshape({n, key_width_}),
-                               erase_scale_);
-    b_proj_.backward(db_logits, dx, true);
+    ops::sigmoid_gate_backward(db_logits, grads.db.reshape({n, key_width_}), erase_, erase_scale_);
+    b_proj_.backward(x, db_logits, dx, true);
     Tensor dw_logits = ctx.temporary({n, value_width_});
-    ops::sigmoid_gate_backward(dw_logits, grads.dw.reshape({n, value_width_}), rule_in_.w.reshape({n, value_width_}),
-                               1.0);
-    w_proj_->backward(dw_logits, dx, true);
+    ops::sigmoid_gate_backward(dw_logits, grads.dw.reshape({n, value_width_}), write_, 1.0);
+    w_proj_->backward(x, dw_logits, dx, true);
   } else {
     Tensor dbeta_logits = ctx.temporary({n, H});
-    ops::sigmoid_gate_backward(dbeta_logits, grads.dbeta, rule_in_.beta, erase_scale_);
-    b_proj_.backward(dbeta_logits, dx, true);
+    ops::sigmoid_gate_backward(dbeta_logits, grads.dbeta, beta_, erase_scale_);
+    b_proj_.backward(x, dbeta_logits, dx, true);
   }
 
   if (spec_.decay != ops::DecayKind::none) {
@@ -264,14 +291,14 @@ void DeltaRuleLayer::backward(StepContext& ctx, const Tensor& dy, Tensor dx) {
       ddecay_in = converted;
     }
     if (a_proj_) {
-      a_proj_->backward(ddecay_in, dx, true);
+      a_proj_->backward(x, ddecay_in, dx, true);
     } else {
-      f_proj_->backward(ctx, ddecay_in, dx, true);
+      f_proj_->backward(ctx, x, ddecay_in, dx, true);
     }
   }
 
-  if (g_proj_) g_proj_->backward(dz, dx, true);
-  if (g_proj_lowrank_) g_proj_lowrank_->backward(ctx, dz, dx, true);
+  if (g_proj_) g_proj_->backward(x, dz, dx, true);
+  if (g_proj_lowrank_) g_proj_lowrank_->backward(ctx, x, dz, dx, true);
 }
 
 }  // namespace linea

@@ -52,12 +52,19 @@ class DeltaRuleLayer final : public Mixer {
 
   void init(Rng& rng, double std) override;
   Tensor forward(StepContext& ctx, const Tensor& x) override;
-  void backward(StepContext& ctx, const Tensor& dy, Tensor dx) override;
+  void backward(StepContext& ctx, const Tensor& x, const Tensor& dy, Tensor dx) override;
 
  private:
+  // The delta rule's operands, recomputed from what forward keeps (cheap elementwise work: conv,
+  // SiLU, L2 norm, decay gate), in ctx.scratch; with the L2 norms' rstd for their backward.
+  struct Operands {
+    ops::DeltaRuleInputs in;
+    Tensor q_rstd, k_rstd;
+  };
+  Operands operands(StepContext& ctx);
   // silu(conv(x)) when the layer has convs, else x; and its backward.
   Tensor conv_forward(StepContext& ctx, std::optional<ShortConv>& conv, const Tensor& x);
-  Tensor conv_backward(StepContext& ctx, std::optional<ShortConv>& conv, const Tensor& dy);
+  Tensor conv_backward(StepContext& ctx, std::optional<ShortConv>& conv, const Tensor& x, const Tensor& dy);
   // The indices of a head-major width (per_head values per head) that this rank's heads occupy.
   ShardRange channels(int64_t per_head) const;
 
@@ -83,14 +90,16 @@ class DeltaRuleLayer final : public Mixer {
   Parameter* o_norm_;
   Linear o_proj_;
 
-  // Saved by forward for backward.
-  Tensor q_in_, k_in_, v_in_;       // projections, before conv
-  Tensor q_conv_out_, k_conv_out_;  // after conv + SiLU, before L2 norm
-  Tensor q_rstd_, k_rstd_;
-  Tensor decay_in_;  // W_a x or W_f x, in the master dtype
-  Tensor z_;         // output-gate input (undefined without gate)
-  Tensor o_, o_rstd_;
-  ops::DeltaRuleInputs rule_in_;
+  // Kept by forward for backward (in ctx.activations): the projections, the gates, the delta
+  // rule's output and the output gate's input. Everything between (conv + SiLU outputs, the
+  // L2-normed q and k, the log decay g, the normed output y that feeds o_proj, the rstds) is
+  // recomputed by backward from these.
+  Tensor q_in_, k_in_, v_in_;  // projections, before conv
+  Tensor beta_;                // β [N, H] (GateKind::beta)
+  Tensor erase_, write_;       // b [N, H·K], w [N, H·V] (GateKind::erase_write)
+  Tensor decay_in_;            // W_a x or W_f x, in the master dtype
+  Tensor z_;                   // output-gate input (undefined without gate)
+  Tensor o_;                   // the delta rule's output [N, H·V]
 };
 
 }  // namespace linea

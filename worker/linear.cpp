@@ -27,14 +27,17 @@ void Linear::init(Rng& rng, double std) {
 }
 
 Tensor Linear::forward(StepContext& ctx, const Tensor& x) {
-  x_ = x;
   Tensor y = ctx.activation({x.dim(0), out_});
-  ops::linear_forward(y, x, weight_->compute, bias_ ? bias_->compute : Tensor());
+  forward(x, y);
   return y;
 }
 
-void Linear::backward(const Tensor& dy, Tensor dx, bool accumulate_dx) {
-  ops::linear_backward(dx, weight_->compute_grad, bias_ ? bias_->compute_grad : Tensor(), dy, x_, weight_->compute,
+void Linear::forward(const Tensor& x, Tensor y) {
+  ops::linear_forward(y, x, weight_->compute, bias_ ? bias_->compute : Tensor());
+}
+
+void Linear::backward(const Tensor& x, const Tensor& dy, Tensor dx, bool accumulate_dx) {
+  ops::linear_backward(dx, weight_->compute_grad, bias_ ? bias_->compute_grad : Tensor(), dy, x, weight_->compute,
                        accumulate_dx);
 }
 

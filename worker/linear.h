@@ -1,6 +1,7 @@
 // Linear: y = x · Wᵀ (+ b), W: [out, in], on rows of tokens x: [N, in] → y: [N, out].
-// forward saves x (a view, not a copy); backward writes dx (or adds to it, when several
-// projections read the same input) and accumulates dW, db.
+// Saves nothing: backward takes the forward's input x again (the caller keeps it or recomputes
+// it), writes dx (or adds to it, when several projections read the same input) and accumulates
+// dW, db.
 //
 // Under tensor parallelism a Linear may hold a part of W (Megatron's parallel linear layers):
 //   LinearSplit::outputs  rows `range` of W and of b (column-parallel): x is whole, y holds those
@@ -28,9 +29,11 @@ class Linear {
 
   // W ~ N(0, std) (this rank's part of the full draw), b = 0.
   void init(Rng& rng, double std);
+  // y in ctx.activations (kept for the step), or into a given y: [N, out] (e.g. a temporary).
   Tensor forward(StepContext& ctx, const Tensor& x);
-  // dx may be undefined (the input needs no gradient).
-  void backward(const Tensor& dy, Tensor dx, bool accumulate_dx);
+  void forward(const Tensor& x, Tensor y);
+  // x: the forward's input; dx may be undefined (the input needs no gradient).
+  void backward(const Tensor& x, const Tensor& dy, Tensor dx, bool accumulate_dx);
 
   int64_t in_features() const { return in_; }
   int64_t out_features() const { return out_; }
@@ -40,7 +43,6 @@ class Linear {
   int64_t in_, out_;
   Parameter* weight_;
   Parameter* bias_ = nullptr;
-  Tensor x_;
 };
 
 }  // namespace linea

@@ -26,12 +26,21 @@ void LowRankLinear::init(Rng& rng, double std) {
   up_.init(rng, std);
 }
 
-Tensor LowRankLinear::forward(StepContext& ctx, const Tensor& x) { return up_.forward(ctx, down_.forward(ctx, x)); }
+Tensor LowRankLinear::forward(StepContext& ctx, const Tensor& x) {
+  Tensor y = ctx.activation({x.dim(0), up_.out_features()});
+  forward(ctx, x, y);
+  return y;
+}
 
-void LowRankLinear::backward(StepContext& ctx, const Tensor& dy, Tensor dx, bool accumulate_dx) {
-  Tensor dmid = ctx.temporary({dy.dim(0), rank_});
-  up_.backward(dy, dmid, false);
-  down_.backward(dmid, dx, accumulate_dx);
+void LowRankLinear::forward(StepContext& ctx, const Tensor& x, Tensor y) {
+  inner_ = down_.forward(ctx, x);
+  up_.forward(inner_, y);
+}
+
+void LowRankLinear::backward(StepContext& ctx, const Tensor& x, const Tensor& dy, Tensor dx, bool accumulate_dx) {
+  Tensor dinner = ctx.temporary({dy.dim(0), rank_});
+  up_.backward(inner_, dy, dinner, false);
+  down_.backward(x, dinner, dx, accumulate_dx);
 }
 
 }  // namespace linea

@@ -4,6 +4,7 @@
 // Under tensor parallelism (split = outputs) W₂ and b hold rows `range` (column-parallel) and W₁
 // is whole on every rank; each rank's backward then gives only its part of W₁'s gradient (through
 // its rows of W₂), so W₁ is marked partial_grad (summed over the group by Model).
+// forward keeps the inner W₁ x ([N, rank], small) in ctx.activations; backward takes x again.
 #pragma once
 #include <string>
 
@@ -18,12 +19,16 @@ class LowRankLinear {
                 LinearSplit split = LinearSplit::none, ShardRange range = {});
 
   void init(Rng& rng, double std);
+  // y in ctx.activations, or into a given y: [N, out].
   Tensor forward(StepContext& ctx, const Tensor& x);
-  void backward(StepContext& ctx, const Tensor& dy, Tensor dx, bool accumulate_dx);
+  void forward(StepContext& ctx, const Tensor& x, Tensor y);
+  // x: the forward's input.
+  void backward(StepContext& ctx, const Tensor& x, const Tensor& dy, Tensor dx, bool accumulate_dx);
 
  private:
   int64_t rank_;
   Linear down_, up_;
+  Tensor inner_;  // W₁ x
 };
 
 }  // namespace linea

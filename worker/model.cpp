@@ -103,16 +103,20 @@ Tensor Model::forward(StepContext& ctx, const Tensor& ids, const Tensor& targets
   }
   device_targets = on_device(ctx, targets);
   Tensor x = embedding_.forward(ctx, on_device(ctx, ids));
-  for (Block& block : blocks_) x = block.forward(ctx, x);
-  return norm_.forward(ctx, x);
+  for (Block& block : blocks_) {
+    x = block.forward(ctx, x);
+    scratch_.reset();  // the block's temporaries (its backward recomputes what it needs of them)
+  }
+  return x;
 }
 
 double Model::forward_backward(const Tensor& ids, const Tensor& targets, const SeqLayout& seqs, double loss_scale) {
   StepContext ctx = begin_step(seqs);
   int64_t count = 0;
   Tensor device_targets;
-  const Tensor hidden = forward(ctx, ids, targets, count, device_targets);
+  const Tensor residual = forward(ctx, ids, targets, count, device_targets);
   if (count == 0) return 0.0;
+  const Tensor hidden = norm_.forward(ctx, residual);
 
   partial_grads_.begin();
   Tensor dhidden = ctx.activation(hidden.shape());
@@ -120,7 +124,7 @@ double Model::forward_backward(const Tensor& ids, const Tensor& targets, const S
       lm_head_loss(ctx, tp_, hidden, head(), device_targets, loss_scale / double(count), dhidden, head().compute_grad);
   Tensor grad = ctx.activation(hidden.shape());
   Tensor next = ctx.activation(hidden.shape());
-  norm_.backward(dhidden, grad);
+  norm_.backward(residual, dhidden, grad);
   // Parameters [first, end) have their whole gradient of this micro-batch: it goes into the f32
   // gradients (mixed precision), then the hook hears of it. Partial TP sums end with finish().
   const bool per_block = partial_grads_.numel() == 0;
@@ -146,9 +150,10 @@ double Model::evaluate(const Tensor& ids, const Tensor& targets, const SeqLayout
   StepContext ctx = begin_step(seqs);
   int64_t count = 0;
   Tensor device_targets;
-  const Tensor hidden = forward(ctx, ids, targets, count, device_targets);
+  const Tensor residual = forward(ctx, ids, targets, count, device_targets);
   if (count == 0) return 0.0;
-  return lm_head_loss(ctx, tp_, hidden, head(), device_targets, 1.0, Tensor(), Tensor()) / double(count);
+  return lm_head_loss(ctx, tp_, norm_.forward(ctx, residual), head(), device_targets, 1.0, Tensor(), Tensor()) /
+         double(count);
 }
 
 }  // namespace linea

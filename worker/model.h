@@ -3,7 +3,9 @@
 //
 // Parameters live in one ParameterSet (f32 to train, f64 for finite-difference tests), named
 // embedding.weight, layers.{i}.{attn_norm,mixer.*,mlp_norm,mlp.*}, norm.weight, head.weight
-// (absent with tied embeddings). Activations live in an Arena sized by the first step.
+// (absent with tied embeddings). A step's tensors live in two Arenas sized by the first step:
+// `activations`, what forward keeps for backward, and `scratch`, the temporaries of one block's
+// forward or backward (reset after each; what a backward needs of them it recomputes, see Block).
 // A micro-batch is N packed tokens: ids and targets are i32 [N] host tensors; a target of −1 is
 // ignored; `seqs` says where documents begin (conv, attention, recurrent state and RoPE restart there).
 //
@@ -76,12 +78,14 @@ class Model {
 
   Device device() const { return params_.device(); }
 
-  // Bytes of activations the largest step so far needed.
-  size_t activation_bytes() const { return activations_.high_water_bytes() + scratch_.high_water_bytes(); }
+  // Bytes of activations the largest step so far needed: kept for backward, temporaries, and both.
+  size_t saved_activation_bytes() const { return activations_.high_water_bytes(); }
+  size_t scratch_bytes() const { return scratch_.high_water_bytes(); }
+  size_t activation_bytes() const { return saved_activation_bytes() + scratch_bytes(); }
 
  private:
-  // Runs embedding → blocks → final norm; returns the normed hidden states [N, D] and the number
-  // of targets that count.
+  // Runs embedding → blocks; returns the last block's output [N, D] (the final norm's input) and
+  // the number of targets that count.
   // Also sets device_targets to the targets on the model's device.
   Tensor forward(StepContext& ctx, const Tensor& ids, const Tensor& targets, int64_t& target_count,
                  Tensor& device_targets);

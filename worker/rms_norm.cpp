@@ -12,15 +12,14 @@ RMSNorm::RMSNorm(ParameterSet& params, const std::string& name, int64_t dim, dou
 void RMSNorm::init() { fill_constant(weight_->value, 1.0); }
 
 Tensor RMSNorm::forward(StepContext& ctx, const Tensor& x) {
-  x_ = x;
-  rstd_ = ctx.statistics({x.dim(0)});
-  Tensor y = ctx.activation({x.dim(0), dim_});
+  rstd_ = ctx.scratch.alloc({x.dim(0)}, ctx.statistics_dtype());
+  Tensor y = ctx.temporary({x.dim(0), dim_});
   ops::rmsnorm_forward(y, rstd_, x, weight_->compute, eps_);
   return y;
 }
 
-void RMSNorm::backward(const Tensor& dy, Tensor dx) {
-  ops::rmsnorm_backward(dx, weight_->compute_grad, dy, x_, weight_->compute, rstd_);
+void RMSNorm::backward(const Tensor& x, const Tensor& dy, Tensor dx) {
+  ops::rmsnorm_backward(dx, weight_->compute_grad, dy, x, weight_->compute, rstd_);
 }
 
 }  // namespace linea

@@ -1,5 +1,9 @@
 // RMSNorm over the feature dimension: y = x / sqrt(mean(x²) + eps) · w, w: [D] (initialised to 1).
-// forward saves x and the per-row rstd; backward overwrites dx and accumulates dw.
+// Saves nothing for the step: forward writes y and the per-row rstd to ctx.scratch (temporaries,
+// cheap to recompute) and keeps a view of that rstd; backward(x, dy, dx) reads it, so it must
+// follow a forward on the same x since ctx.scratch was last reset (a caller that resets the scratch
+// in between runs forward again first: Block recomputes y there, which the projections reading y
+// need for their weight gradients anyway). backward overwrites dx and accumulates dw.
 #pragma once
 #include <string>
 
@@ -14,13 +18,14 @@ class RMSNorm {
 
   void init();
   Tensor forward(StepContext& ctx, const Tensor& x);
-  void backward(const Tensor& dy, Tensor dx);
+  // x: the input of the latest forward.
+  void backward(const Tensor& x, const Tensor& dy, Tensor dx);
 
  private:
   int64_t dim_;
   double eps_;
   Parameter* weight_;
-  Tensor x_, rstd_;
+  Tensor rstd_;  // of the latest forward, in ctx.scratch
 };
 
 }  // namespace linea

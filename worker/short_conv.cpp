@@ -15,14 +15,13 @@ ShortConv::ShortConv(ParameterSet& params, const std::string& name, int64_t chan
 void ShortConv::init(Rng& rng, double std) { init_normal(*weight_, rng, std); }
 
 Tensor ShortConv::forward(StepContext& ctx, const Tensor& x) {
-  x_ = x;
-  Tensor y = ctx.activation({x.dim(0), channels_});
+  Tensor y = ctx.temporary({x.dim(0), channels_});
   ops::short_conv_silu_forward(y, x, weight_->compute, ctx.seqs);
   return y;
 }
 
-void ShortConv::backward(StepContext& ctx, const Tensor& dy, Tensor dx) {
-  ops::short_conv_silu_backward(dx, weight_->compute_grad, dy, x_, weight_->compute, ctx.seqs);
+void ShortConv::backward(StepContext& ctx, const Tensor& x, const Tensor& dy, Tensor dx) {
+  ops::short_conv_silu_backward(dx, weight_->compute_grad, dy, x, weight_->compute, ctx.seqs);
 }
 
 }  // namespace linea

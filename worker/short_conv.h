@@ -1,6 +1,7 @@
 // ShortConv: depthwise causal convolution over time (kernel W, no bias) followed by SiLU, on
 // x: [N, C], weight: [C, W] ~ N(0, init_std) (fla's ShortConvolution). It restarts at every
-// document boundary of ctx.seqs. backward overwrites dx and accumulates dweight.
+// document boundary of ctx.seqs. Saves nothing: forward's output is a temporary (ctx.scratch),
+// cheap to recompute; backward takes x again, overwrites dx and accumulates dweight.
 // Depthwise, so channels are independent: a tensor-parallel rank may hold channels `shard` of the
 // full C (x then holds those channels too).
 #pragma once
@@ -21,12 +22,12 @@ class ShortConv {
 
   void init(Rng& rng, double std);
   Tensor forward(StepContext& ctx, const Tensor& x);
-  void backward(StepContext& ctx, const Tensor& dy, Tensor dx);
+  // x: the forward's input.
+  void backward(StepContext& ctx, const Tensor& x, const Tensor& dy, Tensor dx);
 
  private:
   int64_t channels_;  // held by this rank
   Parameter* weight_;
-  Tensor x_;
 };
 
 }  // namespace linea

@@ -1,8 +1,9 @@
 // StepContext: what every module's forward and backward share during one micro-batch.
 //
-// `activations` holds each module's outputs and whatever its backward needs; it is reset at the
-// start of a step, so saved tensors stay valid until the next forward. `scratch` holds the
-// temporaries of a backward and may be reset after each block's backward. Both arenas live on the
+// `activations` holds what each module's backward needs (and the block outputs); it is reset at
+// the start of a step, so kept tensors stay valid until the next forward. `scratch` holds the
+// temporaries of one block's forward or backward (Model resets it after each): what a backward
+// needs of them it recomputes. Both arenas live on the
 // model's device. `seqs` (on the host) says where the packed documents begin (conv, attention and
 // the delta rule never cross a boundary); `positions` (i32 [N], on the device) is each token's
 // position inside its document, for RoPE.

@@ -20,20 +20,22 @@ void SwiGLUMLP::init(Rng& rng, double std) {
 Tensor SwiGLUMLP::forward(StepContext& ctx, const Tensor& x) {
   gate_ = gate_proj_.forward(ctx, x);
   up_ = up_proj_.forward(ctx, x);
-  Tensor h = ctx.activation({x.dim(0), units_.size});
+  Tensor h = ctx.temporary({x.dim(0), units_.size});
   ops::swiglu_forward(h, gate_, up_);
   return down_proj_.forward(ctx, h);
 }
 
-void SwiGLUMLP::backward(StepContext& ctx, const Tensor& dy, Tensor dx) {
+void SwiGLUMLP::backward(StepContext& ctx, const Tensor& x, const Tensor& dy, Tensor dx) {
   const int64_t n = dy.dim(0);
+  Tensor h = ctx.temporary({n, units_.size});
+  ops::swiglu_forward(h, gate_, up_);
   Tensor dh = ctx.temporary({n, units_.size});
-  down_proj_.backward(dy, dh, false);
+  down_proj_.backward(h, dy, dh, false);
   Tensor dgate = ctx.temporary({n, units_.size});
   Tensor dup = ctx.temporary({n, units_.size});
   ops::swiglu_backward(dgate, dup, dh, gate_, up_);
-  gate_proj_.backward(dgate, dx, false);
-  up_proj_.backward(dup, dx, true);
+  gate_proj_.backward(x, dgate, dx, false);
+  up_proj_.backward(x, dup, dx, true);
 }
 
 }  // namespace linea

@@ -184,6 +184,55 @@ TEST(Model, GradientsReadyReportsEachParameterOnceWhenFinal) {
   }
 }
 
+// What forward keeps for backward, listed module by module as the headers state it (every other
+// tensor of a step is a temporary in the scratch arena), as per-token widths in the step's dtype.
+// Each is one arena allocation, rounded up to 256 bytes.
+size_t kept_bytes(const ModelConfig& c, int64_t tokens, size_t element_bytes) {
+  const auto arena_bytes = [](size_t bytes) { return (bytes + 255) / 256 * 256; };
+  const int64_t D = c.d_model, F = c.mlp_hidden, H = c.linear.heads;
+  const int64_t HK = H * c.linear.d_k, HV = H * c.linear.d_v;
+  std::vector<int64_t> widths = {D};  // the embedding's output
+  for (int64_t layer = 0; layer < c.layers; ++layer) {
+    if (c.is_attention_layer(layer)) {
+      const int64_t q = c.attention.heads * c.attention.head_dim, kv = c.attention.kv_heads * c.attention.head_dim;
+      widths.insert(widths.end(), {q, kv, kv, q, c.attention.heads});  // q, k, v (rotated), out, lse
+    } else {
+      const bool low_rank = c.mixer == MixerKind::kda || c.mixer == MixerKind::gdn2;
+      widths.insert(widths.end(), {HK, HK, HV});                                   // q, k, v projections
+      if (c.mixer == MixerKind::gdn2) widths.insert(widths.end(), {HK, HV});       // erase and write gates
+      if (c.mixer != MixerKind::gdn2) widths.push_back(H);                         // β
+      if (c.mixer == MixerKind::gdn) widths.push_back(H);                          // W_a x
+      if (low_rank) widths.insert(widths.end(), {c.linear.decay_rank, HK});        // W_f x and its inner
+      widths.push_back(HV);                                                        // o
+      if (c.linear.output_gate && low_rank) widths.push_back(c.linear.gate_rank);  // g_proj's inner
+      if (c.linear.output_gate) widths.push_back(HV);                              // z
+    }
+    widths.insert(widths.end(), {D, F, F, D});  // mixer output (h), MLP gate and up, block output
+  }
+  widths.insert(widths.end(), {D, D, D});  // the loss's dhidden and backward's two gradient buffers
+  size_t total = arena_bytes(size_t(tokens) * sizeof(int32_t));  // RoPE positions
+  for (const int64_t w : widths) total += arena_bytes(size_t(tokens * w) * element_bytes);
+  return total;
+}
+
+// The activations arena holds no more than that list: norm outputs, conv and SiLU outputs, the
+// L2-normed q and k, the decay gate, the normed output that feeds o_proj and the SwiGLU product are
+// recomputed in backward, not kept.
+TEST(Model, KeepsOnlyWhatBackwardNeeds) {
+  for (MixerKind mixer : {MixerKind::deltanet, MixerKind::gdn, MixerKind::kda, MixerKind::gdn2}) {
+    for (bool gate : {false, true}) {
+      ModelConfig c = tiny_hybrid(mixer, false);
+      c.linear.output_gate = gate;
+      Model model(c, DType::f64);
+      model.init_parameters(2);
+      const Batch batch = packed_batch(11, 3);
+      model.forward_backward(batch.ids, batch.targets, batch.seqs, 1.0);
+      EXPECT_LE(model.saved_activation_bytes(), kept_bytes(model.config(), batch.seqs.num_tokens(), sizeof(double)))
+          << mixer_kind_name(mixer) << " output_gate " << gate;
+    }
+  }
+}
+
 TEST(Model, Float32AgreesWithFloat64) {
   const ModelConfig c = tiny_hybrid(MixerKind::gdn2, false);
   Model f32(c, DType::f32), f64(c, DType::f64);

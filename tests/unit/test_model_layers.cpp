@@ -26,7 +26,8 @@ using testing::gradient_matches;
 using testing::random_tensor;
 
 using Forward = std::function<Tensor(StepContext&, const Tensor&)>;
-using Backward = std::function<void(StepContext&, const Tensor&, Tensor)>;
+// Backward gets the forward's input again (the modules keep no view of it).
+using Backward = std::function<void(StepContext&, const Tensor& x, const Tensor& dy, Tensor dx)>;
 
 // Documents of 5, 4 and 70 tokens: boundaries inside the batch and a chunk boundary at 64.
 SeqLayout packed_layout() { return SeqLayout{{0, 5, 9, 79}}; }
@@ -60,7 +61,7 @@ void check_module(ParameterSet& params, const SeqLayout& seqs, Tensor x, const F
   StepContext ctx(activations, scratch, seqs, DType::f64);
   forward(ctx, x);
   Tensor dx = Tensor::zeros(x.shape(), DType::f64);
-  backward(ctx, r, dx);
+  backward(ctx, x, r, dx);
   EXPECT_TRUE(gradient_matches("input", loss, x, dx, 1e-5, 32));
   const Tensor grads = params.grads().clone();
   for (Parameter& p : params.params()) {
@@ -79,7 +80,7 @@ TEST(ModelLayers, Linear) {
   check_module(
       params, seqs, random_tensor({seqs.num_tokens(), 6}, rng),
       [&](StepContext& ctx, const Tensor& x) { return linear.forward(ctx, x); },
-      [&](StepContext&, const Tensor& dy, Tensor dx) { linear.backward(dy, dx, false); });
+      [&](StepContext&, const Tensor& x, const Tensor& dy, Tensor dx) { linear.backward(x, dy, dx, false); });
 }
 
 TEST(ModelLayers, LinearAccumulatesIntoSharedInputGradient) {
@@ -97,11 +98,11 @@ TEST(ModelLayers, LinearAccumulatesIntoSharedInputGradient) {
   b.forward(ctx, x);
   const Tensor da = random_tensor({4, 2}, rng), db = random_tensor({4, 4}, rng);
   Tensor both = Tensor::zeros({4, 3}, DType::f64), only_b = Tensor::zeros({4, 3}, DType::f64);
-  a.backward(da, both, false);
-  b.backward(db, both, true);
+  a.backward(x, da, both, false);
+  b.backward(x, db, both, true);
   Tensor only_a = Tensor::zeros({4, 3}, DType::f64);
-  a.backward(da, only_a, false);
-  b.backward(db, only_b, false);
+  a.backward(x, da, only_a, false);
+  b.backward(x, db, only_b, false);
   for (int64_t i = 0; i < 12; ++i) {
     EXPECT_NEAR(both.data<double>()[i], only_a.data<double>()[i] + only_b.data<double>()[i], 1e-12);
   }
@@ -117,7 +118,7 @@ TEST(ModelLayers, LowRankLinear) {
   check_module(
       params, seqs, random_tensor({seqs.num_tokens(), 6}, rng),
       [&](StepContext& ctx, const Tensor& x) { return proj.forward(ctx, x); },
-      [&](StepContext& ctx, const Tensor& dy, Tensor dx) { proj.backward(ctx, dy, dx, false); });
+      [&](StepContext& ctx, const Tensor& x, const Tensor& dy, Tensor dx) { proj.backward(ctx, x, dy, dx, false); });
   EXPECT_NE(params.find("g_proj.0.weight"), nullptr);
   EXPECT_NE(params.find("g_proj.1.bias"), nullptr);
 }
@@ -132,7 +133,7 @@ TEST(ModelLayers, RMSNorm) {
   check_module(
       params, seqs, random_tensor({seqs.num_tokens(), 6}, rng),
       [&](StepContext& ctx, const Tensor& x) { return norm.forward(ctx, x); },
-      [&](StepContext&, const Tensor& dy, Tensor dx) { norm.backward(dy, dx); });
+      [&](StepContext&, const Tensor& x, const Tensor& dy, Tensor dx) { norm.backward(x, dy, dx); });
 }
 
 TEST(ModelLayers, SwiGLUMLP) {
@@ -145,7 +146,7 @@ TEST(ModelLayers, SwiGLUMLP) {
   check_module(
       params, seqs, random_tensor({seqs.num_tokens(), 6}, rng),
       [&](StepContext& ctx, const Tensor& x) { return mlp.forward(ctx, x); },
-      [&](StepContext& ctx, const Tensor& dy, Tensor dx) { mlp.backward(ctx, dy, dx); });
+      [&](StepContext& ctx, const Tensor& x, const Tensor& dy, Tensor dx) { mlp.backward(ctx, x, dy, dx); });
 }
 
 TEST(ModelLayers, ShortConvRestartsAtDocumentBoundaries) {
@@ -158,7 +159,7 @@ TEST(ModelLayers, ShortConvRestartsAtDocumentBoundaries) {
   const Tensor x = random_tensor({seqs.num_tokens(), 5}, rng);
   check_module(
       params, seqs, x, [&](StepContext& ctx, const Tensor& in) { return conv.forward(ctx, in); },
-      [&](StepContext& ctx, const Tensor& dy, Tensor dx) { conv.backward(ctx, dy, dx); });
+      [&](StepContext& ctx, const Tensor& x, const Tensor& dy, Tensor dx) { conv.backward(ctx, x, dy, dx); });
 
   // The second document's output does not change when the first document's tokens do.
   Arena activations, scratch;
@@ -221,7 +222,7 @@ void check_attention(int64_t window) {
   check_module(
       params, seqs, random_tensor({seqs.num_tokens(), 6}, rng),
       [&](StepContext& ctx, const Tensor& x) { return layer.forward(ctx, x); },
-      [&](StepContext& ctx, const Tensor& dy, Tensor dx) { layer.backward(ctx, dy, dx); });
+      [&](StepContext& ctx, const Tensor& x, const Tensor& dy, Tensor dx) { layer.backward(ctx, x, dy, dx); });
 }
 
 TEST(ModelLayers, AttentionGQA) { check_attention(0); }
@@ -251,7 +252,7 @@ void check_delta_rule(MixerKind kind, const LinearMixerConfig& config, const std
   check_module(
       params, seqs, random_tensor({seqs.num_tokens(), 6}, rng),
       [&](StepContext& ctx, const Tensor& x) { return layer.forward(ctx, x); },
-      [&](StepContext& ctx, const Tensor& dy, Tensor dx) { layer.backward(ctx, dy, dx); });
+      [&](StepContext& ctx, const Tensor& x, const Tensor& dy, Tensor dx) { layer.backward(ctx, x, dy, dx); });
 }
 
 TEST(ModelLayers, DeltaNetPlainNorm) {

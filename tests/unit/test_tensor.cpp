@@ -39,6 +39,17 @@ TEST(Arena, FoldsIntoOneBlockAfterFirstStep) {
   EXPECT_EQ(arena.capacity_bytes(), arena.high_water_bytes());
 }
 
+// The first step's spilled blocks hold at most about 9/8 of what it used (doubling blocks would
+// hold 64 MiB for these 33).
+TEST(Arena, FirstStepHoldsLittleMoreThanItUses) {
+  Arena arena;
+  for (int i = 0; i < 33 * 16; ++i) arena.alloc({1 << 14}, DType::f32);  // 64 KiB each
+  EXPECT_EQ(arena.high_water_bytes(), size_t(33) << 20);
+  EXPECT_LE(arena.capacity_bytes(), arena.high_water_bytes() / 8 * 9 + (size_t(1) << 20));
+  arena.reset();
+  EXPECT_EQ(arena.capacity_bytes(), arena.high_water_bytes());
+}
+
 TEST(SeqLayout, PositionsAndValidation) {
   SeqLayout s{{0, 3, 5}};
   EXPECT_EQ(s.positions(), (std::vector<int32_t>{0, 1, 2, 0, 1}));
