@@ -50,6 +50,7 @@ __global__ void __launch_bounds__(kThreads) chunk_gradients_kernel(Operands<E> x
   const int K = x.key_dim, V = x.value_dim;
   const ChunkRef<E, kDecay, kGate> c(x, chunks, ws.G, chunk, head);
   const int L = c.len;
+  constexpr bool kExact = kTf32Exact<E>;  // token rows as they are: TF32 numbers (block_gemm)
   const float* S0 = ws.S + (chunk * x.heads + head) * K * V;
   const float* dS = gws.dS + (chunk * x.heads + head) * K * V;
   const float* T = ws.T + (chunk * x.heads + head) * kChunk * kChunk;
@@ -75,27 +76,27 @@ __global__ void __launch_bounds__(kThreads) chunk_gradients_kernel(Operands<E> x
   const auto dUt_at = [&](int i, int e) { return gws.dUt[c.value(i, e)]; };
   const auto Ut_at = [&](int i, int e) { return ws.Ut[c.value(i, e)]; };
   const auto T_transposed = [&](int i, int m) { return m >= i ? T[m * kChunk + i] : 0.0f; };
-  block_gemm<true, false>(
+  block_gemm<gemm::b_k_fast | gemm::a_tf32_if(kExact)>(
       L, L, V, d_out, [&](int e, int j) { return Ut_at(j, e); },
       [&](int i, int j, float s) { dP[i * kPitch + j] = j <= i ? x.scale * s : 0.0f; }, tiles);
-  block_gemm<true, false>(
+  block_gemm<gemm::b_k_fast | gemm::a_tf32_if(kExact)>(
       L, K, V, d_out, state_column(S0), [&](int i, int d, float s) { gws.dQd[c.key(i, d)] = x.scale * s; }, tiles);
-  block_gemm<true, false>(
+  block_gemm<gemm::b_k_fast>(
       L, K, V, Ut_at, state_column(dS), [&](int i, int d, float s) { gws.dKe[c.key(i, d)] = s; }, tiles);
-  block_gemm<true, false>(
+  block_gemm<gemm::b_k_fast>(
       L, K, V, dUt_at, state_column(S0), [&](int i, int d, float s) { gws.dW[c.key(i, d)] = -s; }, tiles);
-  block_gemm<false, true>(
+  block_gemm<gemm::a_m_fast>(
       L, V, L, T_transposed, dUt_at, [&](int i, int e, float s) { gws.dX[c.value(i, e)] = s; }, tiles);
   __syncthreads();
 
   // 2.
-  block_gemm<false, true>(
+  block_gemm<gemm::a_m_fast>(
       L, K, L, T_transposed, [&](int m, int d) { return gws.dW[c.key(m, d)]; },
       [&](int i, int d, float s) { gws.dY[c.key(i, d)] = s; }, tiles);
   __syncthreads();
 
   // 3. One product of depth V + K: [dX | dY] · [U | W]ᵀ.
-  block_gemm<true, false>(
+  block_gemm<gemm::b_k_fast>(
       L, L, V + K, [&](int i, int k) { return k < V ? gws.dX[c.value(i, k)] : gws.dY[c.key(i, k - V)]; },
       [&](int k, int j) { return k < V ? ws.U[c.value(j, k)] : ws.W[c.key(j, k - V)]; },
       [&](int i, int j, float s) { dA[i * kPitch + j] = j < i ? -s : 0.0f; }, tiles);
@@ -110,18 +111,25 @@ __global__ void __launch_bounds__(kThreads) chunk_gradients_kernel(Operands<E> x
   const auto query_row = [&](int m, int d) { return c.q(m, d); };
   if constexpr (kDecay != ops::DecayKind::channel) {
     // e_ij is one factor per pair: with Ã = dA ⊙ e and P̃ = dP ⊙ e (j < i), dek = Ã K,
-    // dp_row = P̃ K, da_col = Ãᵀ (b ⊙ K), dp_col = P̃ᵀ Q.
+    // dp_row = P̃ K, da_col = Ãᵀ (b ⊙ K), dp_col = P̃ᵀ Q (with GateKind::beta, β_m goes with Ã's
+    // row m, so that every right operand is a token row as it is).
     const auto decayed = [&](const float* M, int i, int j) { return j < i ? M[i * kPitch + j] * e_of(i, j, 0) : 0.0f; };
-    block_gemm(
+    block_gemm<gemm::b_tf32_if(kExact)>(
         L, K, L, [&](int i, int j) { return decayed(dA, i, j); }, key_row,
         [&](int i, int d, float s) { gws.dW[c.key(i, d)] = s; }, tiles);
-    block_gemm(
+    block_gemm<gemm::b_tf32_if(kExact)>(
         L, K, L, [&](int i, int j) { return decayed(dP, i, j); }, key_row,
         [&](int i, int d, float s) { gws.dG[c.key(i, d)] = s; }, tiles);
-    block_gemm<false, true>(
-        L, K, L, [&](int i, int m) { return decayed(dA, m, i); }, erase_key_row,
-        [&](int i, int d, float s) { gws.r[c.key(i, d)] = s; }, tiles);
-    block_gemm<false, true>(
+    if constexpr (kGate == ops::GateKind::beta) {
+      block_gemm<gemm::a_m_fast | gemm::b_tf32_if(kExact)>(
+          L, K, L, [&](int i, int m) { return decayed(dA, m, i) * c.erase(m, 0); }, key_row,
+          [&](int i, int d, float s) { gws.r[c.key(i, d)] = s; }, tiles);
+    } else {
+      block_gemm<gemm::a_m_fast>(
+          L, K, L, [&](int i, int m) { return decayed(dA, m, i); }, erase_key_row,
+          [&](int i, int d, float s) { gws.r[c.key(i, d)] = s; }, tiles);
+    }
+    block_gemm<gemm::a_m_fast | gemm::b_tf32_if(kExact)>(
         L, K, L, [&](int i, int m) { return decayed(dP, m, i); }, query_row,
         [&](int i, int d, float s) { gws.db[c.key(i, d)] = s; }, tiles);
   } else {
@@ -148,10 +156,10 @@ __global__ void __launch_bounds__(kThreads) chunk_gradients_kernel(Operands<E> x
       const auto from_ref = [&](auto row) {
         return [&, row](int m, int d) { return row(n + m, d) * c.between(n + m, n, d); };
       };
-      block_gemm<false, true>(
+      block_gemm<gemm::a_m_fast>(
           n, K, rows, [&](int i, int m) { return dA[(n + m) * kPitch + i]; }, from_ref(erase_key_row),
           [&](int i, int d, float s) { gws.r[c.key(i, d)] += s * c.between(n, i, d); }, tiles);
-      block_gemm<false, true>(
+      block_gemm<gemm::a_m_fast>(
           n, K, rows, [&](int i, int m) { return dP[(n + m) * kPitch + i]; }, from_ref(query_row),
           [&](int i, int d, float s) { gws.db[c.key(i, d)] += s * c.between(n, i, d); }, tiles);
     }

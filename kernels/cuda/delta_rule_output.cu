@@ -18,8 +18,10 @@ __global__ void __launch_bounds__(kThreads) output_kernel(Operands<E> x, Chunks 
   const float* S0 = ws.S + (chunk * x.heads + head) * K * V;
   const float* P = ws.P + (chunk * x.heads + head) * kChunk * kChunk;
   __shared__ BlockGemmTiles tiles;
-  // One product of depth K + L: [Qg | scale·P] · [S0 ; Ũ].
-  block_gemm(
+  // One product of depth K + L: [Qg | scale·P] · [S0 ; Ũ]. A bf16 O is rounded to 8 bits right
+  // away and feeds nothing else here: its product takes TF32 operands (one pass).
+  constexpr bool kBf16 = kTf32Exact<E>;
+  block_gemm<gemm::a_tf32_if(kBf16) | gemm::b_tf32_if(kBf16)>(
       c.len, V, K + c.len, [&](int i, int k) { return k < K ? ws.Qg[c.key(i, k)] : x.scale * P[i * kChunk + k - K]; },
       [&](int k, int e) { return k < K ? S0[k * V + e] : ws.Ut[c.value(k - K, e)]; },
       [&](int i, int e, float s) { o[c.value(i, e)] = from_float<E>(s); }, tiles);
@@ -34,7 +36,7 @@ __global__ void __launch_bounds__(kThreads)
   const ChunkRef<E, kDecay, kGate> c(x, chunks, ws.G, chunk, head);
   const float* P = ws.P + (chunk * x.heads + head) * kChunk * kChunk;
   __shared__ BlockGemmTiles tiles;
-  block_gemm<false, true>(
+  block_gemm<gemm::a_m_fast | gemm::b_tf32_if(kTf32Exact<E>)>(
       c.len, V, c.len, [&](int i, int j) { return P[j * kChunk + i]; },
       [&](int j, int e) { return to_float(d_o[c.value(j, e)]); },
       [&](int i, int e, float s) { gws.dUt[c.value(i, e)] = x.scale * s; }, tiles);
