@@ -5,9 +5,7 @@
 //
 // For each block of 64 columns, tiles of depth 32 of A and B go through shared memory and the 8
 // warps multiply them on the tensor cores (WMMA m16n16k8 TF32, each warp a 16×32 piece of the
-// 64×64 result). The next tile's loads are issued before the current tile is multiplied, so their
-// latency hides behind the tensor-core work (also across the column blocks: the next block's first
-// tile loads while this one's results are stored).
+// 64×64 result).
 // Precision: by default an operand is split, x = big + small with big = tf32(x) and small =
 // tf32(x − big), and big·big + big·small + small·big is accumulated in f32 ("3×TF32"): the product
 // stays within a few f32 roundings of the exact one. gemm::a_tf32 / b_tf32 round the
@@ -79,7 +77,6 @@ __device__ void block_gemm(int M, int N, int D, FA a, FB b, FS store, BlockGemmT
   namespace detail = block_gemm_detail;
   constexpr int R = BlockGemmTiles::kRows, KD = BlockGemmTiles::kDepth, P = BlockGemmTiles::kPitch,
                 DP = BlockGemmTiles::kDepthPitch;
-  constexpr int kPerThread = KD * R / kBlockGemmThreads;  // tile entries of A (and of B) per thread
   constexpr bool kAK = !(kOptions & gemm::a_m_fast), kBN = !(kOptions & gemm::b_k_fast);
   constexpr bool kSplitA = !(kOptions & gemm::a_tf32), kSplitB = !(kOptions & gemm::b_tf32);
   using LayoutA = std::conditional_t<kAK, wmma::row_major, wmma::col_major>;
@@ -93,82 +90,47 @@ __device__ void block_gemm(int M, int N, int D, FA a, FB b, FS store, BlockGemmT
   constexpr int kLeadA = kAK ? DP : P, kLeadB = kBN ? P : DP;
   const int warp = threadIdx.x / 32;
   const int wm = (warp % 4) * 16, wn = (warp / 4) * 32;  // the warp's piece: rows wm.., columns wn..
-  const int depth_tiles = (D + KD - 1) / KD, tiles = (N + R - 1) / R * depth_tiles;
-
-  // Entry r of this thread's share of a tile: (m, k) of A and (k, n) of B.
-  const auto a_entry = [&](int r, int& m, int& k) {
-    const int p = threadIdx.x + r * kBlockGemmThreads;
-    m = kAK ? p / KD : p % R;
-    k = kAK ? p % KD : p / R;
-  };
-  const auto b_entry = [&](int r, int& k, int& n) {
-    const int p = threadIdx.x + r * kBlockGemmThreads;
-    n = kBN ? p % R : p / KD;
-    k = kBN ? p / R : p % KD;
-  };
-  // Tile s (column block s / depth_tiles, depth tile s % depth_tiles) into registers. Out-of-range
-  // entries read a clamped, valid entry and keep 0: no branch around the loads, so they issue
-  // together.
-  float staged_a[kPerThread], staged_b[kPerThread];
-  const auto load = [&](int s) {
-    const int n0 = s / depth_tiles * R, k0 = s % depth_tiles * KD;
-#pragma unroll
-    for (int r = 0; r < kPerThread; ++r) {
-      int m, k, n;
-      a_entry(r, m, k);
-      const float av = a(min(m, M - 1), min(k0 + k, D - 1));
-      staged_a[r] = m < M && k0 + k < D ? av : 0.0f;
-      b_entry(r, k, n);
-      const float bv = b(min(k0 + k, D - 1), min(n0 + n, N - 1));
-      staged_b[r] = n0 + n < N && k0 + k < D ? bv : 0.0f;
-    }
-  };
-
-  Accumulator acc[2];
-  load(0);
-  for (int s = 0; s < tiles; ++s) {
-    const int n0 = s / depth_tiles * R;
-    if (s % depth_tiles == 0) {
-      wmma::fill_fragment(acc[0], 0.0f);
-      wmma::fill_fragment(acc[1], 0.0f);
-    }
-#pragma unroll
-    for (int r = 0; r < kPerThread; ++r) {
-      int m, k, n;
-      a_entry(r, m, k);
-      t.in.a[a_at(m, k)] = staged_a[r];
-      b_entry(r, k, n);
-      t.in.b[b_at(k, n)] = staged_b[r];
-    }
-    __syncthreads();
-    if (s + 1 < tiles) load(s + 1);
-#pragma unroll
-    for (int k = 0; k < KD; k += 8) {
-      FragmentA a_big, a_small;
-      wmma::load_matrix_sync(a_big, &t.in.a[a_at(wm, k)], kLeadA);
-      detail::round_tf32<kSplitA>(a_big, a_small);
-#pragma unroll
-      for (int j = 0; j < 2; ++j) {
-        FragmentB b_big, b_small;
-        wmma::load_matrix_sync(b_big, &t.in.b[b_at(k, wn + 16 * j)], kLeadB);
-        detail::round_tf32<kSplitB>(b_big, b_small);
-        if constexpr (kSplitA) wmma::mma_sync(acc[j], a_small, b_big, acc[j]);
-        if constexpr (kSplitB) wmma::mma_sync(acc[j], a_big, b_small, acc[j]);
-        wmma::mma_sync(acc[j], a_big, b_big, acc[j]);
+  for (int n0 = 0; n0 < N; n0 += R) {
+    Accumulator acc[2];
+    wmma::fill_fragment(acc[0], 0.0f);
+    wmma::fill_fragment(acc[1], 0.0f);
+    for (int k0 = 0; k0 < D; k0 += KD) {
+      // Out-of-range entries read a clamped, valid entry and store 0: no branch around the loads,
+      // so the compiler can issue several together.
+      for (int p = threadIdx.x; p < KD * R; p += kBlockGemmThreads) {
+        const int am = kAK ? p / KD : p % R, ak = kAK ? p % KD : p / R;
+        const float av = a(min(am, M - 1), min(k0 + ak, D - 1));
+        t.in.a[a_at(am, ak)] = am < M && k0 + ak < D ? av : 0.0f;
+        const int bn = kBN ? p % R : p / KD, bk = kBN ? p / R : p % KD;
+        const float bv = b(min(k0 + bk, D - 1), min(n0 + bn, N - 1));
+        t.in.b[b_at(bk, bn)] = n0 + bn < N && k0 + bk < D ? bv : 0.0f;
       }
-    }
-    __syncthreads();
-    if (s % depth_tiles == depth_tiles - 1) {
-      wmma::store_matrix_sync(&t.c[wm][wn], acc[0], P, wmma::mem_row_major);
-      wmma::store_matrix_sync(&t.c[wm][wn + 16], acc[1], P, wmma::mem_row_major);
       __syncthreads();
-#pragma unroll 4
-      for (int p = threadIdx.x; p < R * R; p += kBlockGemmThreads) {
-        const int m = p / R, n = p % R;
-        if (m < M && n0 + n < N) store(m, n0 + n, t.c[m][n]);
+#pragma unroll
+      for (int k = 0; k < KD; k += 8) {
+        FragmentA a_big, a_small;
+        wmma::load_matrix_sync(a_big, &t.in.a[a_at(wm, k)], kLeadA);
+        detail::round_tf32<kSplitA>(a_big, a_small);
+#pragma unroll
+        for (int j = 0; j < 2; ++j) {
+          FragmentB b_big, b_small;
+          wmma::load_matrix_sync(b_big, &t.in.b[b_at(k, wn + 16 * j)], kLeadB);
+          detail::round_tf32<kSplitB>(b_big, b_small);
+          if constexpr (kSplitA) wmma::mma_sync(acc[j], a_small, b_big, acc[j]);
+          if constexpr (kSplitB) wmma::mma_sync(acc[j], a_big, b_small, acc[j]);
+          wmma::mma_sync(acc[j], a_big, b_big, acc[j]);
+        }
       }
       __syncthreads();
     }
+    wmma::store_matrix_sync(&t.c[wm][wn], acc[0], P, wmma::mem_row_major);
+    wmma::store_matrix_sync(&t.c[wm][wn + 16], acc[1], P, wmma::mem_row_major);
+    __syncthreads();
+    for (int p = threadIdx.x; p < R * R; p += kBlockGemmThreads) {
+      const int m = p / R, n = p % R;
+      if (m < M && n0 + n < N) store(m, n0 + n, t.c[m][n]);
+    }
+    __syncthreads();
   }
 }
 

@@ -10,7 +10,7 @@ namespace linea::cuda::delta {
 namespace {
 
 template <class E, ops::DecayKind kDecay, ops::GateKind kGate>
-__global__ void __launch_bounds__(kThreads) output_kernel(Operands<E> x, Chunks chunks, Workspace ws, E* o) {
+__global__ void __launch_bounds__(kThreads, 3) output_kernel(Operands<E> x, Chunks chunks, Workspace ws, E* o) {
   const int64_t chunk = blockIdx.x;
   const int head = blockIdx.y;
   const int K = x.key_dim, V = x.value_dim;

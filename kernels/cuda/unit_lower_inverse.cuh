@@ -1,7 +1,7 @@
 // invert_unit_lower: T = (I + A)^{-1} for a strictly lower triangular 64×64 A in shared memory
 // (A_ij read for j < i only), by one block of 256 threads, in blocks of 16 × 16:
 //   1. the diagonal blocks' inverses D_b = (I + A_bb)^{-1}, one thread per column (forward
-//      substitution in registers: x_i = −Σ_{j≤m<i} A_im x_m, x_j = 1);
+//      substitution down the column: x_i = −Σ_{j≤m<i} A_im x_m, x_j = 1);
 //   2. block row by block row, b = 1, 2, 3: T_bc = −D_b Σ_{c≤m<b} A_bm T_mc for c < b
 //      (T_mc known for m < b), one thread per (row, column within the block).
 // T is zero above the diagonal. Ten block barriers instead of one per row. Every thread of the
@@ -17,20 +17,16 @@ __device__ void invert_unit_lower(const float (*A)[kPitch], float (*T)[kPitch]) 
   const int t = threadIdx.x;
   for (int p = t; p < kN * kN; p += blockDim.x) {
     const int i = p / kN, j = p % kN;
-    if (i / kB != j / kB || j > i) T[i][j] = 0.0f;  // above the diagonal; the diagonal blocks below
+    if (j > i) T[i][j] = 0.0f;
   }
-  if (t < kN) {
+  if (t < kN) {  // column j of the diagonal block at `base`, down from its diagonal
     const int base = t - t % kB, j = t % kB;
-    float x[kB];
-#pragma unroll
-    for (int i = 0; i < kB; ++i) {
+    T[base + j][base + j] = 1.0f;
+    for (int i = j + 1; i < kB; ++i) {
       float s = 0.0f;
-#pragma unroll
-      for (int m = 0; m < i; ++m) s += A[base + i][base + m] * x[m];  // x_m = 0 for m < j
-      x[i] = i < j ? 0.0f : i == j ? 1.0f : -s;
+      for (int m = j; m < i; ++m) s += A[base + i][base + m] * T[base + m][base + j];
+      T[base + i][base + j] = -s;
     }
-#pragma unroll
-    for (int i = 0; i < kB; ++i) T[base + i][base + j] = x[i];
   }
   __syncthreads();
   const int i = t / kB % kB, jj = t % kB;  // 256 threads: one per entry of a 16×16 block
