@@ -10,6 +10,7 @@
 #include "kernels/cuda/check.h"
 #include "kernels/cuda/delta_rule_chunk.cuh"
 #include "kernels/cuda/unit_lower_inverse.cuh"
+#include "kernels/cuda/warp_reduce.cuh"
 
 namespace linea::cuda::delta {
 
@@ -74,7 +75,8 @@ __global__ void __launch_bounds__(kThreads) intra_chunk_kernel(Operands<E> x, Ch
   // Gram matrix, masked and scaled by exp(G_i − G_j) (and A by β_i with GateKind::beta, so that
   // both operands are token rows as they are).
   float* P = ws.P + (chunk * x.heads + head) * kChunk * kChunk;
-  const auto key_at = [&](int d, int j) { return c.k(j, d); };
+  const Strided<E> key_rows{x.k + c.key(0, 0), int64_t{x.heads} * K}, query_rows{x.q + c.key(0, 0), key_rows.stride};
+  const Strided<E> value_rows{x.v + c.value(0, 0), int64_t{x.heads} * V};
   if constexpr (kRowDecay) {
     const auto pair_decay = [&](int i, int j) {
       if constexpr (kDecay == ops::DecayKind::scalar) {
@@ -83,12 +85,17 @@ __global__ void __launch_bounds__(kThreads) intra_chunk_kernel(Operands<E> x, Ch
         return 1.0f;
       }
     };
-    block_gemm<gemm::b_k_fast | gemm::a_tf32_if(kExact && kBeta) | gemm::b_tf32_if(kExact)>(
-        L, L, K, [&](int i, int d) { return kBeta ? c.k(i, d) : c.erase(i, d) * c.k(i, d); }, key_at,
-        [&](int i, int j, float s) { A[i][j] = j < i ? s * (kBeta ? beta_rows[i] : 1.0f) * pair_decay(i, j) : 0.0f; },
-        tiles);
+    if constexpr (kBeta) {
+      block_gemm<gemm::b_k_fast | gemm::a_tf32_if(kExact) | gemm::b_tf32_if(kExact)>(
+          L, L, K, key_rows, key_rows,
+          [&](int i, int j, float s) { A[i][j] = j < i ? s * beta_rows[i] * pair_decay(i, j) : 0.0f; }, tiles);
+    } else {
+      block_gemm<gemm::b_k_fast | gemm::b_tf32_if(kExact)>(
+          L, L, K, [&](int i, int d) { return c.erase(i, d) * c.k(i, d); }, key_rows,
+          [&](int i, int j, float s) { A[i][j] = j < i ? s * pair_decay(i, j) : 0.0f; }, tiles);
+    }
     block_gemm<gemm::b_k_fast | gemm::a_tf32_if(kExact) | gemm::b_tf32_if(kExact)>(
-        L, L, K, [&](int i, int d) { return c.q(i, d); }, key_at,
+        L, L, K, query_rows, key_rows,
         [&](int i, int j, float s) { P[i * kChunk + j] = j <= i ? s * pair_decay(i, j) : 0.0f; }, tiles);
   } else {
     // Per channel, by sub-chunks of kSubChunk rows (reference/mixers.md §2.3): rows i ∈ [n, n + 16)
@@ -104,18 +111,30 @@ __global__ void __launch_bounds__(kThreads) intra_chunk_kernel(Operands<E> x, Ch
           rows, n, K, [&](int i, int d) { return c.q(n + i, d) * c.between(n + i, n, d); }, to_ref,
           [&](int i, int j, float s) { P[(n + i) * kChunk + j] = s; }, tiles);
     }
-    for (int p = threadIdx.x; p < L * kSubChunk; p += blockDim.x) {
-      const int i = p / kSubChunk, j = i - i % kSubChunk + p % kSubChunk;
-      float a = 0.0f, s = 0.0f;
-      if (j <= i) {
-        for (int d = 0; d < K; ++d) {
+    // The pairs j ≤ i inside a sub-chunk: one warp per row i, its lanes over the channels (coalesced
+    // loads), a warp sum per pair; the columns after i in the sub-chunk are 0.
+    const int warp = threadIdx.x / kWarpSize, lane = threadIdx.x % kWarpSize, warps = blockDim.x / kWarpSize;
+    for (int i = warp; i < L; i += warps) {
+      const int n = i - i % kSubChunk;
+      for (int j = n; j <= i; ++j) {
+        float a = 0.0f, s = 0.0f;
+        for (int d = lane; d < K; d += kWarpSize) {
           const float kf = c.k(j, d) * c.between(i, j, d);
           a += c.erase(i, d) * c.k(i, d) * kf;
           s += c.q(i, d) * kf;
         }
+        a = warp_sum(a);
+        s = warp_sum(s);
+        if (lane == 0) {
+          A[i][j] = j < i ? a : 0.0f;
+          P[i * kChunk + j] = s;
+        }
       }
-      A[i][j] = j < i ? a : 0.0f;
-      if (j < L) P[i * kChunk + j] = s;
+      const int j = i + 1 + lane;
+      if (j < n + kSubChunk) {
+        A[i][j] = 0.0f;
+        if (j < L) P[i * kChunk + j] = 0.0f;
+      }
     }
     for (int p = threadIdx.x; p < L * L; p += blockDim.x) {  // above the diagonal sub-chunks
       const int i = p / L, j = p % L;
@@ -132,7 +151,7 @@ __global__ void __launch_bounds__(kThreads) intra_chunk_kernel(Operands<E> x, Ch
   // with T's column m, so that the other operand is a token row as it is.
   if constexpr (kBeta) {
     block_gemm<gemm::b_tf32_if(kExact)>(
-        L, V, L, [&](int i, int m) { return Tm[i][m] * beta_rows[m]; }, [&](int m, int e) { return c.v(m, e); },
+        L, V, L, [&](int i, int m) { return Tm[i][m] * beta_rows[m]; }, value_rows,
         [&](int i, int e, float u) { ws.U[c.value(i, e)] = u; }, tiles);
   } else {
     block_gemm(
@@ -141,8 +160,8 @@ __global__ void __launch_bounds__(kThreads) intra_chunk_kernel(Operands<E> x, Ch
   }
   if constexpr (kBeta && kRowDecay) {
     block_gemm<gemm::b_tf32_if(kExact)>(
-        L, K, L, [&](int i, int m) { return Tm[i][m] * beta_rows[m] * gamma_rows[m]; },
-        [&](int m, int d) { return c.k(m, d); }, [&](int i, int d, float w) { ws.W[c.key(i, d)] = w; }, tiles);
+        L, K, L, [&](int i, int m) { return Tm[i][m] * beta_rows[m] * gamma_rows[m]; }, key_rows,
+        [&](int i, int d, float w) { ws.W[c.key(i, d)] = w; }, tiles);
   } else {
     block_gemm(
         L, K, L, [&](int i, int m) { return Tm[i][m]; },
