@@ -14,9 +14,9 @@
 // 11 significant bits otherwise (for results rounded to bf16 right away). The sums run in a fixed
 // order.
 // gemm::a_m_fast / b_k_fast say which index neighbouring threads vary when loading a tile (by
-// default k for A, n for B: coalesced for row-major A and B); pass them for a transposed operand. Every
-// thread of the block must call it with the same arguments; it synchronises the block before
-// returning, but store()'s writes need a __syncthreads() before other threads read them.
+// default k for A, n for B: coalesced for row-major A and B); pass them for a transposed operand.
+// block_gemm_sum accumulates several such products into one result. Every thread of the block
+// must call them with the same arguments; they synchronise the block before returning.
 #pragma once
 #include <cuda_bf16.h>
 #include <mma.h>
@@ -47,6 +47,9 @@ constexpr unsigned b_tf32_if(bool yes) { return yes ? b_tf32 : 0u; }
 template <class E>
 inline constexpr bool kTf32Exact = std::is_same_v<E, __nv_bfloat16>;
 
+// A tile of A (64 × 32) is stored row-major ([m][k], pitch 36) when loaded with k fast and
+// column-major ([k][m], pitch 68) otherwise, and B's (32 × 64) column-major ([n][k]) or row-major
+// ([k][n]) likewise: the fast index is contiguous, so the threads of a warp store to distinct banks.
 struct alignas(128) BlockGemmTiles {
   static constexpr int kRows = 64, kDepth = 32, kPitch = kRows + 4, kDepthPitch = kDepth + 4;
   static constexpr int kTileFloats = kRows * kDepthPitch;  // ≥ kDepth · kPitch
