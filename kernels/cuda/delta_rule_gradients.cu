@@ -15,8 +15,8 @@
 //      (the diagonal pairs, e = 1, add and remove the same amount in dG and are left out)
 //   5. per value entry (i, e): dv = dX w, dw = dX v
 //   6. dg_i = Σ_{s≥i} dG_s + Σ_{s<i} r_s (G_i = Σ_{s≤i} g_s, and exp(G_L − G_s) enters G_L with + and
-//      G_s with −; r_{L−1} cancels exactly); a scalar decay sums dg over the channels and β
-//      sums db over the key channels and dw over the value channels.
+//      G_s with −; r_{L−1} cancels exactly); a scalar decay sums dG and r over the channels first
+//      (then down the rows), and β sums db over the key channels and dw over the value channels.
 // The sums run in a fixed order (block_gemm, one thread per entry, warp sums per row): no atomics.
 #include "kernels/cuda/block_gemm.cuh"
 #include "kernels/cuda/check.h"
@@ -38,8 +38,8 @@ constexpr int kSubChunk = 16;  // row pitch of the C×C tiles in shared memory
 constexpr size_t kGradientSharedBytes = sizeof(float) * 3 * kChunk * kPitch;
 
 template <class E, ops::DecayKind kDecay, ops::GateKind kGate>
-__global__ void __launch_bounds__(kThreads) chunk_gradients_kernel(Operands<E> x, Chunks chunks, Workspace ws,
-                                                                   const E* d_o, GradWorkspace gws, Outputs<E> out) {
+__global__ void __launch_bounds__(kThreads, 2) chunk_gradients_kernel(Operands<E> x, Chunks chunks, Workspace ws,
+                                                                      const E* d_o, GradWorkspace gws, Outputs<E> out) {
   extern __shared__ float shared[];
   float* dP = shared;                  // [C][kPitch]
   float* dA = dP + kChunk * kPitch;    // [C][kPitch]
@@ -50,6 +50,7 @@ __global__ void __launch_bounds__(kThreads) chunk_gradients_kernel(Operands<E> x
   const int K = x.key_dim, V = x.value_dim;
   const ChunkRef<E, kDecay, kGate> c(x, chunks, ws.G, chunk, head);
   const int L = c.len;
+  constexpr bool kExact = kTf32Exact<E>;  // token rows as they are: TF32 numbers (block_gemm)
   const float* S0 = ws.S + (chunk * x.heads + head) * K * V;
   const float* dS = gws.dS + (chunk * x.heads + head) * K * V;
   const float* T = ws.T + (chunk * x.heads + head) * kChunk * kChunk;
@@ -60,7 +61,6 @@ __global__ void __launch_bounds__(kThreads) chunk_gradients_kernel(Operands<E> x
       return c.between(i, j, d);
     }
   };
-  const auto d_out = [&](int i, int e) { return to_float(d_o[c.value(i, e)]); };
 
   // 1. (the pair decays of a scalar decay first, for step 4)
   if constexpr (kDecay == ops::DecayKind::scalar) {
@@ -69,60 +69,66 @@ __global__ void __launch_bounds__(kThreads) chunk_gradients_kernel(Operands<E> x
       pair[i * kPitch + j] = j <= i ? c.between(i, j, 0) : 0.0f;
     }
   }
-  const auto state_column = [&](const float* state) {  // (e, d) ↦ state[d][e]
-    return [=](int e, int d) { return state[d * V + e]; };
-  };
-  const auto dUt_at = [&](int i, int e) { return gws.dUt[c.value(i, e)]; };
-  const auto Ut_at = [&](int i, int e) { return ws.Ut[c.value(i, e)]; };
-  const auto T_transposed = [&](int i, int m) { return m >= i ? T[m * kChunk + i] : 0.0f; };
-  block_gemm<true, false>(
-      L, L, V, d_out, [&](int e, int j) { return Ut_at(j, e); },
-      [&](int i, int j, float s) { dP[i * kPitch + j] = j <= i ? x.scale * s : 0.0f; }, tiles);
-  block_gemm<true, false>(
-      L, K, V, d_out, state_column(S0), [&](int i, int d, float s) { gws.dQd[c.key(i, d)] = x.scale * s; }, tiles);
-  block_gemm<true, false>(
-      L, K, V, Ut_at, state_column(dS), [&](int i, int d, float s) { gws.dKe[c.key(i, d)] = s; }, tiles);
-  block_gemm<true, false>(
-      L, K, V, dUt_at, state_column(S0), [&](int i, int d, float s) { gws.dW[c.key(i, d)] = -s; }, tiles);
-  block_gemm<false, true>(
-      L, V, L, T_transposed, dUt_at, [&](int i, int e, float s) { gws.dX[c.value(i, e)] = s; }, tiles);
+  // Operands read straight from memory: rows of the chunk ([N, H, ·] layouts), the states (e ↦ column
+  // d of S0 and dS is row d of the [K, V] state), and Tᵀ (column i of T, zero above the diagonal).
+  const int64_t key_stride = int64_t{x.heads} * K, value_stride = int64_t{x.heads} * V;
+  const Strided<E> d_out_rows{d_o + c.value(0, 0), value_stride}, key_rows{x.k + c.key(0, 0), key_stride},
+      query_rows{x.q + c.key(0, 0), key_stride};
+  const Strided<float> Ut_rows{ws.Ut + c.value(0, 0), value_stride}, dUt_rows{gws.dUt + c.value(0, 0), value_stride},
+      dW_rows{gws.dW + c.key(0, 0), key_stride}, S0_rows{S0, V}, dS_rows{dS, V}, T_columns{T, kChunk};
+  block_gemm<gemm::b_k_fast | gemm::a_tf32_if(kExact)>(
+      L, L, V, d_out_rows, Ut_rows, [&](int i, int j, float s) { dP[i * kPitch + j] = j <= i ? x.scale * s : 0.0f; },
+      tiles);
+  block_gemm<gemm::b_k_fast | gemm::a_tf32_if(kExact)>(
+      L, K, V, d_out_rows, S0_rows, [&](int i, int d, float s) { gws.dQd[c.key(i, d)] = x.scale * s; }, tiles);
+  block_gemm<gemm::b_k_fast>(
+      L, K, V, Ut_rows, dS_rows, [&](int i, int d, float s) { gws.dKe[c.key(i, d)] = s; }, tiles);
+  block_gemm<gemm::b_k_fast>(
+      L, K, V, dUt_rows, S0_rows, [&](int i, int d, float s) { gws.dW[c.key(i, d)] = -s; }, tiles);
+  block_gemm<gemm::a_m_fast>(
+      L, V, L, T_columns, dUt_rows, [&](int i, int e, float s) { gws.dX[c.value(i, e)] = s; }, tiles);
   __syncthreads();
 
   // 2.
-  block_gemm<false, true>(
-      L, K, L, T_transposed, [&](int m, int d) { return gws.dW[c.key(m, d)]; },
-      [&](int i, int d, float s) { gws.dY[c.key(i, d)] = s; }, tiles);
+  block_gemm<gemm::a_m_fast>(
+      L, K, L, T_columns, dW_rows, [&](int i, int d, float s) { gws.dY[c.key(i, d)] = s; }, tiles);
   __syncthreads();
 
-  // 3. One product of depth V + K: [dX | dY] · [U | W]ᵀ.
-  block_gemm<true, false>(
-      L, L, V + K, [&](int i, int k) { return k < V ? gws.dX[c.value(i, k)] : gws.dY[c.key(i, k - V)]; },
-      [&](int k, int j) { return k < V ? ws.U[c.value(j, k)] : ws.W[c.key(j, k - V)]; },
-      [&](int i, int j, float s) { dA[i * kPitch + j] = j < i ? -s : 0.0f; }, tiles);
+  // 3. One sum: dX Uᵀ + dY Wᵀ.
+  block_gemm_sum<gemm::b_k_fast>(
+      L, L, [&](int i, int j, float s) { dA[i * kPitch + j] = j < i ? -s : 0.0f; }, tiles,
+      gemm_term(V, Strided<float>{gws.dX + c.value(0, 0), value_stride},
+                Strided<float>{ws.U + c.value(0, 0), value_stride}),
+      gemm_term(K, Strided<float>{gws.dY + c.key(0, 0), key_stride}, Strided<float>{ws.W + c.key(0, 0), key_stride}));
   __syncthreads();
 
   // 3b. Step 4's sums over pairs as products. They land in dW, dG, r and db (free until step 4
   // reads each entry back, and then overwrites it, in the same thread):
   //   dek_i = Σ_{j<i} dA_ij k_j e_ij,  dp_row_i = Σ_{j<i} dP_ij k_j e_ij,
   //   da_col_i = Σ_{m>i} dA_mi b_m k_m e_mi,  dp_col_i = Σ_{m>i} dP_mi q_m e_mi.
-  const auto key_row = [&](int j, int d) { return c.k(j, d); };
   const auto erase_key_row = [&](int m, int d) { return c.erase(m, d) * c.k(m, d); };
-  const auto query_row = [&](int m, int d) { return c.q(m, d); };
   if constexpr (kDecay != ops::DecayKind::channel) {
     // e_ij is one factor per pair: with Ã = dA ⊙ e and P̃ = dP ⊙ e (j < i), dek = Ã K,
-    // dp_row = P̃ K, da_col = Ãᵀ (b ⊙ K), dp_col = P̃ᵀ Q.
+    // dp_row = P̃ K, da_col = Ãᵀ (b ⊙ K), dp_col = P̃ᵀ Q (with GateKind::beta, β_m goes with Ã's
+    // row m, so that every right operand is a token row as it is).
     const auto decayed = [&](const float* M, int i, int j) { return j < i ? M[i * kPitch + j] * e_of(i, j, 0) : 0.0f; };
-    block_gemm(
-        L, K, L, [&](int i, int j) { return decayed(dA, i, j); }, key_row,
+    block_gemm<gemm::b_tf32_if(kExact)>(
+        L, K, L, [&](int i, int j) { return decayed(dA, i, j); }, key_rows,
         [&](int i, int d, float s) { gws.dW[c.key(i, d)] = s; }, tiles);
-    block_gemm(
-        L, K, L, [&](int i, int j) { return decayed(dP, i, j); }, key_row,
+    block_gemm<gemm::b_tf32_if(kExact)>(
+        L, K, L, [&](int i, int j) { return decayed(dP, i, j); }, key_rows,
         [&](int i, int d, float s) { gws.dG[c.key(i, d)] = s; }, tiles);
-    block_gemm<false, true>(
-        L, K, L, [&](int i, int m) { return decayed(dA, m, i); }, erase_key_row,
-        [&](int i, int d, float s) { gws.r[c.key(i, d)] = s; }, tiles);
-    block_gemm<false, true>(
-        L, K, L, [&](int i, int m) { return decayed(dP, m, i); }, query_row,
+    if constexpr (kGate == ops::GateKind::beta) {
+      block_gemm<gemm::a_m_fast | gemm::b_tf32_if(kExact)>(
+          L, K, L, [&](int i, int m) { return decayed(dA, m, i) * c.erase(m, 0); }, key_rows,
+          [&](int i, int d, float s) { gws.r[c.key(i, d)] = s; }, tiles);
+    } else {
+      block_gemm<gemm::a_m_fast>(
+          L, K, L, [&](int i, int m) { return decayed(dA, m, i); }, erase_key_row,
+          [&](int i, int d, float s) { gws.r[c.key(i, d)] = s; }, tiles);
+    }
+    block_gemm<gemm::a_m_fast | gemm::b_tf32_if(kExact)>(
+        L, K, L, [&](int i, int m) { return decayed(dP, m, i); }, query_rows,
         [&](int i, int d, float s) { gws.db[c.key(i, d)] = s; }, tiles);
   } else {
     // Per channel, by sub-chunks of kSubChunk rows: for a pair in different sub-chunks, with n the
@@ -148,10 +154,11 @@ __global__ void __launch_bounds__(kThreads) chunk_gradients_kernel(Operands<E> x
       const auto from_ref = [&](auto row) {
         return [&, row](int m, int d) { return row(n + m, d) * c.between(n + m, n, d); };
       };
-      block_gemm<false, true>(
+      const auto query_row = [&](int m, int d) { return c.q(m, d); };
+      block_gemm<gemm::a_m_fast>(
           n, K, rows, [&](int i, int m) { return dA[(n + m) * kPitch + i]; }, from_ref(erase_key_row),
           [&](int i, int d, float s) { gws.r[c.key(i, d)] += s * c.between(n, i, d); }, tiles);
-      block_gemm<false, true>(
+      block_gemm<gemm::a_m_fast>(
           n, K, rows, [&](int i, int m) { return dP[(n + m) * kPitch + i]; }, from_ref(query_row),
           [&](int i, int d, float s) { gws.db[c.key(i, d)] += s * c.between(n, i, d); }, tiles);
     }
@@ -245,7 +252,7 @@ __global__ void __launch_bounds__(kThreads) chunk_gradients_kernel(Operands<E> x
       if (lane == 0) out.dbeta[c.row(i)] = from_float<E>(s);
     }
   }
-  if constexpr (kDecay != ops::DecayKind::none) {
+  if constexpr (kDecay == ops::DecayKind::channel) {
     for (int d = threadIdx.x; d < K; d += blockDim.x) {
       float before = 0.0f;  // Σ_{s<i} r_s, replacing r_i
       for_rows_batched(
@@ -262,22 +269,39 @@ __global__ void __launch_bounds__(kThreads) chunk_gradients_kernel(Operands<E> x
           },
           [&](int i, float2 dG_before) {
             after += dG_before.x;
-            const float dg = after + dG_before.y;
-            if constexpr (kDecay == ops::DecayKind::channel) {
-              out.dg[c.key(i, d)] = dg;
-            } else {
-              gws.dG[c.key(i, d)] = dg;
-            }
+            out.dg[c.key(i, d)] = after + dG_before.y;
           });
     }
-  }
-  if constexpr (kDecay == ops::DecayKind::scalar) {
-    __syncthreads();
+  } else if constexpr (kDecay == ops::DecayKind::scalar) {
+    // The sums over the channels first (a warp per row), then down the rows (one thread):
+    // dg_i = Σ_{s≥i} Σ_d dG_sd + Σ_{s<i} Σ_d r_sd.
+    __shared__ float dG_rows[kChunk], r_rows[kChunk];
     for (int i = warp; i < L; i += warps) {
-      float s = 0.0f;
-      for (int d = lane; d < K; d += kWarpSize) s += gws.dG[c.key(i, d)];
-      s = warp_sum(s);
-      if (lane == 0) out.dg[c.row(i)] = s;
+      float dG = 0.0f, r = 0.0f;
+      for (int d = lane; d < K; d += kWarpSize) {
+        dG += gws.dG[c.key(i, d)];
+        r += gws.r[c.key(i, d)];
+      }
+      dG = warp_sum(dG);
+      r = warp_sum(r);
+      if (lane == 0) {
+        dG_rows[i] = dG;
+        r_rows[i] = r;
+      }
+    }
+    __syncthreads();
+    if (threadIdx.x == 0) {
+      float before = 0.0f;  // Σ_{s<i} r_s, replacing r_i
+      for (int i = 0; i < L; ++i) {
+        const float r = r_rows[i];
+        r_rows[i] = before;
+        before += r;
+      }
+      float after = 0.0f;  // Σ_{s≥i} dG_s
+      for (int i = L - 1; i >= 0; --i) {
+        after += dG_rows[i];
+        out.dg[c.row(i)] = after + r_rows[i];
+      }
     }
   }
 }

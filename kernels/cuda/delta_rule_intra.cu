@@ -3,12 +3,14 @@
 // log decay, b the erase gate and w the write gate (both β for GateKind::beta):
 //   G_i   = Σ_{s≤i} g_s                                     (per channel, or one per row)
 //   A_ij  = Σ_d b_id k_id k_jd exp(G_id − G_jd)   (j < i)    P_ij = Σ_d q_id k_jd exp(G_id − G_jd)   (j ≤ i)
-//   T     = (I + A)^{-1}, by forward substitution: T_ij = −Σ_{j≤m<i} A_im T_mj for j < i, T_ii = 1
+//   T     = (I + A)^{-1} (kernels/cuda/unit_lower_inverse.cuh: by blocks of 16 rows)
 //   U     = T (w ⊙ V),   W = T (b ⊙ K ⊙ γ),   Kend = K ⊙ exp(G_L − G),   Qg = scale · Q ⊙ γ
 // A and T stay in shared memory; G, P, T, U, W, Kend and Qg go to the workspace.
 #include "kernels/cuda/block_gemm.cuh"
 #include "kernels/cuda/check.h"
 #include "kernels/cuda/delta_rule_chunk.cuh"
+#include "kernels/cuda/unit_lower_inverse.cuh"
+#include "kernels/cuda/warp_reduce.cuh"
 
 namespace linea::cuda::delta {
 
@@ -18,6 +20,8 @@ constexpr int kSubChunk = 16;
 
 template <class E, ops::DecayKind kDecay, ops::GateKind kGate>
 __global__ void __launch_bounds__(kThreads) intra_chunk_kernel(Operands<E> x, Chunks chunks, Workspace ws) {
+  constexpr bool kBeta = kGate == ops::GateKind::beta, kRowDecay = kDecay != ops::DecayKind::channel;
+  constexpr bool kExact = kTf32Exact<E>;  // token rows as they are: one TF32 pass, exactly
   const int64_t chunk = blockIdx.x;
   const int head = blockIdx.y;
   const int K = x.key_dim, V = x.value_dim;
@@ -25,7 +29,9 @@ __global__ void __launch_bounds__(kThreads) intra_chunk_kernel(Operands<E> x, Ch
   float(*A)[kChunk + 1] = reinterpret_cast<float(*)[kChunk + 1]>(shared);
   float(*Tm)[kChunk + 1] = A + kChunk;
   __shared__ BlockGemmTiles tiles;
-  __shared__ float G_rows[kChunk];  // a scalar decay's G of the chunk's rows, for the pair decays
+  // Per row of the chunk: β (GateKind::beta), and for a decay that is one number per row, G,
+  // γ = exp(G) and exp(G_L − G).
+  __shared__ float beta_rows[kChunk], G_rows[kChunk], gamma_rows[kChunk], to_end_rows[kChunk];
   const ChunkRef<E, kDecay, kGate> c(x, chunks, ws.G, chunk, head);
   const int L = c.len;
 
@@ -51,13 +57,27 @@ __global__ void __launch_bounds__(kThreads) intra_chunk_kernel(Operands<E> x, Ch
           });
     }
   }
+  if constexpr (kBeta) {
+    for (int i = threadIdx.x; i < L; i += blockDim.x) beta_rows[i] = c.erase(i, 0);
+  }
+  for (int p = threadIdx.x; p < (kChunk - L) * kChunk; p += blockDim.x) A[L + p / kChunk][p % kChunk] = 0.0f;
   __syncthreads();
+  for (int i = threadIdx.x; i < L; i += blockDim.x) {
+    if constexpr (kDecay == ops::DecayKind::scalar) {
+      gamma_rows[i] = expf(G_rows[i]);
+      to_end_rows[i] = expf(G_rows[L - 1] - G_rows[i]);
+    } else {
+      gamma_rows[i] = to_end_rows[i] = 1.0f;
+    }
+  }
 
   // A and P. Without a per-channel decay, the decay of a pair is one factor: each is a product
-  // Gram matrix, masked and scaled by exp(G_i − G_j) (c.between(i, j, 0), from shared memory).
+  // Gram matrix, masked and scaled by exp(G_i − G_j) (and A by β_i with GateKind::beta, so that
+  // both operands are token rows as they are).
   float* P = ws.P + (chunk * x.heads + head) * kChunk * kChunk;
-  const auto key_at = [&](int d, int j) { return c.k(j, d); };
-  if constexpr (kDecay != ops::DecayKind::channel) {
+  const Strided<E> key_rows{x.k + c.key(0, 0), int64_t{x.heads} * K}, query_rows{x.q + c.key(0, 0), key_rows.stride};
+  const Strided<E> value_rows{x.v + c.value(0, 0), int64_t{x.heads} * V};
+  if constexpr (kRowDecay) {
     const auto pair_decay = [&](int i, int j) {
       if constexpr (kDecay == ops::DecayKind::scalar) {
         return expf(G_rows[i] - G_rows[j]);
@@ -65,11 +85,17 @@ __global__ void __launch_bounds__(kThreads) intra_chunk_kernel(Operands<E> x, Ch
         return 1.0f;
       }
     };
-    block_gemm<true, false>(
-        L, L, K, [&](int i, int d) { return c.erase(i, d) * c.k(i, d); }, key_at,
-        [&](int i, int j, float s) { A[i][j] = j < i ? s * pair_decay(i, j) : 0.0f; }, tiles);
-    block_gemm<true, false>(
-        L, L, K, [&](int i, int d) { return c.q(i, d); }, key_at,
+    if constexpr (kBeta) {
+      block_gemm<gemm::b_k_fast | gemm::a_tf32_if(kExact) | gemm::b_tf32_if(kExact)>(
+          L, L, K, key_rows, key_rows,
+          [&](int i, int j, float s) { A[i][j] = j < i ? s * beta_rows[i] * pair_decay(i, j) : 0.0f; }, tiles);
+    } else {
+      block_gemm<gemm::b_k_fast | gemm::b_tf32_if(kExact)>(
+          L, L, K, [&](int i, int d) { return c.erase(i, d) * c.k(i, d); }, key_rows,
+          [&](int i, int j, float s) { A[i][j] = j < i ? s * pair_decay(i, j) : 0.0f; }, tiles);
+    }
+    block_gemm<gemm::b_k_fast | gemm::a_tf32_if(kExact) | gemm::b_tf32_if(kExact)>(
+        L, L, K, query_rows, key_rows,
         [&](int i, int j, float s) { P[i * kChunk + j] = j <= i ? s * pair_decay(i, j) : 0.0f; }, tiles);
   } else {
     // Per channel, by sub-chunks of kSubChunk rows (reference/mixers.md §2.3): rows i ∈ [n, n + 16)
@@ -78,60 +104,79 @@ __global__ void __launch_bounds__(kThreads) intra_chunk_kernel(Operands<E> x, Ch
     for (int n = kSubChunk; n < L; n += kSubChunk) {
       const int rows = min(kSubChunk, L - n);
       const auto to_ref = [&](int d, int j) { return c.k(j, d) * c.between(n, j, d); };
-      block_gemm<true, false>(
+      block_gemm<gemm::b_k_fast>(
           rows, n, K, [&](int i, int d) { return c.erase(n + i, d) * c.k(n + i, d) * c.between(n + i, n, d); }, to_ref,
           [&](int i, int j, float s) { A[n + i][j] = s; }, tiles);
-      block_gemm<true, false>(
+      block_gemm<gemm::b_k_fast>(
           rows, n, K, [&](int i, int d) { return c.q(n + i, d) * c.between(n + i, n, d); }, to_ref,
           [&](int i, int j, float s) { P[(n + i) * kChunk + j] = s; }, tiles);
     }
-    for (int p = threadIdx.x; p < L * kSubChunk; p += blockDim.x) {
-      const int i = p / kSubChunk, j = i - i % kSubChunk + p % kSubChunk;
-      float a = 0.0f, s = 0.0f;
-      if (j <= i) {
-        for (int d = 0; d < K; ++d) {
+    // The pairs j ≤ i inside a sub-chunk: one warp per row i, its lanes over the channels (coalesced
+    // loads), a warp sum per pair; the columns after i in the sub-chunk are 0.
+    const int warp = threadIdx.x / kWarpSize, lane = threadIdx.x % kWarpSize, warps = blockDim.x / kWarpSize;
+    for (int i = warp; i < L; i += warps) {
+      const int n = i - i % kSubChunk;
+      for (int j = n; j <= i; ++j) {
+        float a = 0.0f, s = 0.0f;
+        for (int d = lane; d < K; d += kWarpSize) {
           const float kf = c.k(j, d) * c.between(i, j, d);
           a += c.erase(i, d) * c.k(i, d) * kf;
           s += c.q(i, d) * kf;
         }
+        a = warp_sum(a);
+        s = warp_sum(s);
+        if (lane == 0) {
+          A[i][j] = j < i ? a : 0.0f;
+          P[i * kChunk + j] = s;
+        }
       }
-      A[i][j] = j < i ? a : 0.0f;
-      if (j < L) P[i * kChunk + j] = s;
+      const int j = i + 1 + lane;
+      if (j < n + kSubChunk) {
+        A[i][j] = 0.0f;
+        if (j < L) P[i * kChunk + j] = 0.0f;
+      }
     }
     for (int p = threadIdx.x; p < L * L; p += blockDim.x) {  // above the diagonal sub-chunks
       const int i = p / L, j = p % L;
       if (j >= i - i % kSubChunk + kSubChunk) P[i * kChunk + j] = 0.0f;
     }
   }
-  for (int p = threadIdx.x; p < kChunk * kChunk; p += blockDim.x) {
-    Tm[p / kChunk][p % kChunk] = p / kChunk == p % kChunk ? 1.0f : 0.0f;
-  }
   __syncthreads();
 
-  // T, row by row (row i needs the rows above it).
-  for (int i = 1; i < L; ++i) {
-    for (int j = threadIdx.x; j < i; j += blockDim.x) {
-      float s = 0.0f;
-      for (int m = j; m < i; ++m) s += A[i][m] * Tm[m][j];
-      Tm[i][j] = -s;
-    }
-    __syncthreads();
-  }
+  invert_unit_lower(A, Tm);
   float* T = ws.T + (chunk * x.heads + head) * kChunk * kChunk;
   for (int p = threadIdx.x; p < L * L; p += blockDim.x) T[(p / L) * kChunk + p % L] = Tm[p / L][p % L];
 
-  block_gemm(
-      L, V, L, [&](int i, int m) { return Tm[i][m]; }, [&](int m, int e) { return c.write(m, e) * c.v(m, e); },
-      [&](int i, int e, float u) { ws.U[c.value(i, e)] = u; }, tiles);
-  block_gemm(
-      L, K, L, [&](int i, int m) { return Tm[i][m]; },
-      [&](int m, int d) { return c.erase(m, d) * c.k(m, d) * c.gamma(m, d); },
-      [&](int i, int d, float w) { ws.W[c.key(i, d)] = w; }, tiles);
+  // U = T (w ⊙ V) and W = T (b ⊙ K ⊙ γ); the factors that are one number per row m (β, γ) go
+  // with T's column m, so that the other operand is a token row as it is.
+  if constexpr (kBeta) {
+    block_gemm<gemm::b_tf32_if(kExact)>(
+        L, V, L, [&](int i, int m) { return Tm[i][m] * beta_rows[m]; }, value_rows,
+        [&](int i, int e, float u) { ws.U[c.value(i, e)] = u; }, tiles);
+  } else {
+    block_gemm(
+        L, V, L, [&](int i, int m) { return Tm[i][m]; }, [&](int m, int e) { return c.write(m, e) * c.v(m, e); },
+        [&](int i, int e, float u) { ws.U[c.value(i, e)] = u; }, tiles);
+  }
+  if constexpr (kBeta && kRowDecay) {
+    block_gemm<gemm::b_tf32_if(kExact)>(
+        L, K, L, [&](int i, int m) { return Tm[i][m] * beta_rows[m] * gamma_rows[m]; }, key_rows,
+        [&](int i, int d, float w) { ws.W[c.key(i, d)] = w; }, tiles);
+  } else {
+    block_gemm(
+        L, K, L, [&](int i, int m) { return Tm[i][m]; },
+        [&](int m, int d) { return c.erase(m, d) * c.k(m, d) * c.gamma(m, d); },
+        [&](int i, int d, float w) { ws.W[c.key(i, d)] = w; }, tiles);
+  }
   for_each_batched<8>(
       L * K,
       [&](int p) {
         const int i = p / K, d = p % K;
-        return float2{c.k(i, d) * c.to_end(i, d), x.scale * c.q(i, d) * c.gamma(i, d)};
+        if constexpr (kRowDecay) {
+          return float2{c.k(i, d) * to_end_rows[i], x.scale * c.q(i, d) * gamma_rows[i]};
+        } else {
+          return float2{c.k(i, d) * c.to_end(i, d), x.scale * c.q(i, d) * c.gamma(i, d)};
+        }
       },
       [&](int p, float2 kend_qg) {
         ws.Kend[c.key(p / K, p % K)] = kend_qg.x;

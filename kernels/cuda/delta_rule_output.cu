@@ -10,7 +10,7 @@ namespace linea::cuda::delta {
 namespace {
 
 template <class E, ops::DecayKind kDecay, ops::GateKind kGate>
-__global__ void __launch_bounds__(kThreads) output_kernel(Operands<E> x, Chunks chunks, Workspace ws, E* o) {
+__global__ void __launch_bounds__(kThreads, 3) output_kernel(Operands<E> x, Chunks chunks, Workspace ws, E* o) {
   const int64_t chunk = blockIdx.x;
   const int head = blockIdx.y;
   const int K = x.key_dim, V = x.value_dim;
@@ -18,11 +18,14 @@ __global__ void __launch_bounds__(kThreads) output_kernel(Operands<E> x, Chunks 
   const float* S0 = ws.S + (chunk * x.heads + head) * K * V;
   const float* P = ws.P + (chunk * x.heads + head) * kChunk * kChunk;
   __shared__ BlockGemmTiles tiles;
-  // One product of depth K + L: [Qg | scale·P] · [S0 ; Ũ].
-  block_gemm(
-      c.len, V, K + c.len, [&](int i, int k) { return k < K ? ws.Qg[c.key(i, k)] : x.scale * P[i * kChunk + k - K]; },
-      [&](int k, int e) { return k < K ? S0[k * V + e] : ws.Ut[c.value(k - K, e)]; },
-      [&](int i, int e, float s) { o[c.value(i, e)] = from_float<E>(s); }, tiles);
+  // Qg S0 + (scale · P) Ũ, one sum. A bf16 O is rounded to 8 bits right away and feeds nothing else
+  // here: its products take TF32 operands (one pass).
+  constexpr bool kBf16 = kTf32Exact<E>;
+  const int64_t key_stride = int64_t{x.heads} * K, value_stride = int64_t{x.heads} * V;
+  block_gemm_sum<gemm::a_tf32_if(kBf16) | gemm::b_tf32_if(kBf16)>(
+      c.len, V, [&](int i, int e, float s) { o[c.value(i, e)] = from_float<E>(s); }, tiles,
+      gemm_term(K, Strided<float>{ws.Qg + c.key(0, 0), key_stride}, Strided<float>{S0, V}),
+      gemm_term(c.len, Strided<float>{P, kChunk, x.scale}, Strided<float>{ws.Ut + c.value(0, 0), value_stride}));
 }
 
 template <class E, ops::DecayKind kDecay, ops::GateKind kGate>
@@ -34,9 +37,8 @@ __global__ void __launch_bounds__(kThreads)
   const ChunkRef<E, kDecay, kGate> c(x, chunks, ws.G, chunk, head);
   const float* P = ws.P + (chunk * x.heads + head) * kChunk * kChunk;
   __shared__ BlockGemmTiles tiles;
-  block_gemm<false, true>(
-      c.len, V, c.len, [&](int i, int j) { return P[j * kChunk + i]; },
-      [&](int j, int e) { return to_float(d_o[c.value(j, e)]); },
+  block_gemm<gemm::a_m_fast | gemm::b_tf32_if(kTf32Exact<E>)>(
+      c.len, V, c.len, Strided<float>{P, kChunk}, Strided<E>{d_o + c.value(0, 0), int64_t{x.heads} * V},
       [&](int i, int e, float s) { gws.dUt[c.value(i, e)] = x.scale * s; }, tiles);
 }
 
