@@ -134,7 +134,8 @@ int main(int argc, char** argv) {
       if (only_T == 0 || only_T == kTokens / batch) bench_mixer(m, batch, iterations, operands);
     }
   }
-  if (!known) throw std::invalid_argument("bench_gpu_delta_rule: unknown mixer '" + only_mixer +
-                                          "' (expected deltanet, gdn, kda or gdn2)");
+  if (!known)
+    throw std::invalid_argument("bench_gpu_delta_rule: unknown mixer '" + only_mixer +
+                                "' (expected deltanet, gdn, kda or gdn2)");
   return 0;
 }
