@@ -14,21 +14,15 @@
 #include <fstream>
 #include <functional>
 #include <nlohmann/json.hpp>
-#include <sstream>
 
 #include "checkpoint/checkpoint.h"
 #include "parallel/error_agreement.h"
 #include "parallel/mpi_comm.h"
-#include "tests/mpi/shared_directory.h"
-#include "tests/testing/json_lines.h"
-#include "tests/testing/synthetic_shards.h"
-#include "worker/run_config.h"
-#include "worker/trainer.h"
+#include "tests/mpi/trainer_runs.h"
 
 namespace linea {
 namespace {
 
-namespace fs = std::filesystem;
 using nlohmann::json;
 
 std::string hybrid_config() {
@@ -72,58 +66,9 @@ validate = true
 )";
 }
 
-class TrainerParallel : public ::testing::Test {
+class TrainerParallel : public testing::TrainerRuns {
  protected:
-  void SetUp() override {
-    rank_ = comm_rank(MPI_COMM_WORLD);
-    size_ = comm_size(MPI_COMM_WORLD);
-    if (rank_ == 0) testing::make_synthetic_data(root_.path() / "data");
-    MPI_Barrier(MPI_COMM_WORLD);
-  }
-
-  RunConfig config(const std::string& run_dir, std::vector<std::string> overrides = {}) {
-    overrides.push_back("run.dir=" + (root_.path() / run_dir).string());
-    overrides.push_back("data.path=" + (root_.path() / "data").string());
-    return parse_run_config(hybrid_config(), "hybrid.toml", overrides);
-  }
-
-  // Trains on the ranks of `comm` (every rank of it calls).
-  TrainSummary run(MPI_Comm comm, const RunConfig& c, std::function<void(const json&)> on_step = {}) {
-    std::ostringstream log;
-    TrainOptions options;
-    options.world = comm;
-    options.on_step = std::move(on_step);
-    return train(c, log, options);
-  }
-
-  // The one-rank run, trained by rank 0 alone.
-  void run_alone(const RunConfig& c) {
-    if (rank_ == 0) run(MPI_COMM_SELF, c);
-    MPI_Barrier(MPI_COMM_WORLD);
-  }
-
-  std::vector<json> metrics(const std::string& run_dir) {
-    return testing::json_lines(root_.path() / run_dir / "hybrid" / "metrics.jsonl");
-  }
-
-  // Loss, gradient norm and val loss step by step within `relative` (checked on rank 0, which
-  // writes the metrics).
-  void expect_same_trajectory(const std::string& a, const std::string& b, double relative) {
-    if (rank_ != 0) return;
-    SCOPED_TRACE(a + " vs " + b);
-    const auto x = metrics(a), y = metrics(b);
-    ASSERT_EQ(x.size(), y.size());
-    ASSERT_FALSE(x.empty());
-    for (size_t i = 0; i < x.size(); ++i) {
-      ASSERT_EQ(x[i]["step"], y[i]["step"]);
-      for (const char* key : {"loss", "grad_norm", "val_loss"}) {
-        ASSERT_EQ(x[i].contains(key), y[i].contains(key)) << key;
-        if (!x[i].contains(key)) continue;
-        const double u = x[i][key].get<double>(), v = y[i][key].get<double>();
-        EXPECT_NEAR(u, v, relative * std::abs(v)) << key << " at step " << x[i]["step"];
-      }
-    }
-  }
+  TrainerParallel() : TrainerRuns(hybrid_config(), "hybrid") {}
 
   void expect_bit_identical(const std::string& a, const std::string& b) {
     if (rank_ != 0) return;
@@ -135,15 +80,6 @@ class TrainerParallel : public ::testing::Test {
       }
     }
   }
-
-  // Copies run `from` into run `to` (rank 0), so that another job can resume it.
-  void copy_run(const std::string& from, const std::string& to) {
-    if (rank_ == 0) fs::copy(root_.path() / from, root_.path() / to, fs::copy_options::recursive);
-    MPI_Barrier(MPI_COMM_WORLD);
-  }
-
-  testing::SharedDirectory root_;
-  int rank_ = 0, size_ = 1;
 };
 
 // fp32 rounding: the DP replicas accumulate their micro-batches and the reduction sums them in

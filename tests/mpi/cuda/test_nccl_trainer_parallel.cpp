@@ -9,28 +9,15 @@
 #include <gtest/gtest.h>
 #include <mpi.h>
 
-#include <algorithm>
-#include <cmath>
 #include <cstdio>
-#include <filesystem>
-#include <nlohmann/json.hpp>
-#include <sstream>
 #include <string>
-#include <vector>
 
 #include "kernels/cuda/runtime.h"
 #include "parallel/mpi_comm.h"
-#include "tests/mpi/shared_directory.h"
-#include "tests/testing/json_lines.h"
-#include "tests/testing/synthetic_shards.h"
-#include "worker/run_config.h"
-#include "worker/trainer.h"
+#include "tests/mpi/trainer_runs.h"
 
 namespace linea {
 namespace {
-
-namespace fs = std::filesystem;
-using nlohmann::json;
 
 // Sizes the CUDA kernels support (d_k 32, attention head_dim 64); the vocabulary (65) splits
 // unevenly over 2 and 4 ranks, the heads evenly.
@@ -78,68 +65,21 @@ validate = true
 
 constexpr double kTolerance = 5e-3;
 
-class NcclTrainerParallel : public ::testing::Test {
+class NcclTrainerParallel : public testing::TrainerRuns {
  protected:
+  NcclTrainerParallel() : TrainerRuns(gpu_hybrid_config(), "hybrid") {}
+
   void SetUp() override {
-    rank_ = comm_rank(MPI_COMM_WORLD);
-    size_ = comm_size(MPI_COMM_WORLD);
-    const int devices = cuda::device_count();
-    if (devices < size_) GTEST_SKIP() << size_ << " ranks need a GPU each; " << devices << " visible";
-    if (rank_ == 0) testing::make_synthetic_data(root_.path() / "data");
-    MPI_Barrier(MPI_COMM_WORLD);
+    const int ranks = comm_size(MPI_COMM_WORLD), devices = cuda::device_count();
+    if (devices < ranks) GTEST_SKIP() << ranks << " ranks need a GPU each; " << devices << " visible";
+    TrainerRuns::SetUp();
   }
 
-  RunConfig config(const std::string& run_dir, std::vector<std::string> overrides = {}) {
-    overrides.push_back("run.dir=" + (root_.path() / run_dir).string());
-    overrides.push_back("data.path=" + (root_.path() / "data").string());
-    return parse_run_config(gpu_hybrid_config(), "hybrid.toml", overrides);
-  }
-
-  // Trains on the ranks of `comm` (every rank of it calls).
-  void run(MPI_Comm comm, const RunConfig& c) {
-    std::ostringstream log;
-    TrainOptions options;
-    options.world = comm;
-    train(c, log, options);
-  }
-
-  // The one-GPU run, trained by rank 0 alone (on GPU 0).
-  void run_alone(const RunConfig& c) {
-    if (rank_ == 0) run(MPI_COMM_SELF, c);
-    MPI_Barrier(MPI_COMM_WORLD);
-  }
-
-  // Loss, gradient norm and val loss step by step within kTolerance (checked on rank 0, which
-  // writes the metrics).
+  // The largest relative difference is printed: the bound is an estimate of bf16 Newton–Schulz drift.
   void expect_same_trajectory(const std::string& a, const std::string& b) {
-    if (rank_ != 0) return;
-    SCOPED_TRACE(a + " vs " + b);
-    const auto x = testing::json_lines(root_.path() / a / "hybrid" / "metrics.jsonl");
-    const auto y = testing::json_lines(root_.path() / b / "hybrid" / "metrics.jsonl");
-    ASSERT_EQ(x.size(), y.size());
-    ASSERT_FALSE(x.empty());
-    double worst = 0;
-    for (size_t i = 0; i < x.size(); ++i) {
-      ASSERT_EQ(x[i]["step"], y[i]["step"]);
-      for (const char* key : {"loss", "grad_norm", "val_loss"}) {
-        ASSERT_EQ(x[i].contains(key), y[i].contains(key)) << key;
-        if (!x[i].contains(key)) continue;
-        const double u = x[i][key].get<double>(), v = y[i][key].get<double>();
-        worst = std::max(worst, std::abs(u - v) / std::abs(v));
-        EXPECT_NEAR(u, v, kTolerance * std::abs(v)) << key << " at step " << x[i]["step"];
-      }
-    }
-    std::printf("measured %s vs %s: largest relative difference %.3g over %zu steps\n", a.c_str(), b.c_str(), worst,
-                x.size());
+    const double worst = TrainerRuns::expect_same_trajectory(a, b, kTolerance);
+    if (rank_ == 0) std::printf("measured %s vs %s: largest relative difference %.3g\n", a.c_str(), b.c_str(), worst);
   }
-
-  void copy_run(const std::string& from, const std::string& to) {
-    if (rank_ == 0) fs::copy(root_.path() / from, root_.path() / to, fs::copy_options::recursive);
-    MPI_Barrier(MPI_COMM_WORLD);
-  }
-
-  testing::SharedDirectory root_;
-  int rank_ = 0, size_ = 1;
 };
 
 TEST_F(NcclTrainerParallel, EveryLayoutFollowsOneGpu) {
