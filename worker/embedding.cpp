@@ -8,8 +8,8 @@
 namespace linea {
 
 namespace {
-// Every id in [0, vocab): the ops check a shard's ids against nothing but ≥ 0, so the vocabulary
-// is checked here (device ids on a host copy).
+// Every id in [0, vocab). The whole-table ops check that themselves; a shard's ops check only ≥ 0,
+// so a shard's device ids are checked here on a host copy (host ids always: it costs no copy).
 void check_vocabulary(const Tensor& ids, int64_t vocab) {
   const Tensor host = ids.device() == Device::cpu ? ids : ids.clone();
   const int32_t* id = host.data<int32_t>();
@@ -35,7 +35,7 @@ Tensor Embedding::forward(StepContext& ctx, const Tensor& ids) {
   if (ids.dtype() != DType::i32 || ids.ndim() != 1) {
     throw std::invalid_argument("Embedding: token ids must be i32 [N], got " + ids.describe());
   }
-  check_vocabulary(ids, vocab_);
+  if (ids.device() == Device::cpu || table_->shard_dim >= 0) check_vocabulary(ids, vocab_);
   ids_ = ids;
   Tensor x = ctx.activation({ids.numel(), dim_});
   if (table_->shard_dim < 0) {
