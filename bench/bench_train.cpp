@@ -2,7 +2,9 @@
 // trainer itself (data loader, forward/backward, optimizer, everything `linea train` does) for
 // warm-up + timed steps in a fresh run directory, stopped right after the last timed step (no final
 // evaluation or checkpoint). Prints one JSON line: the median step time over the timed steps,
-// tokens/s, FLOPs per token, MFU against a bf16 GEMM ceiling, peak GPU memory (what linea allocated).
+// tokens/s, FLOPs per token, MFU against a bf16 GEMM ceiling, peak GPU memory (what linea allocated)
+// over the whole run and over the timed steps alone (after the warm-up, whose first step grows the
+// arenas).
 //   bench_train CONFIG.toml [--warmup W] [--steps S] [--peak-tflops P] [section.key=value ...]
 //
 // FLOPs per token (a multiply-add is 2), forward + backward:
@@ -105,8 +107,13 @@ int main(int argc, char** argv) {
     double last_loss = 0;
     TrainOptions options;
     const double tokens_per_step = double(config.train.batch_seqs * config.train.seq_len);
+    size_t warmup_peak = 0;  // the GPU peak up to the end of the warm-up, before the counter restarts
     options.on_step = [&](const nlohmann::json& m) {
       const int64_t step = m["step"].get<int64_t>();
+      if (step == warmup) {
+        warmup_peak = cuda_peak_allocated_bytes();
+        cuda_reset_peak_allocated_bytes();
+      }
       if (step > warmup) step_seconds.push_back(tokens_per_step / m["tokens_per_s"].get<double>());
       last_loss = m["loss"].get<double>();
       if (step == warmup + steps) throw TimedStepsDone{};
@@ -140,7 +147,8 @@ int main(int argc, char** argv) {
         {"tokens_per_s", tokens_per_s},
         {"gflop_per_token", flops / 1e9},
         {"mfu", tokens_per_s * flops / (peak_tflops * 1e12)},
-        {"peak_gpu_gib", double(cuda_peak_allocated_bytes()) / double(1 << 30)},
+        {"peak_gpu_gib", double(std::max(warmup_peak, cuda_peak_allocated_bytes())) / double(1 << 30)},
+        {"timed_peak_gpu_gib", double(cuda_peak_allocated_bytes()) / double(1 << 30)},
         {"last_loss", last_loss}};
     std::printf("%s\n", line.dump().c_str());
   } catch (const std::exception& e) {

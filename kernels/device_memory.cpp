@@ -101,4 +101,10 @@ size_t cuda_peak_allocated_bytes() {
 #endif
 }
 
+void cuda_reset_peak_allocated_bytes() {
+#ifdef LINEA_WITH_CUDA
+  cuda::reset_peak_allocated_bytes();
+#endif
+}
+
 }  // namespace linea

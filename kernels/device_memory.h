@@ -21,5 +21,7 @@ bool cuda_backend_built();
 bool cuda_device_available();
 // The most CUDA memory this process has held at once through allocate_device_memory (0 without CUDA).
 size_t cuda_peak_allocated_bytes();
+// Starts that peak again from what is held now (nothing without CUDA).
+void cuda_reset_peak_allocated_bytes();
 
 }  // namespace linea

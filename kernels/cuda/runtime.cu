@@ -40,6 +40,7 @@ std::shared_ptr<void> allocate(size_t bytes) {
 
 size_t allocated_bytes() { return allocated.load(); }
 size_t peak_allocated_bytes() { return peak_allocated.load(); }
+void reset_peak_allocated_bytes() { peak_allocated = allocated.load(); }
 
 void memset_zero(void* data, size_t bytes) { check_cuda(cudaMemset(data, 0, bytes), "cudaMemset"); }
 

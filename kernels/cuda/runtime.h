@@ -12,6 +12,7 @@ std::shared_ptr<void> allocate(size_t bytes);
 // device together; what linea allocates, without the CUDA context and libraries' own memory).
 size_t allocated_bytes();
 size_t peak_allocated_bytes();
+void reset_peak_allocated_bytes();  // the peak starts again from what is held now
 void memset_zero(void* data, size_t bytes);
 void copy(void* dst, const void* src, size_t bytes);  // any direction (unified addressing)
 // `rows` runs of `width` bytes, run i from src + i·src_pitch to dst + i·dst_pitch (cudaMemcpy2D).
