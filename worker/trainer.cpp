@@ -219,6 +219,7 @@ int agreed_stop_signal(Communicator& world) {
 }  // namespace
 
 TrainSummary train(const RunConfig& c, std::ostream& log, const TrainOptions& options) {
+  const auto setup_start = Clock::now();
   ProcessGrid grid = make_grid(c, options.world);
   const bool lead = grid.world_rank() == 0;
   std::ostream quiet(nullptr);
@@ -303,7 +304,8 @@ TrainSummary train(const RunConfig& c, std::ostream& log, const TrainOptions& op
   summary.precision = std::string(dtype_name(placement.compute));
   int64_t tokens = 0;
   if (c.train.resume != ResumeMode::never) {
-    const std::optional<ResumedTraining> resumed = resume_training(checkpoint_root, world, *optimizer, *loader, out);
+    const ResumeAttempt attempt = resume_training(checkpoint_root, world, *optimizer, *loader, out);
+    const std::optional<ResumedTraining>& resumed = attempt.resumed;
     if (resumed) {
       model->params().refresh_compute_values();
       summary.start_step = resumed->step;
@@ -318,8 +320,8 @@ TrainSummary train(const RunConfig& c, std::ostream& log, const TrainOptions& op
     } else if (c.train.resume == ResumeMode::require) {
       throw_alike<std::runtime_error>(
           world, checkpoint_root.string() + ": train.resume = \"require\" but there is no committed checkpoint");
-    } else {
-      errors.run(build_model);  // a damaged checkpoint may have been partly read: start afresh
+    } else if (attempt.state_overwritten) {
+      errors.run(build_model);  // a damaged checkpoint was partly read: start afresh
       errors.agree("building the model");
     }
   }
@@ -348,7 +350,7 @@ TrainSummary train(const RunConfig& c, std::ostream& log, const TrainOptions& op
       << omp_get_max_threads() << " threads" << (grid.world_size() > 1 ? " per rank" : "") << ", data "
       << data_dir.string() << " (" << human_count(double(dataset->split(data::Split::train).num_tokens()))
       << " train tokens), " << tokens_per_step << " tokens/step, steps " << summary.start_step << " → " << last_step
-      << " of " << c.train.steps << "\n";
+      << " of " << c.train.steps << "; set up in " << human_duration(seconds_since(setup_start)) << "\n";
   summary.end_step = summary.start_step;
   summary.tokens = tokens;
   if (summary.start_step >= c.train.steps) {

@@ -107,10 +107,10 @@ CheckpointState training_checkpoint_part(const RunConfig& config, int64_t step, 
   return s;
 }
 
-std::optional<ResumedTraining> resume_training(const fs::path& root, Communicator& world,
-                                               DistributedOptimizer& optimizer, data::Loader& loader,
-                                               std::ostream& log) {
+ResumeAttempt resume_training(const fs::path& root, Communicator& world, DistributedOptimizer& optimizer,
+                              data::Loader& loader, std::ostream& log) {
   const std::vector<CheckpointTensor> blocks = held_blocks(optimizer);
+  ResumeAttempt attempt;
   for (const int64_t step : committed_steps(root, world)) {
     const fs::path directory = root / checkpoint_directory_name(step);
     const auto skip_if_damaged = [&](const std::string& damage) {
@@ -141,6 +141,7 @@ std::optional<ResumedTraining> resume_training(const fs::path& root, Communicato
     errors.agree("resuming from " + directory.string());
 
     // 3. The blocks (damage: fall back).
+    attempt.state_overwritten = true;
     try {
       for (const CheckpointTensor& b : blocks) read_block(*reader, b);
     } catch (const std::exception& e) {
@@ -154,9 +155,10 @@ std::optional<ResumedTraining> resume_training(const fs::path& root, Communicato
     });
     errors.agree("resuming from " + directory.string());
     const CheckpointState& info = reader->info();
-    return ResumedTraining{info.step, info.tokens, info.config, info.layout, directory};
+    attempt.resumed = ResumedTraining{info.step, info.tokens, info.config, info.layout, directory};
+    return attempt;
   }
-  return std::nullopt;
+  return attempt;
 }
 
 }  // namespace linea

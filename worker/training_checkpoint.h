@@ -40,10 +40,14 @@ struct ResumedTraining {
 // rank can read. A checkpoint that some rank finds damaged is skipped on every rank (a warning on
 // `log`) in favour of the previous one. A checkpoint that does not fit this run (another optimizer,
 // missing tensors or other shapes: a changed model config) is an error on every rank (AgreedError;
-// with one rank, std::runtime_error). Returns nullopt when no checkpoint could be read; the weights
-// and optimizer state may then have been partly overwritten and must be initialised afresh.
-std::optional<ResumedTraining> resume_training(const std::filesystem::path& root, Communicator& world,
-                                               DistributedOptimizer& optimizer, data::Loader& loader,
-                                               std::ostream& log);
+// with one rank, std::runtime_error). `resumed` is empty when no checkpoint could be read; then
+// `state_overwritten` says whether a damaged one was partly read into the weights and optimizer
+// state, which must then be initialised afresh (the same on every rank).
+struct ResumeAttempt {
+  std::optional<ResumedTraining> resumed;
+  bool state_overwritten = false;
+};
+ResumeAttempt resume_training(const std::filesystem::path& root, Communicator& world, DistributedOptimizer& optimizer,
+                              data::Loader& loader, std::ostream& log);
 
 }  // namespace linea

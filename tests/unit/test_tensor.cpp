@@ -1,4 +1,8 @@
 #include <gtest/gtest.h>
+#include <omp.h>
+
+#include <cmath>
+#include <cstring>
 
 #include "kernels/arena.h"
 #include "kernels/random.h"
@@ -65,6 +69,46 @@ TEST(Rng, StateRoundTrip) {
   Rng b(7);
   b.set_state(a.state());
   EXPECT_EQ(a.next_u64(), b.next_u64());
+}
+
+// The fills are counter-based: the same values whatever the number of threads, a prefix of a
+// longer fill with the same key, one draw of the Rng per call, and the moments of their law.
+TEST(Rng, FillsAreCounterBasedAndHaveTheirLaw) {
+  const int64_t n = 1 << 18;  // several parallel blocks
+  Tensor many = Tensor::empty({n}, DType::f64), one = Tensor::empty({n}, DType::f64);
+  Tensor prefix = Tensor::empty({1001}, DType::f32);
+  Rng a(3), b(3), c(3);
+  fill_normal(many, a, 1.0, 2.0);
+  const int threads = omp_get_max_threads();
+  omp_set_num_threads(1);
+  fill_normal(one, b, 1.0, 2.0);
+  omp_set_num_threads(threads);
+  fill_normal(prefix, c, 1.0, 2.0);
+  EXPECT_EQ(std::memcmp(many.raw(), one.raw(), many.nbytes()), 0);
+  for (int64_t i = 0; i < prefix.numel(); ++i) EXPECT_EQ(prefix.data<float>()[i], float(many.data<double>()[i]));
+  EXPECT_EQ(a.next_u64(), b.next_u64());
+  Rng d(3);
+  d.next_u64();
+  EXPECT_EQ(c.next_u64(), d.next_u64());
+
+  double sum = 0, squares = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    const double z = (many.data<double>()[i] - 1.0) / 2.0;
+    sum += z;
+    squares += z * z;
+  }
+  EXPECT_NEAR(sum / n, 0.0, 5.0 / std::sqrt(double(n)));  // 5 standard errors
+  EXPECT_NEAR(squares / n, 1.0, 5.0 * std::sqrt(2.0 / n));
+
+  Tensor u = Tensor::empty({n}, DType::f32);
+  fill_uniform(u, a, -1.0, 3.0);
+  double usum = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    const float x = u.data<float>()[i];
+    ASSERT_TRUE(x >= -1.0f && x <= 3.0f) << i;
+    usum += x;
+  }
+  EXPECT_NEAR(usum / n, 1.0, 5.0 * 4.0 / std::sqrt(12.0 * n));
 }
 
 TEST(ParameterSet, FlatBuffersAndViews) {
