@@ -1,6 +1,5 @@
 #include "kernels/cpu/embedding.h"
 
-#include <limits>
 #include <optional>
 
 #include "kernels/op_arguments.h"
@@ -13,21 +12,29 @@ namespace linea::ops {
 
 namespace {
 
-// The checks both forms make, then kernel(T{}, n, d, vocab_begin, V) on the element type, or
-// cuda_kernel(vocab_begin) on CUDA tensors. The whole table (vocab_begin unset): every id must be
-// one of its rows. A vocabulary shard: any id ≥ 0 (ids outside the shard are the other ranks'
+// A vocabulary shard: rows [begin, begin + V) of a table of `vocab` rows.
+struct VocabShard {
+  int64_t begin, vocab;
+};
+
+// The checks both forms make, then kernel(T{}, n, d, begin, V) on the element type, or
+// cuda_kernel(begin) on CUDA tensors. Every id must be a row of the whole table: of `table` itself,
+// or of the vocabulary that the shard is part of (ids outside the shard are the other ranks'
 // business).
 template <class Kernel, class CudaKernel>
 void run(const char* op, const Tensor& table, const char* table_name, const Tensor& rows, const char* rows_name,
-         const Tensor& ids, std::optional<int64_t> vocab_begin, Kernel&& kernel,
+         const Tensor& ids, std::optional<VocabShard> shard, Kernel&& kernel,
          [[maybe_unused]] CudaKernel&& cuda_kernel) {
   OpArguments args(op);
   args.floating(table, table_name, {kAnyDim, kAnyDim}).indices(ids, "ids", {kAnyDim});
   const int64_t n = ids.dim(0), v = table.dim(0), d = table.dim(1);
   args.floating(rows, rows_name, {n, d});
-  const int64_t begin = vocab_begin.value_or(0);
+  const int64_t begin = shard ? shard->begin : 0;
   args.require(begin >= 0, "vocab_begin", "expected a row index >= 0, got " + std::to_string(begin));
-  const int64_t id_end = vocab_begin ? std::numeric_limits<int32_t>::max() + int64_t{1} : v;
+  const int64_t id_end = shard ? shard->vocab : v;
+  args.require(begin + v <= id_end, "vocab",
+               "expected the shard's rows [" + std::to_string(begin) + ", " + std::to_string(begin + v) +
+                   ") inside the vocabulary, got vocab " + std::to_string(id_end));
 #ifdef LINEA_WITH_CUDA
   if (args.on_cuda()) {
     args.require_indices_in_range(ids, "ids", 0, id_end);
@@ -40,9 +47,9 @@ void run(const char* op, const Tensor& table, const char* table_name, const Tens
   });
 }
 
-void lookup(const char* op, Tensor out, const Tensor& table, const Tensor& ids, std::optional<int64_t> vocab_begin) {
+void lookup(const char* op, Tensor out, const Tensor& table, const Tensor& ids, std::optional<VocabShard> shard) {
   run(
-      op, table, "table", out, "out", ids, vocab_begin,
+      op, table, "table", out, "out", ids, shard,
       [&](auto zero, int64_t n, int64_t d, int64_t begin, int64_t v) {
         using T = decltype(zero);
         cpu::embedding_forward(out.data<T>(), table.data<T>(), ids.data<int32_t>(), n, d, begin, v);
@@ -54,9 +61,9 @@ void lookup(const char* op, Tensor out, const Tensor& table, const Tensor& ids, 
       });
 }
 
-void scatter(const char* op, Tensor dtable, const Tensor& dout, const Tensor& ids, std::optional<int64_t> vocab_begin) {
+void scatter(const char* op, Tensor dtable, const Tensor& dout, const Tensor& ids, std::optional<VocabShard> shard) {
   run(
-      op, dtable, "dtable", dout, "dout", ids, vocab_begin,
+      op, dtable, "dtable", dout, "dout", ids, shard,
       [&](auto zero, int64_t n, int64_t d, int64_t begin, int64_t v) {
         using T = decltype(zero);
         cpu::embedding_backward(dtable.data<T>(), dout.data<T>(), ids.data<int32_t>(), n, d, begin, v);
@@ -78,12 +85,13 @@ void embedding_backward(Tensor dtable, const Tensor& dout, const Tensor& ids) {
   scatter("embedding_backward", dtable, dout, ids, std::nullopt);
 }
 
-void embedding_shard_forward(Tensor out, const Tensor& table, const Tensor& ids, int64_t vocab_begin) {
-  lookup("embedding_shard_forward", out, table, ids, vocab_begin);
+void embedding_shard_forward(Tensor out, const Tensor& table, const Tensor& ids, int64_t vocab_begin, int64_t vocab) {
+  lookup("embedding_shard_forward", out, table, ids, VocabShard{vocab_begin, vocab});
 }
 
-void embedding_shard_backward(Tensor dtable, const Tensor& dout, const Tensor& ids, int64_t vocab_begin) {
-  scatter("embedding_shard_backward", dtable, dout, ids, vocab_begin);
+void embedding_shard_backward(Tensor dtable, const Tensor& dout, const Tensor& ids, int64_t vocab_begin,
+                              int64_t vocab) {
+  scatter("embedding_shard_backward", dtable, dout, ids, VocabShard{vocab_begin, vocab});
 }
 
 }  // namespace linea::ops

@@ -31,12 +31,12 @@ void add_converted(Tensor y, const Tensor& x);
 void embedding_forward(Tensor out, const Tensor& table, const Tensor& ids);
 // dtable[ids[n], :] += dout[n, :]
 void embedding_backward(Tensor dtable, const Tensor& dout, const Tensor& ids);
-// Vocabulary-parallel form: the table holds rows [vocab_begin, vocab_begin + V) of the full table.
-// ids: i32 [N], each ≥ 0. out[n, :] = table[ids[n] − vocab_begin, :] when ids[n] is in the shard,
-// else 0 (summing out over the shards gives embedding_forward's result); the backward adds only the
-// rows of the ids in the shard.
-void embedding_shard_forward(Tensor out, const Tensor& table, const Tensor& ids, int64_t vocab_begin);
-void embedding_shard_backward(Tensor dtable, const Tensor& dout, const Tensor& ids, int64_t vocab_begin);
+// Vocabulary-parallel form: the table holds rows [vocab_begin, vocab_begin + V) of the full table
+// of `vocab` rows. ids: i32 [N], each in [0, vocab). out[n, :] = table[ids[n] − vocab_begin, :] when
+// ids[n] is in the shard, else 0 (summing out over the shards gives embedding_forward's result);
+// the backward adds only the rows of the ids in the shard.
+void embedding_shard_forward(Tensor out, const Tensor& table, const Tensor& ids, int64_t vocab_begin, int64_t vocab);
+void embedding_shard_backward(Tensor dtable, const Tensor& dout, const Tensor& ids, int64_t vocab_begin, int64_t vocab);
 
 // ---- RMSNorm over the last dimension: y = x · rstd · w, rstd = 1/sqrt(mean(x²) + eps) ---------
 // x, out: [N, D]; weight: [D]; rstd: [N] (saved for backward)

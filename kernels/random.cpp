@@ -1,10 +1,10 @@
 #include "kernels/random.h"
 
-#include "kernels/cpu/parallel.h"
-
 #include <algorithm>
 #include <cmath>
 #include <stdexcept>
+
+#include "kernels/cpu/parallel.h"
 
 namespace linea {
 

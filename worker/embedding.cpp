@@ -7,21 +7,6 @@
 
 namespace linea {
 
-namespace {
-// Every id in [0, vocab). The whole-table ops check that themselves; a shard's ops check only ≥ 0,
-// so a shard's device ids are checked here on a host copy (host ids always: it costs no copy).
-void check_vocabulary(const Tensor& ids, int64_t vocab) {
-  const Tensor host = ids.device() == Device::cpu ? ids : ids.clone();
-  const int32_t* id = host.data<int32_t>();
-  for (int64_t n = 0; n < host.numel(); ++n) {
-    if (id[n] < 0 || id[n] >= vocab) {
-      throw std::invalid_argument("Embedding: token id " + std::to_string(id[n]) + " at position " + std::to_string(n) +
-                                  " is outside the vocabulary [0, " + std::to_string(vocab) + ")");
-    }
-  }
-}
-}  // namespace
-
 Embedding::Embedding(ParameterSet& params, const std::string& name, int64_t vocab, int64_t dim,
                      const TensorParallel& tp)
     : vocab_(vocab), dim_(dim), tp_(tp) {
@@ -35,13 +20,12 @@ Tensor Embedding::forward(StepContext& ctx, const Tensor& ids) {
   if (ids.dtype() != DType::i32 || ids.ndim() != 1) {
     throw std::invalid_argument("Embedding: token ids must be i32 [N], got " + ids.describe());
   }
-  if (ids.device() == Device::cpu || table_->shard_dim >= 0) check_vocabulary(ids, vocab_);
   ids_ = ids;
   Tensor x = ctx.activation({ids.numel(), dim_});
   if (table_->shard_dim < 0) {
     ops::embedding_forward(x, table_->compute, ids);
   } else {
-    ops::embedding_shard_forward(x, table_->compute, ids, table_->shard_offset);
+    ops::embedding_shard_forward(x, table_->compute, ids, table_->shard_offset, vocab_);
     tp_.all_reduce_sum(x);
   }
   return x;
@@ -51,7 +35,7 @@ void Embedding::backward(const Tensor& dx) {
   if (table_->shard_dim < 0) {
     ops::embedding_backward(table_->compute_grad, dx, ids_);
   } else {
-    ops::embedding_shard_backward(table_->compute_grad, dx, ids_, table_->shard_offset);
+    ops::embedding_shard_backward(table_->compute_grad, dx, ids_, table_->shard_offset, vocab_);
   }
 }
 

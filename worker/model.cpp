@@ -93,8 +93,13 @@ Tensor Model::forward(StepContext& ctx, const Tensor& ids, const Tensor& targets
   check_host_indices(ids, n, "ids");
   check_host_indices(targets, n, "targets");
   target_count = 0;
+  const int32_t* id = ids.data<int32_t>();
   const int32_t* target = targets.data<int32_t>();
   for (int64_t i = 0; i < n; ++i) {
+    if (id[i] < 0 || id[i] >= config_.vocab) {
+      throw std::invalid_argument("Model: token id " + std::to_string(id[i]) + " at position " + std::to_string(i) +
+                                  " is outside the vocabulary [0, " + std::to_string(config_.vocab) + ")");
+    }
     if (target[i] < -1 || target[i] >= config_.vocab) {
       throw std::invalid_argument("Model: target " + std::to_string(target[i]) + " at position " + std::to_string(i) +
                                   " is neither -1 (ignored) nor in [0, " + std::to_string(config_.vocab) + ")");

@@ -69,12 +69,12 @@ TEST_P(GpuVocabShard, EmbeddingShard) {
     for (const Shard s : shards_of(c.v)) {
       SCOPED_TRACE(name_of(s) + " of " + std::to_string(c.v) + ", d " + std::to_string(c.d));
       Tensor out = Tensor::empty({c.n, c.d}, DType::f64), dtable = rows(dtable0, s);
-      ops::embedding_shard_forward(out, rows(table, s), ids, s.begin);
-      ops::embedding_shard_backward(dtable, dout, ids, s.begin);
+      ops::embedding_shard_forward(out, rows(table, s), ids, s.begin, c.v);
+      ops::embedding_shard_backward(dtable, dout, ids, s.begin, c.v);
 
       Tensor gout = Tensor::empty({c.n, c.d}, dt, Device::cuda), gdtable = to_device(rows(dtable0, s), dt);
-      ops::embedding_shard_forward(gout, to_device(rows(table, s), dt), gids, s.begin);
-      ops::embedding_shard_backward(gdtable, gdout, gids, s.begin);
+      ops::embedding_shard_forward(gout, to_device(rows(table, s), dt), gids, s.begin, c.v);
+      ops::embedding_shard_backward(gdtable, gdout, gids, s.begin, c.v);
       EXPECT_TRUE(assert_close("out", out, to_host(gout), 0.0, 0.0)) << "a lookup is a copy or zeros";
       EXPECT_TRUE(assert_close("dtable", dtable, to_host(gdtable), tolerance(dt)));
     }
@@ -204,8 +204,11 @@ TEST_P(GpuVocabShard, BadArgumentsAreReported) {
   ids.data<int32_t>()[0] = 7;
   ids.data<int32_t>()[1] = -2;
   Tensor out = Tensor::empty({2, 4}, dt, Device::cuda);
-  expect_error([&] { ops::embedding_shard_forward(out, w, to_device(ids, DType::i32), 5); },
+  expect_error([&] { ops::embedding_shard_forward(out, w, to_device(ids, DType::i32), 5, 20); },
                {"embedding_shard_forward", "ids: entry 1 is -2"});
+  ids.data<int32_t>()[1] = 20;  // past the vocabulary, not only the shard
+  expect_error([&] { ops::embedding_shard_forward(out, w, to_device(ids, DType::i32), 5, 20); },
+               {"embedding_shard_forward", "ids: entry 1 is 20", "[0, 20)"});
 }
 
 INSTANTIATE_TEST_SUITE_P(Dtypes, GpuVocabShard, ::testing::Values(DType::f32, DType::bf16), testing::dtype_test_name);

@@ -197,7 +197,7 @@ TEST(ModelLayers, EmbeddingAndBadIds) {
       [&] {
         embedding.forward(ctx, testing::index_tensor({1, 2, 7, 0, 0}));
       },
-      {"token id 7", "position 2", "[0, 7)"}));
+      {"embedding_forward", "ids", "entry 2 is 7", "[0, 7)"}));
 }
 
 // ---- mixers ------------------------------------------------------------------------------------

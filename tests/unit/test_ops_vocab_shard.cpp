@@ -44,10 +44,10 @@ TEST(EmbeddingShard, ShardsSumToTheWholeLookupAndSplitItsGradient) {
   Tensor sum = Tensor::zeros({n, d}, DType::f64);
   for (const Shard& s : kShards) {
     Tensor out = random_tensor({n, d}, rng);  // overwritten, zeros included
-    ops::embedding_shard_forward(out, rows(table, s), ids, s.begin);
+    ops::embedding_shard_forward(out, rows(table, s), ids, s.begin, v);
     ops::add_inplace(sum, out);
     Tensor grad = rows(start, s);  // accumulated onto what is there
-    ops::embedding_shard_backward(grad, dout, ids, s.begin);
+    ops::embedding_shard_backward(grad, dout, ids, s.begin, v);
     EXPECT_TRUE(assert_close("dtable rows " + std::to_string(s.begin), rows(whole_grad, s), grad, 0, 0));
   }
   EXPECT_TRUE(assert_close("sum of shard lookups", whole, sum, 0, 0));
@@ -57,17 +57,27 @@ TEST(EmbeddingShard, RejectsBadArguments) {
   Tensor table = Tensor::zeros({4, 2}, DType::f32), out = Tensor::zeros({2, 2}, DType::f32);
   EXPECT_TRUE(throws_invalid_argument(
       [&] {
-        ops::embedding_shard_forward(out, table, index_tensor({3, -1}), 4);
+        ops::embedding_shard_forward(out, table, index_tensor({3, -1}), 4, 8);
       },
       {"embedding_shard_forward", "ids", "entry 1", "-1"}));
   EXPECT_TRUE(throws_invalid_argument(
       [&] {
-        ops::embedding_shard_forward(out, table, index_tensor({3, 1}), -4);
+        ops::embedding_shard_forward(out, table, index_tensor({3, 8}), 4, 8);
+      },
+      {"embedding_shard_forward", "ids", "entry 1 is 8", "[0, 8)"}));
+  EXPECT_TRUE(throws_invalid_argument(
+      [&] {
+        ops::embedding_shard_forward(out, table, index_tensor({3, 1}), -4, 8);
       },
       {"embedding_shard_forward", "vocab_begin", "-4"}));
   EXPECT_TRUE(throws_invalid_argument(
       [&] {
-        ops::embedding_shard_backward(table, Tensor::zeros({3, 2}, DType::f32), index_tensor({3, 1}), 4);
+        ops::embedding_shard_forward(out, table, index_tensor({3, 1}), 6, 8);
+      },
+      {"embedding_shard_forward", "vocab", "[6, 10)"}));
+  EXPECT_TRUE(throws_invalid_argument(
+      [&] {
+        ops::embedding_shard_backward(table, Tensor::zeros({3, 2}, DType::f32), index_tensor({3, 1}), 4, 8);
       },
       {"embedding_shard_backward", "dout", "[2, 2]"}));
 }
