@@ -271,6 +271,41 @@ __device__ inline Coverage query_rows_cover(int t0, int t_last, int s0, int keys
           t0 <= t_last && s0 <= t_last && s0 + keys - 1 >= first_key(t0, tile.seq_begin, window)};
 }
 
+// What a block of the forward or the dQ kernel works on: query tile blockIdx.x / Hq of `tiles`,
+// query head h = blockIdx.x % Hq (kv head g), the warp's queries t0..t_last (none when t_last < t0),
+// and the key steps of kStep keys it walks, whose K and V rows load into a double buffer at skv in
+// shared memory (buffer b: K at 2b, V at 2b + 1).
+template <int D, int kStep>
+struct QueryTileBlock {
+  static constexpr int kKeyElements = kTileElements<D, kStep>;
+  int h, g;
+  Tile tile;
+  int warp, t0, t_last;
+  KeyRange keys;
+  bf16_t* skv;
+  __device__ QueryTileBlock(const Tile* tiles, const Dims& dims, bf16_t* skv)
+      : h(blockIdx.x % dims.q_heads),
+        g(h / dims.group),
+        tile(tiles[blockIdx.x / dims.q_heads]),
+        warp(threadIdx.x / kWarpSize),
+        t0(tile.begin + warp * kQueryWarpRows),
+        t_last(min(t0 + kQueryWarpRows, tile.end) - 1),
+        keys(key_range(tile, dims.window, kStep)),
+        skv(skv) {}
+  // Starts copying the tile's rows of head h of a [N, Hq·D] tensor (Q, dO) into `to`.
+  __device__ void load_queries(bf16_t* to, const bf16_t* from, const Dims& dims) const {
+    load_rows<D, kQueryTile>(to, from, dims.q_heads, h, tile.begin, tile.end);
+  }
+  // Starts copying key step `step` of K and V (kv head g) into buffer `buffer`.
+  __device__ void load_keys(const bf16_t* k, const bf16_t* v, const Dims& dims, int step, int buffer) const {
+    bf16_t* kbuf = key_buffer(buffer);
+    load_rows<D, kStep>(kbuf, k, dims.kv_heads, g, keys.begin + step * kStep, tile.end);
+    load_rows<D, kStep>(kbuf + kKeyElements, v, dims.kv_heads, g, keys.begin + step * kStep, tile.end);
+  }
+  // K of buffer `buffer`; its V follows at + kKeyElements.
+  __device__ bf16_t* key_buffer(int buffer) const { return skv + buffer * 2 * kKeyElements; }
+};
+
 // ---- bf16 forward ------------------------------------------------------------------------------
 template <int D>
 constexpr size_t forward_shared_bytes() {  // Q, then (K, V) × 2 buffers
@@ -284,31 +319,23 @@ __global__ void __launch_bounds__(kThreads) forward_kernel(bf16_t* out, float* l
   constexpr int MT = kQueryMmas, kStep = kForwardKeyStep;
   constexpr int kKeyElements = kTileElements<D, kStep>;
   bf16_t* sq = reinterpret_cast<bf16_t*>(shared);
-  bf16_t* skv = sq + kTileElements<D, kQueryTile>;
-  const int h = blockIdx.x % dims.q_heads, g = h / dims.group;
-  const Tile tile = tiles[blockIdx.x / dims.q_heads];
-  const int warp = threadIdx.x / kWarpSize, lane = threadIdx.x % kWarpSize;
-  const int t0 = tile.begin + warp * kQueryWarpRows, t_last = min(t0 + kQueryWarpRows, tile.end) - 1;
-  const KeyRange keys = key_range(tile, dims.window, kStep);
-  auto load_kv = [&](int step, int buffer) {
-    bf16_t* kbuf = skv + buffer * 2 * kKeyElements;
-    load_rows<D, kStep>(kbuf, k, dims.kv_heads, g, keys.begin + step * kStep, tile.end);
-    load_rows<D, kStep>(kbuf + kKeyElements, v, dims.kv_heads, g, keys.begin + step * kStep, tile.end);
-  };
-  load_rows<D, kQueryTile>(sq, q, dims.q_heads, h, tile.begin, tile.end);
+  const QueryTileBlock<D, kStep> block(tiles, dims, sq + kTileElements<D, kQueryTile>);
+  const int lane = threadIdx.x % kWarpSize;
+  auto load_kv = [&](int step, int buffer) { block.load_keys(k, v, dims, step, buffer); };
+  block.load_queries(sq, q, dims);
   load_kv(0, 0);
 
   float o[MT][D / 8][4] = {};
   float m[MT][2], l[MT][2] = {};  // rows g and g + 8 of each mma row tile
 #pragma unroll
   for (int mt = 0; mt < MT; ++mt) m[mt][0] = m[mt][1] = -INFINITY;
-  pipelined(keys.steps, load_kv, [&](int step, int buffer) {
-    const int s0 = keys.begin + step * kStep;
-    const Coverage cover = query_rows_cover(t0, t_last, s0, kStep, tile, dims.window);
+  pipelined(block.keys.steps, load_kv, [&](int step, int buffer) {
+    const int s0 = block.keys.begin + step * kStep;
+    const Coverage cover = query_rows_cover(block.t0, block.t_last, s0, kStep, block.tile, dims.window);
     if (!cover.any) return;
-    const bf16_t* kbuf = skv + buffer * 2 * kKeyElements;
+    const bf16_t* kbuf = block.key_buffer(buffer);
     float s[MT][kStep / 8][4] = {};
-    mma_rows_by_rows<D, MT, kStep / 8>(s, sq + warp * kQueryWarpRows * kStride<D>, kbuf);
+    mma_rows_by_rows<D, MT, kStep / 8>(s, sq + block.warp * kQueryWarpRows * kStride<D>, kbuf);
     float row_max[MT][2];
 #pragma unroll
     for (int mt = 0; mt < MT; ++mt) {
@@ -317,8 +344,8 @@ __global__ void __launch_bounds__(kThreads) forward_kernel(bf16_t* out, float* l
       for (int nt = 0; nt < kStep / 8; ++nt) {
 #pragma unroll
         for (int c = 0; c < 4; ++c) {
-          const int t = t0 + mt * kMmaRows + fragment_row(c), key = s0 + fragment_col(nt, c);
-          const bool seen = cover.all || (t <= t_last && sees(t, key, tile.seq_begin, dims.window));
+          const int t = block.t0 + mt * kMmaRows + fragment_row(c), key = s0 + fragment_col(nt, c);
+          const bool seen = cover.all || (t <= block.t_last && sees(t, key, block.tile.seq_begin, dims.window));
           s[mt][nt][c] = seen ? s[mt][nt][c] * dims.scale_log2 : -INFINITY;
           row_max[mt][c / 2] = fmaxf(row_max[mt][c / 2], s[mt][nt][c]);
         }
@@ -364,11 +391,12 @@ __global__ void __launch_bounds__(kThreads) forward_kernel(bf16_t* out, float* l
       sum += __shfl_xor_sync(0xffffffffu, sum, 1);
       sum += __shfl_xor_sync(0xffffffffu, sum, 2);
       inverse[mt][half] = sum > 0.0f ? 1.0f / sum : 0.0f;
-      const int t = t0 + mt * kMmaRows + fragment_row(2 * half);
-      if (lane % 4 == 0 && t <= t_last) lse[int64_t{t} * dims.q_heads + h] = (m[mt][half] + log2f(sum)) * kLn2;
+      const int t = block.t0 + mt * kMmaRows + fragment_row(2 * half);
+      if (lane % 4 == 0 && t <= block.t_last)
+        lse[int64_t{t} * dims.q_heads + block.h] = (m[mt][half] + log2f(sum)) * kLn2;
     }
   }
-  store_rows<D, MT>(out, dims.q_heads, h, t0, t_last + 1, o, inverse);
+  store_rows<D, MT>(out, dims.q_heads, block.h, block.t0, block.t_last + 1, o, inverse);
 }
 
 // ---- bf16 backward -----------------------------------------------------------------------------
@@ -387,19 +415,10 @@ __global__ void __launch_bounds__(kThreads)
   constexpr int kQueryElements = kTileElements<D, kQueryTile>, kKeyElements = kTileElements<D, kStep>;
   bf16_t* sq = reinterpret_cast<bf16_t*>(shared);
   bf16_t* sdo = sq + kQueryElements;
-  bf16_t* skv = sdo + kQueryElements;
-  const int h = blockIdx.x % dims.q_heads, g = h / dims.group;
-  const Tile tile = tiles[blockIdx.x / dims.q_heads];
-  const int warp = threadIdx.x / kWarpSize;
-  const int t0 = tile.begin + warp * kQueryWarpRows, t_last = min(t0 + kQueryWarpRows, tile.end) - 1;
-  const KeyRange keys = key_range(tile, dims.window, kStep);
-  auto load_kv = [&](int step, int buffer) {
-    bf16_t* kbuf = skv + buffer * 2 * kKeyElements;
-    load_rows<D, kStep>(kbuf, k, dims.kv_heads, g, keys.begin + step * kStep, tile.end);
-    load_rows<D, kStep>(kbuf + kKeyElements, v, dims.kv_heads, g, keys.begin + step * kStep, tile.end);
-  };
-  load_rows<D, kQueryTile>(sq, q, dims.q_heads, h, tile.begin, tile.end);
-  load_rows<D, kQueryTile>(sdo, dout, dims.q_heads, h, tile.begin, tile.end);
+  const QueryTileBlock<D, kStep> block(tiles, dims, sdo + kQueryElements);
+  auto load_kv = [&](int step, int buffer) { block.load_keys(k, v, dims, step, buffer); };
+  block.load_queries(sq, q, dims);
+  block.load_queries(sdo, dout, dims);
   load_kv(0, 0);
 
   float row_lse[MT][2], row_delta[MT][2];  // lse · log2 e and D of rows g and g + 8 of each row tile
@@ -407,28 +426,28 @@ __global__ void __launch_bounds__(kThreads)
   for (int mt = 0; mt < MT; ++mt) {
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
-      const int t = t0 + mt * kMmaRows + fragment_row(2 * half);
-      row_lse[mt][half] = t <= t_last ? lse[int64_t{t} * dims.q_heads + h] * kLog2e : 0.0f;
-      row_delta[mt][half] = t <= t_last ? delta[int64_t{t} * dims.q_heads + h] : 0.0f;
+      const int t = block.t0 + mt * kMmaRows + fragment_row(2 * half);
+      row_lse[mt][half] = t <= block.t_last ? lse[int64_t{t} * dims.q_heads + block.h] * kLog2e : 0.0f;
+      row_delta[mt][half] = t <= block.t_last ? delta[int64_t{t} * dims.q_heads + block.h] : 0.0f;
     }
   }
   float acc[MT][D / 8][4] = {};
-  pipelined(keys.steps, load_kv, [&](int step, int buffer) {
-    const int s0 = keys.begin + step * kStep;
-    const Coverage cover = query_rows_cover(t0, t_last, s0, kStep, tile, dims.window);
+  pipelined(block.keys.steps, load_kv, [&](int step, int buffer) {
+    const int s0 = block.keys.begin + step * kStep;
+    const Coverage cover = query_rows_cover(block.t0, block.t_last, s0, kStep, block.tile, dims.window);
     if (!cover.any) return;
-    const bf16_t* kbuf = skv + buffer * 2 * kKeyElements;
+    const bf16_t* kbuf = block.key_buffer(buffer);
     float s[MT][kStep / 8][4] = {}, dp[MT][kStep / 8][4] = {};
-    mma_rows_by_rows<D, MT, kStep / 8>(s, sq + warp * kQueryWarpRows * kStride<D>, kbuf);
-    mma_rows_by_rows<D, MT, kStep / 8>(dp, sdo + warp * kQueryWarpRows * kStride<D>, kbuf + kKeyElements);
+    mma_rows_by_rows<D, MT, kStep / 8>(s, sq + block.warp * kQueryWarpRows * kStride<D>, kbuf);
+    mma_rows_by_rows<D, MT, kStep / 8>(dp, sdo + block.warp * kQueryWarpRows * kStride<D>, kbuf + kKeyElements);
 #pragma unroll
     for (int mt = 0; mt < MT; ++mt) {
 #pragma unroll
       for (int nt = 0; nt < kStep / 8; ++nt) {
 #pragma unroll
         for (int c = 0; c < 4; ++c) {  // s becomes dS
-          const int t = t0 + mt * kMmaRows + fragment_row(c), key = s0 + fragment_col(nt, c);
-          const bool seen = cover.all || (t <= t_last && sees(t, key, tile.seq_begin, dims.window));
+          const int t = block.t0 + mt * kMmaRows + fragment_row(c), key = s0 + fragment_col(nt, c);
+          const bool seen = cover.all || (t <= block.t_last && sees(t, key, block.tile.seq_begin, dims.window));
           const float p = exp2f(s[mt][nt][c] * dims.scale_log2 - row_lse[mt][c / 2]);
           s[mt][nt][c] = seen ? p * (dp[mt][nt][c] - row_delta[mt][c / 2]) : 0.0f;
         }
@@ -439,7 +458,7 @@ __global__ void __launch_bounds__(kThreads)
   float factor[MT][2];
 #pragma unroll
   for (int mt = 0; mt < MT; ++mt) factor[mt][0] = factor[mt][1] = dims.scale;
-  store_rows<D, MT>(dq, dims.q_heads, h, t0, t_last + 1, acc, factor);
+  store_rows<D, MT>(dq, dims.q_heads, block.h, block.t0, block.t_last + 1, acc, factor);
 }
 
 // dK, dV: per key tile and kv head, over the query heads of the group and the query steps that see

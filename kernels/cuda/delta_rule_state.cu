@@ -374,23 +374,77 @@ __device__ void add_transposed_product(StateRegisters<BV>& acc, const float* Y, 
   }
 }
 
+// ---- the block's share of a pass ---------------------------------------------------------------
+
+// Zeroes the block's shared memory (the padding rows and columns of every tile stay 0).
+__device__ void zero_shared(float* shared, int64_t floats) {
+  for (int64_t p = threadIdx.x; p < floats; p += kThreads) shared[p] = 0.0f;
+}
+
+struct Dims {
+  int heads, K, V, slots;
+};
+
+// What a block of either pass works on: sequence seq = blockIdx.x, head blockIdx.y, the value
+// columns e0.. (BVe ≤ BV of them) of tile blockIdx.z, the sequence's chunks begin..end, and its
+// shared memory sm, zeroed before the chunk table is read.
+template <int BV>
+struct StateBlock {
+  int64_t seq;
+  int head, e0, H, K, V, BVe;
+  SharedState sm;
+  int64_t begin, end;
+  __device__ StateBlock(float* shared, const Chunks& chunks, const Dims& dims)
+      : seq(blockIdx.x),
+        head(blockIdx.y),
+        e0(blockIdx.z * BV),
+        H(dims.heads),
+        K(dims.K),
+        V(dims.V),
+        BVe(min(BV, V - e0)),
+        sm(shared, K, BV) {
+    zero_shared(shared, sm.ring + dims.slots * sm.slot_size - shared);
+    __syncthreads();
+    begin = chunks.seq_chunk[seq];
+    end = chunks.seq_chunk[seq + 1];
+  }
+  // Starts staging the chunk's rows (`row` = its first token · H + head) of a [N, H, K] tensor into
+  // the slot's row tile.
+  __device__ void stage_rows(const float* from, int64_t row, const Span& s, int slot) const {
+    stage_tile<kRowTileThreads>(from + row * K, int64_t{H} * K, s.len, K, sm.rows(slot), RowTileIndex{sm.rp});
+  }
+  // Starts staging the block's columns of the chunk's rows of a [N, H, V] tensor of T into the
+  // slot's value tile (row pitch value_tile_pitch<T>(BV)).
+  template <class T>
+  __device__ void stage_values(const T* from, int64_t row, const Span& s, int slot) const {
+    stage_tile<kValueTileThreads<T, BV>>(from + row * V + e0, int64_t{H} * V, s.len, BVe,
+                                         reinterpret_cast<T*>(sm.values(slot)),
+                                         ValueTileIndex{value_tile_pitch<T>(BV)});
+  }
+  // The block's head of state `index` in a stack [·, H, K, V] at `base`, or null without one.
+  template <class T>
+  __device__ T* state_at(T* base, int64_t index) const {
+    return base ? base + (index * H + head) * static_cast<int64_t>(K) * V : nullptr;
+  }
+};
+
 // ---- the state's way in and out --------------------------------------------------------------
 
-// acc ← the tile (columns e0.. of [K, V] at `from`), or 0 without one.
+// acc ← the block's tile (columns e0.. of [K, V] at `from`), or 0 without one.
 template <int BV>
-__device__ void load_state(StateRegisters<BV>& acc, const float* from, int K, int V, int e0, int BVe) {
-  for_each_state_entry<BV>(acc, K, [&](int d, int e, float& v) {
-    v = from && d < K && e < BVe ? from[static_cast<int64_t>(d) * V + e0 + e] : 0.0f;
+__device__ void load_state(StateRegisters<BV>& acc, const StateBlock<BV>& block, const float* from) {
+  for_each_state_entry<BV>(acc, block.K, [&](int d, int e, float& v) {
+    v = from && d < block.K && e < block.BVe ? from[static_cast<int64_t>(d) * block.V + block.e0 + e] : 0.0f;
   });
 }
 
-// The state copy in shared memory ← acc (operand_copy), and `to` (columns e0.. of [K, V]; may be
-// null) ← acc.
+// The state copy in shared memory ← acc (operand_copy), and `to` (the block's columns e0.. of
+// [K, V]; may be null) ← acc.
 template <int BV, bool kSplit>
-__device__ void store_state(StateRegisters<BV>& acc, float* S, int sp, float* to, int K, int V, int e0, int BVe) {
-  for_each_state_entry<BV>(acc, K, [&](int d, int e, float& v) {
-    S[d * sp + e] = operand_copy<kSplit>(v);
-    if (to && d < K && e < BVe) to[static_cast<int64_t>(d) * V + e0 + e] = v;
+__device__ void store_state(StateRegisters<BV>& acc, const StateBlock<BV>& block, float* to) {
+  for_each_state_entry<BV>(acc, block.K, [&](int d, int e, float& v) {
+    block.sm.S[d * block.sm.vp + e] = operand_copy<kSplit>(v);
+    if (to && d < block.K && e < block.BVe) to[static_cast<int64_t>(d) * block.V + block.e0 + e] = v;
   });
 }
 
@@ -417,69 +471,66 @@ __device__ void stage_decays(const float* G, const Span& s, int heads, int head,
   }
 }
 
-// Zeroes the block's shared memory (the padding rows and columns of every tile stay 0).
-__device__ void zero_shared(float* shared, int64_t floats) {
-  for (int64_t p = threadIdx.x; p < floats; p += kThreads) shared[p] = 0.0f;
-}
+// ---- the two passes ----------------------------------------------------------------------------
 
-struct Dims {
-  int heads, K, V, slots;
-};
+// The first phase of a chunk in either pass, for the warp's rows below L (rows L.. of the slot's
+// row tile X and value tile Z are 0, and so is R): with P = X S (S the state copy),
+//   R = Z − P (kSign = −1)   or   R = Z + P (kSign = +1);
+// R goes to `to` (the chunk's rows from `row` of [N·H, V], the block's columns) and −kSign·R,
+// through operand_copy(), to the tile Ut. Forward (−1): Ũ = U − W S, kept as Ũ for Kendᵀ Ũ.
+// Backward (+1): dŨ += Kend dS, kept as −dŨ for the − Wᵀ dŨ term.
+template <int kSign, int BV, bool kSplit>
+__device__ __forceinline__ void combine_rows_times_state(const StateBlock<BV>& block, int slot, const Span& s,
+                                                         int64_t row, float* to) {
+  static_assert(kSign == -1 || kSign == 1, "kSign is −1 or +1");
+  if (16 * (static_cast<int>(threadIdx.x) / 32 % 4) >= s.len) return;
+  const SharedState& sm = block.sm;
+  const ValueTileIndex value_at{sm.vp};
+  float product[BV / 16][4];
+  rows_times_state<BV, kSplit>(sm.rows(slot), sm.rp, sm.S, sm.vp, block.K, product);
+  const float* Z = sm.values(slot);
+  for_each_product_entry<BV>(product, [&](int i, int e, float p) {
+    const float r = kSign < 0 ? Z[value_at(i, e)] - p : Z[value_at(i, e)] + p;
+    sm.Ut[value_at(i, e)] = operand_copy<kSplit>(kSign < 0 ? r : -r);
+    if (i < s.len && e < block.BVe) to[(row + int64_t{i} * block.H) * block.V + block.e0 + e] = r;
+  });
+}
 
 template <class E, ops::DecayKind kDecay, int BV>
 __global__ void __launch_bounds__(kThreads, 1)
     state_forward_kernel(Chunks chunks, Workspace ws, Dims dims, const float* h0, float* ht) {
   extern __shared__ __align__(16) float shared[];
   constexpr bool kSplit = std::is_same_v<E, float>;
-  const int64_t seq = blockIdx.x;
-  const int head = blockIdx.y, e0 = blockIdx.z * BV;
-  const int H = dims.heads, K = dims.K, V = dims.V, BVe = min(BV, V - e0);
-  const SharedState sm(shared, K, BV);
-  zero_shared(shared, sm.ring + dims.slots * sm.slot_size - shared);
-  __syncthreads();
-  const auto state_at = [&](float* base, int64_t index) {
-    return base ? base + (index * H + head) * static_cast<int64_t>(K) * V : nullptr;
-  };
-  const int64_t begin = chunks.seq_chunk[seq], end = chunks.seq_chunk[seq + 1];
+  const StateBlock<BV> block(shared, chunks, dims);
+  const SharedState& sm = block.sm;
   StateRegisters<BV> acc;
-  load_state<BV>(acc, h0 ? h0 + (seq * H + head) * static_cast<int64_t>(K) * V : nullptr, K, V, e0, BVe);
-  store_state<BV, kSplit>(acc, sm.S, sm.vp, begin < end ? state_at(ws.S, begin) : state_at(ht, seq), K, V, e0, BVe);
-  if (begin == end) return;
-  const RowTileIndex row_at{sm.rp};
-  const ValueTileIndex value_at{sm.vp};
+  load_state<BV>(acc, block, block.state_at(h0, block.seq));
+  store_state<BV, kSplit>(acc, block,
+                          block.begin < block.end ? block.state_at(ws.S, block.begin) : block.state_at(ht, block.seq));
+  if (block.begin == block.end) return;
   // Phase 0 of a chunk: W and U; phase 1: Kend and G_L.
   run_phases(
-      chunks, static_cast<int>(2 * (end - begin)), dims.slots, [&](int j) { return begin + j / 2; },
+      chunks, static_cast<int>(2 * (block.end - block.begin)), dims.slots, [&](int j) { return block.begin + j / 2; },
       [&](int j, int slot, const Span& s) {
-        const int64_t row = s.first * H + head;
+        const int64_t row = s.first * block.H + block.head;
         if (j % 2 == 0) {
-          stage_tile<kRowTileThreads>(ws.W + row * K, int64_t{H} * K, s.len, K, sm.rows(slot), row_at);
-          stage_tile<kValueTileThreads<float, BV>>(ws.U + row * V + e0, int64_t{H} * V, s.len, BVe, sm.values(slot),
-                                                   value_at);
+          block.stage_rows(ws.W, row, s, slot);
+          block.stage_values(ws.U, row, s, slot);
         } else {
-          stage_tile<kRowTileThreads>(ws.Kend + row * K, int64_t{H} * K, s.len, K, sm.rows(slot), row_at);
-          stage_decays<kDecay>(ws.G, s, H, head, K, sm.decays(slot));
+          block.stage_rows(ws.Kend, row, s, slot);
+          stage_decays<kDecay>(ws.G, s, block.H, block.head, block.K, sm.decays(slot));
         }
       },
       [&](int j, int slot, const Span& s) {
-        const int64_t row = s.first * H + head;
+        const int64_t row = s.first * block.H + block.head;
         if (j % 2 == 0) {
-          // Ũ = U − W S for the warp's rows below L (the rows L.. of U and W are 0: so is Ũ).
-          if (16 * (static_cast<int>(threadIdx.x) / 32 % 4) >= s.len) return;
-          float ws_product[BV / 16][4];
-          rows_times_state<BV, kSplit>(sm.rows(slot), sm.rp, sm.S, sm.vp, K, ws_product);
-          const float* U = sm.values(slot);
-          for_each_product_entry<BV>(ws_product, [&](int i, int e, float w_state) {
-            const float u = U[value_at(i, e)] - w_state;
-            sm.Ut[value_at(i, e)] = operand_copy<kSplit>(u);
-            if (i < s.len && e < BVe) ws.Ut[(row + int64_t{i} * H) * V + e0 + e] = u;
-          });
+          combine_rows_times_state<-1, BV, kSplit>(block, slot, s, row, ws.Ut);  // Ũ = U − W S
         } else {
-          decay_state<BV, kDecay>(acc, sm.decays(slot), K);
-          add_transposed_product<BV, kSplit>(acc, sm.rows(slot), sm.rp, sm.Ut, sm.vp, s.len, K);
-          const int64_t chunk = begin + j / 2;
-          store_state<BV, kSplit>(acc, sm.S, sm.vp, chunk + 1 < end ? state_at(ws.S, chunk + 1) : state_at(ht, seq), K,
-                                  V, e0, BVe);
+          decay_state<BV, kDecay>(acc, sm.decays(slot), block.K);
+          add_transposed_product<BV, kSplit>(acc, sm.rows(slot), sm.rp, sm.Ut, sm.vp, s.len, block.K);
+          const int64_t chunk = block.begin + j / 2;
+          store_state<BV, kSplit>(
+              acc, block, chunk + 1 < block.end ? block.state_at(ws.S, chunk + 1) : block.state_at(ht, block.seq));
         }
       });
 }
@@ -490,64 +541,42 @@ __global__ void __launch_bounds__(kThreads, 1)
                           float* dh0) {
   extern __shared__ __align__(16) float shared[];
   constexpr bool kSplit = std::is_same_v<E, float>;
-  const int64_t seq = blockIdx.x;
-  const int head = blockIdx.y, e0 = blockIdx.z * BV;
-  const int H = dims.heads, K = dims.K, V = dims.V, BVe = min(BV, V - e0);
-  const SharedState sm(shared, K, BV);  // S holds dS, Ut holds −dŨ
-  zero_shared(shared, sm.ring + dims.slots * sm.slot_size - shared);
-  __syncthreads();
-  const auto state_at = [&](float* base, int64_t index) {
-    return base ? base + (index * H + head) * static_cast<int64_t>(K) * V : nullptr;
-  };
-  const int64_t begin = chunks.seq_chunk[seq], end = chunks.seq_chunk[seq + 1];
+  const StateBlock<BV> block(shared, chunks, dims);
+  const SharedState& sm = block.sm;  // S holds dS, Ut holds −dŨ
   StateRegisters<BV> acc;
-  load_state<BV>(acc, dht ? dht + (seq * H + head) * static_cast<int64_t>(K) * V : nullptr, K, V, e0, BVe);
-  store_state<BV, kSplit>(acc, sm.S, sm.vp, begin < end ? state_at(gws.dS, end - 1) : state_at(dh0, seq), K, V, e0,
-                          BVe);
-  if (begin == end) return;
-  const RowTileIndex row_at{sm.rp};
-  const ValueTileIndex value_at{sm.vp};
-  const ValueTileIndex output_at{value_tile_pitch<E>(BV)};
+  load_state<BV>(acc, block, block.state_at(dht, block.seq));
+  store_state<BV, kSplit>(
+      acc, block, block.begin < block.end ? block.state_at(gws.dS, block.end - 1) : block.state_at(dh0, block.seq));
+  if (block.begin == block.end) return;
   // Phase 0 of a chunk: Kend and dŨ; phase 1: Qg, dO and G_L; phase 2: W.
   run_phases(
-      chunks, static_cast<int>(3 * (end - begin)), dims.slots, [&](int j) { return end - 1 - j / 3; },
+      chunks, static_cast<int>(3 * (block.end - block.begin)), dims.slots, [&](int j) { return block.end - 1 - j / 3; },
       [&](int j, int slot, const Span& s) {
-        const int64_t row = s.first * H + head;
+        const int64_t row = s.first * block.H + block.head;
         if (j % 3 == 0) {
-          stage_tile<kRowTileThreads>(ws.Kend + row * K, int64_t{H} * K, s.len, K, sm.rows(slot), row_at);
-          stage_tile<kValueTileThreads<float, BV>>(gws.dUt + row * V + e0, int64_t{H} * V, s.len, BVe, sm.values(slot),
-                                                   value_at);
+          block.stage_rows(ws.Kend, row, s, slot);
+          block.stage_values(gws.dUt, row, s, slot);
         } else if (j % 3 == 1) {
-          stage_tile<kRowTileThreads>(ws.Qg + row * K, int64_t{H} * K, s.len, K, sm.rows(slot), row_at);
-          stage_tile<kValueTileThreads<E, BV>>(d_o + row * V + e0, int64_t{H} * V, s.len, BVe,
-                                               reinterpret_cast<E*>(sm.values(slot)), output_at);
-          stage_decays<kDecay>(ws.G, s, H, head, K, sm.decays(slot));
+          block.stage_rows(ws.Qg, row, s, slot);
+          block.stage_values(d_o, row, s, slot);
+          stage_decays<kDecay>(ws.G, s, block.H, block.head, block.K, sm.decays(slot));
         } else {
-          stage_tile<kRowTileThreads>(ws.W + row * K, int64_t{H} * K, s.len, K, sm.rows(slot), row_at);
+          block.stage_rows(ws.W, row, s, slot);
         }
       },
       [&](int j, int slot, const Span& s) {
-        const int64_t row = s.first * H + head;
+        const int64_t row = s.first * block.H + block.head;
         if (j % 3 == 0) {
-          // dŨ += Kend dS for the warp's rows below L; the tile keeps −dŨ for the − Wᵀ dŨ term.
-          if (16 * (static_cast<int>(threadIdx.x) / 32 % 4) >= s.len) return;
-          float kend_state[BV / 16][4];
-          rows_times_state<BV, kSplit>(sm.rows(slot), sm.rp, sm.S, sm.vp, K, kend_state);
-          const float* dU = sm.values(slot);
-          for_each_product_entry<BV>(kend_state, [&](int i, int e, float kds) {
-            const float du = dU[value_at(i, e)] + kds;
-            sm.Ut[value_at(i, e)] = operand_copy<kSplit>(-du);
-            if (i < s.len && e < BVe) gws.dUt[(row + int64_t{i} * H) * V + e0 + e] = du;
-          });
+          combine_rows_times_state<+1, BV, kSplit>(block, slot, s, row, gws.dUt);  // dŨ += Kend dS
         } else if (j % 3 == 1) {
-          decay_state<BV, kDecay>(acc, sm.decays(slot), K);
+          decay_state<BV, kDecay>(acc, sm.decays(slot), block.K);
           add_transposed_product<BV, kSplit>(acc, sm.rows(slot), sm.rp, reinterpret_cast<const E*>(sm.values(slot)),
-                                             output_at.pitch, s.len, K);
+                                             value_tile_pitch<E>(BV), s.len, block.K);
         } else {
-          add_transposed_product<BV, kSplit>(acc, sm.rows(slot), sm.rp, sm.Ut, sm.vp, s.len, K);
-          const int64_t chunk = end - 1 - j / 3;
-          store_state<BV, kSplit>(acc, sm.S, sm.vp, chunk > begin ? state_at(gws.dS, chunk - 1) : state_at(dh0, seq), K,
-                                  V, e0, BVe);
+          add_transposed_product<BV, kSplit>(acc, sm.rows(slot), sm.rp, sm.Ut, sm.vp, s.len, block.K);
+          const int64_t chunk = block.end - 1 - j / 3;
+          store_state<BV, kSplit>(
+              acc, block, chunk > block.begin ? block.state_at(gws.dS, chunk - 1) : block.state_at(dh0, block.seq));
         }
       });
 }
