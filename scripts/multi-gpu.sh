@@ -154,7 +154,8 @@ late() { [ "$deadline" -gt 0 ] && [ $(($(date +%s) - start_time)) -ge "$deadline
 
 # train NAME NP CONFIG OVERRIDES...: one `linea train` job of NP ranks into runs/NAME, its output
 # in logs/NAME.log (appended: a resumed job adds to its first part). Returns the job's status;
-# 124 when it was ended after LINEA_MULTI_GPU_RUN_TIMEOUT_S.
+# 124 when it was ended after LINEA_MULTI_GPU_RUN_TIMEOUT_S. Unbound ranks (mpirun binds each of
+# 1 or 2 ranks to one core by default) so that each inits its parameters on its share of the cores.
 train() {
   local name=$1 np=$2 config=$3
   shift 3
@@ -162,7 +163,7 @@ train() {
   say "$name: $np rank(s): linea train $(basename "$config") $*"
   local job_start=$(date +%s)
   timeout --kill-after=20 "$run_timeout" \
-    mpirun --allow-run-as-root --oversubscribe -np "$np" \
+    mpirun --allow-run-as-root --oversubscribe --bind-to none -np "$np" \
     "${mpi_env[@]}" \
     "$linea" train "$config" device="$device" "${precision[@]}" run.dir="$out/runs" run.name="$name" \
     data.path="$data" "${extra_overrides[@]}" "$@" >>"$log" 2>&1

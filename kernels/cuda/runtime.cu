@@ -1,6 +1,10 @@
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <atomic>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <string>
 
 #include "kernels/cuda/check.h"
@@ -23,6 +27,21 @@ void set_device(int device) {
 
 namespace {
 std::atomic<size_t> allocated{0}, peak_allocated{0};
+std::atomic<int64_t> allocations{0};
+
+// LINEA_CUDA_ALLOC_LOG=M: every allocation of at least M MiB, and its release, on stderr with a
+// number and the bytes held after it, to tell where a peak comes from (a diagnostic; off unset).
+size_t logged_from_bytes() {
+  static const size_t bytes = [] {
+    const char* mib = std::getenv("LINEA_CUDA_ALLOC_LOG");
+    return mib ? static_cast<size_t>(std::max(0.0, std::atof(mib)) * double(1 << 20)) : SIZE_MAX;
+  }();
+  return bytes;
+}
+void log_allocation(const char* what, int64_t number, size_t bytes, size_t held) {
+  std::fprintf(stderr, "cuda %s #%lld: %.1f MiB, held %.1f MiB\n", what, static_cast<long long>(number),
+               double(bytes) / double(1 << 20), double(held) / double(1 << 20));
+}
 }  // namespace
 
 std::shared_ptr<void> allocate(size_t bytes) {
@@ -32,9 +51,13 @@ std::shared_ptr<void> allocate(size_t bytes) {
   size_t peak = peak_allocated.load();
   while (now > peak && !peak_allocated.compare_exchange_weak(peak, now)) {
   }
-  return std::shared_ptr<void>(p, [bytes](void* q) {
+  const int64_t number = allocations++;
+  const bool logged = bytes >= logged_from_bytes();
+  if (logged) log_allocation("alloc", number, bytes, now);
+  return std::shared_ptr<void>(p, [bytes, number, logged](void* q) {
     cudaFree(q);
-    allocated -= bytes;
+    const size_t held = allocated -= bytes;
+    if (logged) log_allocation("free", number, bytes, held);
   });
 }
 
