@@ -189,7 +189,8 @@ void Loader::seek(const LoaderPosition& p) {
 // ValidationIterator
 
 ValidationIterator::ValidationIterator(std::shared_ptr<const Dataset> data, int64_t seq_len, int64_t global_batch_seqs,
-                                       int rank, int world, int64_t max_steps, bool document_masking)
+                                       int rank, int world, int64_t max_steps, bool document_masking,
+                                       int64_t micro_batch_seqs)
     : data_(std::move(data)),
       seq_len_(seq_len),
       global_batch_seqs_(global_batch_seqs),
@@ -202,6 +203,10 @@ ValidationIterator::ValidationIterator(std::shared_ptr<const Dataset> data, int6
           "validation: global_batch_seqs " + std::to_string(global_batch_seqs) +
               " must be a positive multiple of world " + std::to_string(world));
   rank_seqs_ = global_batch_seqs / world;
+  micro_seqs_ = micro_batch_seqs > 0 ? micro_batch_seqs : rank_seqs_;
+  require(rank_seqs_ % micro_seqs_ == 0, "validation: each rank's " + std::to_string(rank_seqs_) +
+                                             " sequences per step must be a multiple of micro_batch_seqs " +
+                                             std::to_string(micro_seqs_));
   const int64_t n = data_->split(Split::val).num_tokens();
   const int64_t windows = n > 0 ? (n - 1) / seq_len : 0;
   num_steps_ = windows / global_batch_seqs;
@@ -213,11 +218,14 @@ ValidationIterator::ValidationIterator(std::shared_ptr<const Dataset> data, int6
 
 bool ValidationIterator::next(TokenBatch& batch) {
   if (step_ == num_steps_) return false;
-  std::vector<int64_t> starts(static_cast<size_t>(rank_seqs_));
-  const int64_t first = step_ * global_batch_seqs_ + rank_ * rank_seqs_;
-  for (int64_t b = 0; b < rank_seqs_; ++b) starts[b] = (first + b) * seq_len_;
+  std::vector<int64_t> starts(static_cast<size_t>(micro_seqs_));
+  const int64_t first = step_ * global_batch_seqs_ + rank_ * rank_seqs_ + micro_step_ * micro_seqs_;
+  for (int64_t b = 0; b < micro_seqs_; ++b) starts[b] = (first + b) * seq_len_;
   pack_windows(data_->split(Split::val), starts, seq_len_, document_masking_ ? data_->eos_id() : -1, batch);
-  ++step_;
+  if (++micro_step_ * micro_seqs_ == rank_seqs_) {
+    micro_step_ = 0;
+    ++step_;
+  }
   return true;
 }
 

@@ -12,7 +12,8 @@
 // and B, and a LoaderPosition restores the exact stream after a resume.
 //
 // ValidationIterator: the val split's windows in order (no shuffle), G per step, rank r taking its
-// contiguous share; the same for every run.
+// contiguous share, in micro-batches of B sequences (as training: the same activation memory); the
+// same windows for every run.
 #pragma once
 #include <condition_variable>
 #include <cstdint>
@@ -99,20 +100,21 @@ class Loader {
 
 class ValidationIterator {
  public:
-  // max_steps = 0: every full global batch of the val split. Throws std::invalid_argument when the
-  // val split holds fewer than G windows or G is not divisible by world.
+  // max_steps = 0: every full global batch of the val split; micro_batch_seqs = 0: the rank's whole
+  // share at once. Throws std::invalid_argument when the val split holds fewer than G windows, G is
+  // not divisible by world, or the share G / world by micro_batch_seqs.
   ValidationIterator(std::shared_ptr<const Dataset> data, int64_t seq_len, int64_t global_batch_seqs, int rank,
-                     int world, int64_t max_steps = 0, bool document_masking = true);
+                     int world, int64_t max_steps = 0, bool document_masking = true, int64_t micro_batch_seqs = 0);
   int64_t num_steps() const { return num_steps_; }
-  // This rank's share of the next global batch; false after the last one.
+  // The next micro-batch of this rank's share of the global batches; false after the last one.
   bool next(TokenBatch& batch);
-  void reset() { step_ = 0; }
+  void reset() { step_ = micro_step_ = 0; }
 
  private:
   std::shared_ptr<const Dataset> data_;
-  int64_t seq_len_, global_batch_seqs_, rank_seqs_, rank_;
+  int64_t seq_len_, global_batch_seqs_, rank_seqs_, micro_seqs_, rank_;
   bool document_masking_;
-  int64_t num_steps_ = 0, step_ = 0;
+  int64_t num_steps_ = 0, step_ = 0, micro_step_ = 0;
 };
 
 }  // namespace linea::data

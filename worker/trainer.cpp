@@ -3,6 +3,7 @@
 #include <omp.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
@@ -103,19 +104,21 @@ fs::path data_directory(const RunConfig& c) {
   return data::ensure_default_corpus(options);
 }
 
-// Mean loss over the validation batches (each batch has the same number of targets).
+// Mean loss over the targets of this rank's validation micro-batches.
 double evaluate(Model& model, data::ValidationIterator& val) {
   val.reset();
   data::TokenBatch batch;
   double sum = 0;
-  int64_t batches = 0;
+  int64_t targets = 0;
   while (val.next(batch)) {
     const auto n = static_cast<int64_t>(batch.inputs.size());
-    sum += model.evaluate(Tensor::view(batch.inputs.data(), {n}, DType::i32),
-                          Tensor::view(batch.targets.data(), {n}, DType::i32), batch.layout);
-    ++batches;
+    const auto count = static_cast<int64_t>(
+        std::count_if(batch.targets.begin(), batch.targets.end(), [](int32_t t) { return t >= 0; }));
+    sum += double(count) * model.evaluate(Tensor::view(batch.inputs.data(), {n}, DType::i32),
+                                          Tensor::view(batch.targets.data(), {n}, DType::i32), batch.layout);
+    targets += count;
   }
-  return batches ? sum / static_cast<double>(batches) : std::numeric_limits<double>::quiet_NaN();
+  return targets ? sum / static_cast<double>(targets) : std::numeric_limits<double>::quiet_NaN();
 }
 
 // One line that redraws itself on a terminal, or a plain line every few steps in a log file.
@@ -291,7 +294,8 @@ TrainSummary train(const RunConfig& c, std::ostream& log, const TrainOptions& op
     loader_config.document_masking = c.data.document_masking;
     loader = std::make_unique<data::Loader>(dataset, loader_config);
     val = std::make_unique<data::ValidationIterator>(dataset, c.train.seq_len, c.train.batch_seqs, grid.dp_rank(),
-                                                     grid.dp_size(), c.train.eval_batches, c.data.document_masking);
+                                                     grid.dp_size(), c.train.eval_batches, c.data.document_masking,
+                                                     c.train.micro_batch_seqs);
   });
   errors.agree("opening the data");
 

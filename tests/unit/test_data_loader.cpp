@@ -261,6 +261,22 @@ TEST(ValidationIterator, FixedOrderSharedAcrossRanks) {
   r0.reset();
   EXPECT_TRUE(r0.next(b0));
   EXPECT_THROW(ValidationIterator(ds, 512, 4, 0, 1), std::invalid_argument);
+
+  // Micro-batches of one sequence: the same windows in the same order, one sequence at a time.
+  ValidationIterator micro0(ds, 16, 4, 0, 2, 3, true, 1), micro1(ds, 16, 4, 1, 2, 3, true, 1);
+  std::vector<int32_t> in_micro_batches;
+  for (int64_t step = 0; step < 3; ++step) {
+    for (ValidationIterator* rank : {&micro0, &micro1}) {
+      for (int m = 0; m < 2; ++m) {
+        ASSERT_TRUE(rank->next(b0));
+        EXPECT_EQ(b0.inputs.size(), 16u);
+        in_micro_batches.insert(in_micro_batches.end(), b0.inputs.begin(), b0.inputs.end());
+      }
+    }
+  }
+  EXPECT_FALSE(micro0.next(b0));
+  EXPECT_EQ(in_micro_batches, joined);
+  EXPECT_THROW(ValidationIterator(ds, 16, 4, 0, 1, 0, true, 3), std::invalid_argument);  // 4 sequences in 3s
 }
 
 }  // namespace
