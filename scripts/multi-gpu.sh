@@ -154,8 +154,9 @@ late() { [ "$deadline" -gt 0 ] && [ $(($(date +%s) - start_time)) -ge "$deadline
 
 # train NAME NP CONFIG OVERRIDES...: one `linea train` job of NP ranks into runs/NAME, its output
 # in logs/NAME.log (appended: a resumed job adds to its first part). Returns the job's status;
-# 124 when it was ended after LINEA_MULTI_GPU_RUN_TIMEOUT_S. Unbound ranks (mpirun binds each of
-# 1 or 2 ranks to one core by default) so that each inits its parameters on its share of the cores.
+# 124 when it was ended after LINEA_MULTI_GPU_RUN_TIMEOUT_S. The ranks run unbound (mpirun binds
+# each of 1 or 2 ranks to one core by default), so each initialises its parameters on its share of
+# the cores.
 train() {
   local name=$1 np=$2 config=$3
   shift 3

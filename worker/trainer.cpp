@@ -176,10 +176,9 @@ ProcessGrid make_grid(const RunConfig& c, MPI_Comm world) {
   }
 }
 
-// train.threads, else OMP_NUM_THREADS, else the node's cores shared among its ranks (at most the
-// cores this rank may run on, when the launcher binds it).
-// The threads of this rank, and a note for the log when a launcher's binding leaves it fewer cores
-// than its share of the node (empty otherwise).
+// This rank's threads: train.threads, else OMP_NUM_THREADS, else the node's cores shared among its
+// ranks (at most the cores this rank may run on, when the launcher binds it); and a note for the
+// log when that binding leaves it fewer cores than its share (empty otherwise).
 struct Threads {
   int count;
   std::string note;
