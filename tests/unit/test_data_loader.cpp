@@ -276,7 +276,7 @@ TEST(ValidationIterator, FixedOrderSharedAcrossRanks) {
   }
   EXPECT_FALSE(micro0.next(b0));
   EXPECT_EQ(in_micro_batches, joined);
-  EXPECT_THROW(ValidationIterator(ds, 16, 4, 0, 1, 0, true, 3), std::invalid_argument);  // 4 sequences in 3s
+  EXPECT_THROW(ValidationIterator(ds, 16, 4, 0, 1, 0, true, 3), std::invalid_argument);  // a share of 4 in 3s
 }
 
 }  // namespace
