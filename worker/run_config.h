@@ -35,7 +35,7 @@ struct TrainConfig {
   uint64_t seed = 1;               // parameters' init and the data order
   int64_t log_every = 1;           // metrics.jsonl line every N steps
   int64_t eval_every = 100;        // 0: only at the end
-  int64_t eval_batches = 8;        // validation batches per evaluation (0: the whole val split)
+  int64_t eval_batches = 8;        // global batches of the val split per evaluation (0: all), in micro-batches
   int64_t checkpoint_every = 100;  // 0: only at stop_at / the end / a signal; -1: never (benchmarks)
   int64_t keep_checkpoints = 3;
   ResumeMode resume = ResumeMode::auto_resume;
