@@ -288,7 +288,7 @@ TEST_F(TrainerTest, NotesABindingThatLeavesFewerCores) {
       break;
     }
   }
-  ASSERT_EQ(sched_setaffinity(0, sizeof(one), &one), 0);
+  if (sched_setaffinity(0, sizeof(one), &one) != 0) GTEST_SKIP() << "this process may not change its CPU affinity";
   run(config("bound", {"train.threads=0", "train.steps=1", "optimizer.warmup_steps=0"}));
   ASSERT_EQ(sched_setaffinity(0, sizeof(all), &all), 0);
   EXPECT_NE(last_log_.find("note: the launcher bound this rank to 1 of the node's"), std::string::npos) << last_log_;
