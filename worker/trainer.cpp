@@ -14,7 +14,6 @@
 #include <optional>
 #include <ostream>
 #include <sstream>
-#include <thread>
 
 #include "checkpoint/async_checkpoint_writer.h"
 #include "checkpoint/checkpoint_directory.h"
@@ -33,6 +32,7 @@
 #include "worker/metrics_log.h"
 #include "worker/model.h"
 #include "worker/stop_signal.h"
+#include "worker/thread_count.h"
 #include "worker/training_checkpoint.h"
 
 namespace linea {
@@ -176,26 +176,6 @@ ProcessGrid make_grid(const RunConfig& c, MPI_Comm world) {
   }
 }
 
-// This rank's threads: train.threads, else OMP_NUM_THREADS, else the node's cores shared among its
-// ranks (at most the cores this rank may run on, when the launcher binds it); and a note for the
-// log when that binding leaves it fewer cores than its share (empty otherwise).
-struct Threads {
-  int count;
-  std::string note;
-};
-Threads thread_count(const RunConfig& c, const ProcessGrid& grid) {
-  if (c.train.threads > 0) return {static_cast<int>(c.train.threads), ""};
-  if (std::getenv("OMP_NUM_THREADS")) return {omp_get_max_threads(), ""};
-  const int cores = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
-  const int share = std::max(1, cores / grid.local_size()), bound = omp_get_num_procs();
-  if (bound >= share) return {share, ""};
-  return {std::max(1, bound),
-          "note: the launcher bound this rank to " + std::to_string(bound) + " of the node's " + std::to_string(cores) +
-              " cores, so it runs that many threads instead of its share, " + std::to_string(share) +
-              " (pass mpirun --bind-to none or --map-by slot:PE=" + std::to_string(share) +
-              ", or set train.threads)\n"};
-}
-
 // Every rank must train the same configuration: a config file that differs between nodes would
 // otherwise make them disagree silently.
 void check_same_config(Communicator& world, const RunConfig& c) {
@@ -245,7 +225,7 @@ TrainSummary train(const RunConfig& c, std::ostream& log, const TrainOptions& op
   if (placement.device == Device::cuda) grid.enable_cuda();  // GPU local_rank; NCCL communicators
   // Gradients and weights move over the communicators of the device they live on.
   Communicator& dp_params = grid.comm(GridAxis::dp, placement.device);
-  const Threads threads = thread_count(c, grid);
+  const ThreadChoice threads = choose_threads(this_process_thread_facts(c.train.threads, grid.local_size()));
   omp_set_num_threads(threads.count);
   out << threads.note;
   const bool zero = c.optim.zero.value_or(grid.dp_size() > 1);
