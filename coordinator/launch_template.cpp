@@ -38,6 +38,8 @@ LaunchTemplate LaunchTemplate::defaults() {
   t.multi_process = {"mpirun",
                      "--oversubscribe",
                      "--allow-run-as-root",
+                     "--bind-to",
+                     "none",
                      "-np",
                      "{np}",
                      "{hostfile}",

@@ -7,7 +7,9 @@
 //   {run}        the run's name               {run_dir}   the run's directory
 //   {attempt}    0 for the first launch, then 1, 2, ...
 // Runs of one process use `single_process` (by default `linea train` directly); others use
-// `multi_process` (by default mpirun, forwarding the coordinator's environment variables to ranks).
+// `multi_process` (by default mpirun, forwarding the coordinator's environment variables to ranks,
+// with its ranks unbound: mpirun would pin each of a small job's ranks to one core, and the ranks
+// of jobs running side by side to the same cores).
 #pragma once
 #include <string>
 #include <string_view>
