@@ -28,12 +28,12 @@
 
 #include "bench/bench_util.h"
 #include "data/config_reader.h"
-#include "worker/attention_layer.h"
-#include "worker/delta_rule_layer.h"
-#include "worker/model.h"
-#include "worker/parameter_count.h"
-#include "worker/rms_norm.h"
-#include "worker/swiglu_mlp.h"
+#include "model/mixers/attention/attention_layer.h"
+#include "model/mixers/delta_rule/delta_rule_layer.h"
+#include "model/model.h"
+#include "model/parameter_count.h"
+#include "model/rms_norm.h"
+#include "model/swiglu_mlp.h"
 
 namespace {
 

@@ -26,7 +26,7 @@
 #include <vector>
 
 #include "kernels/device_memory.h"
-#include "worker/parameter_count.h"
+#include "model/parameter_count.h"
 #include "worker/run_config.h"
 #include "worker/trainer.h"
 

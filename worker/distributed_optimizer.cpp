@@ -5,11 +5,11 @@
 #include <stdexcept>
 #include <string>
 
+#include "model/parameter_shard.h"
+#include "parallel/host_collectives.h"
 #include "worker/adamw.h"
 #include "worker/grad_clip.h"
-#include "worker/host_collectives.h"
 #include "worker/optimizer.h"
-#include "worker/parameter_shard.h"
 
 namespace linea {
 

@@ -6,8 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "parallel/host_collectives.h"
 #include "worker/float_dispatch.h"
-#include "worker/host_collectives.h"
 #ifdef LINEA_WITH_CUDA
 #include "worker/cuda/optimizer_math.h"
 #endif

@@ -9,8 +9,8 @@
 #pragma once
 #include <vector>
 
-#include "worker/parameters.h"
-#include "worker/tensor_parallel.h"
+#include "model/parameters.h"
+#include "model/tensor_parallel.h"
 
 namespace linea {
 

@@ -17,10 +17,10 @@
 #include <vector>
 
 #include "kernels/ops.h"
+#include "model/model.h"
 #include "tests/gpu/gpu_test.h"
 #include "tests/testing/kernel_test.h"
 #include "tests/testing/model_inputs.h"
-#include "worker/model.h"
 
 namespace linea {
 namespace {

@@ -22,14 +22,14 @@
 #include <vector>
 
 #include "kernels/random.h"
+#include "model/model.h"
+#include "model/parameter_shard.h"
 #include "parallel/mpi_comm.h"
 #include "parallel/process_grid.h"
 #include "tests/testing/kernel_test.h"
 #include "tests/testing/model_inputs.h"
 #include "worker/data_parallel_reducer.h"
 #include "worker/grad_clip.h"
-#include "worker/model.h"
-#include "worker/parameter_shard.h"
 
 namespace linea {
 namespace {

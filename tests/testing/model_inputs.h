@@ -8,8 +8,8 @@
 
 #include "kernels/random.h"
 #include "kernels/seq_layout.h"
+#include "model/model_config.h"
 #include "tests/testing/kernel_test.h"
-#include "worker/model_config.h"
 
 namespace linea::testing {
 

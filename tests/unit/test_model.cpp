@@ -11,9 +11,9 @@
 #include <string>
 #include <vector>
 
+#include "model/model.h"
 #include "tests/testing/kernel_test.h"
 #include "tests/testing/model_inputs.h"
-#include "worker/model.h"
 
 namespace linea {
 namespace {

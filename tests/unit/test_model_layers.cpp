@@ -8,15 +8,15 @@
 #include <string>
 
 #include "kernels/arena.h"
+#include "model/embedding.h"
+#include "model/linear.h"
+#include "model/low_rank_linear.h"
+#include "model/mixers/attention/attention_layer.h"
+#include "model/mixers/delta_rule/delta_rule_layer.h"
+#include "model/rms_norm.h"
+#include "model/short_conv.h"
+#include "model/swiglu_mlp.h"
 #include "tests/testing/kernel_test.h"
-#include "worker/attention_layer.h"
-#include "worker/delta_rule_layer.h"
-#include "worker/embedding.h"
-#include "worker/linear.h"
-#include "worker/low_rank_linear.h"
-#include "worker/rms_norm.h"
-#include "worker/short_conv.h"
-#include "worker/swiglu_mlp.h"
 
 namespace linea {
 namespace {

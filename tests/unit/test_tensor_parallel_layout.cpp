@@ -8,11 +8,11 @@
 #include <vector>
 
 #include "kernels/random.h"
+#include "model/model.h"
+#include "model/parameter_shard.h"
+#include "model/tensor_parallel.h"
 #include "parallel/local_communicator.h"
 #include "tests/testing/kernel_test.h"
-#include "worker/model.h"
-#include "worker/parameter_shard.h"
-#include "worker/tensor_parallel.h"
 
 namespace linea {
 namespace {

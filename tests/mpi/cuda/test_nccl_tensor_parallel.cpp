@@ -27,15 +27,15 @@
 #include <vector>
 
 #include "kernels/cuda/runtime.h"
+#include "model/model.h"
+#include "model/parameter_shard.h"
 #include "parallel/mpi_comm.h"
 #include "parallel/process_grid.h"
 #include "tests/testing/assert_close.h"
 #include "tests/testing/model_inputs.h"
 #include "worker/distributed_optimizer.h"
 #include "worker/grad_clip.h"
-#include "worker/model.h"
 #include "worker/optimizer.h"
-#include "worker/parameter_shard.h"
 
 namespace linea {
 namespace {
