@@ -10,8 +10,8 @@
 #include <string>
 
 #include "bench/bench_util.h"
-#include "kernels/delta_rule.h"
 #include "kernels/random.h"
+#include "model/mixers/delta_rule/delta_rule.h"
 
 namespace {
 

@@ -14,7 +14,7 @@
 // gradient, m and v; bf16 compute copy and gradients: 20 bytes per parameter), activations kept
 // (the f32 figure halved, except what stays 4 bytes wide in bf16 steps: the decay gate's input,
 // attention's log-sum-exp, the token ids, targets and positions), the scratch arena, and the
-// delta rule's CUDA workspaces (kernels/cuda/delta_rule.cu, Plan: f32 decays, 4 value- and 10
+// delta rule's CUDA workspaces (model/mixers/delta_rule/cuda/delta_rule.cu, Plan: f32 decays, 4 value- and 10
 // key-sized buffers, 2 chunk tiles and 2 chunk states per head, for backward); and a bound for the
 // first micro-batch, whose arenas may hold up to 1/8 more than their high water (kernels/arena.h).
 // Prints one JSON line.

@@ -20,8 +20,8 @@
 #include "cli/command.h"
 #include "cli/mixer_problem.h"
 #include "data/atomic_file.h"
-#include "kernels/delta_rule.h"
 #include "kernels/device_memory.h"
+#include "model/mixers/delta_rule/delta_rule.h"
 
 namespace linea::cli {
 namespace {
@@ -41,7 +41,7 @@ layout) and writes the outputs and the gradients to OUT.
            gdn2      one log decay per key channel, erase gate b and write gate w instead of beta
   --impl   recurrent token by token, the reference; computed in f64
            chunked   the chunked (C = 64) training algorithm; computed in f32, as in training
-           cuda      the chunked algorithm on the GPU (kernels/cuda/delta_rule.h): q, k, v, the gates
+           cuda      the chunked algorithm on the GPU (model/mixers/delta_rule/cuda/delta_rule.h): q, k, v, the gates
                      and do in --dtype, g, h0 and dht in f32, arithmetic in f32
   --dtype  f32 (default) or bf16: the GPU operands' dtype; only with --impl cuda
   --in     input HDF5 file (only read)

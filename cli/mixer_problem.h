@@ -1,6 +1,6 @@
 // MixerProblem: one delta-rule mixer's forward/backward inputs, read from an HDF5 file in
 // flash-linear-attention's layout (q, k [B,T,H,K], v [B,T,H,V], beta [B,T,H] or b/w, g, h0,
-// cu_seqlens, do, dht; see `linea mixer --help`) and flattened to kernels/delta_rule.h's layout.
+// cu_seqlens, do, dht; see `linea mixer --help`) and flattened to model/mixers/delta_rule/delta_rule.h's layout.
 // Every dataset is checked before anything is read: a missing, misshapen, wrongly typed or
 // out-of-place dataset throws std::invalid_argument naming the file, the dataset and what was
 // expected. Datasets with other names are ignored.
@@ -9,9 +9,9 @@
 #include <filesystem>
 #include <string_view>
 
-#include "kernels/delta_rule.h"
 #include "kernels/seq_layout.h"
 #include "kernels/tensor.h"
+#include "model/mixers/delta_rule/delta_rule.h"
 
 namespace linea::cli {
 

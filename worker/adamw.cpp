@@ -7,7 +7,7 @@
 #include "worker/float_dispatch.h"
 #include "worker/update_operands.h"
 #ifdef LINEA_WITH_CUDA
-#include "worker/cuda/optimizer_math.h"
+#include "kernels/cuda/optimizer_math.h"
 #endif
 
 namespace linea {

@@ -16,7 +16,7 @@
 //
 // Devices: the parameters and the DP communicator share one device. On a GPU (f32 master weights
 // and gradients there, an NCCL communicator) the optimizer state, the chunks and every update stay
-// on the GPU (worker/cuda/optimizer_math.h, newton_schulz.h); only the gradient norm's partial
+// on the GPU (kernels/cuda/optimizer_math.h, newton_schulz.h); only the gradient norm's partial
 // sums come to the host. The TP communicator works on the parameters' device too (NCCL on a GPU).
 // The checkpoint blocks below are then views of device memory.
 //

@@ -9,7 +9,7 @@
 #include "parallel/host_collectives.h"
 #include "worker/float_dispatch.h"
 #ifdef LINEA_WITH_CUDA
-#include "worker/cuda/optimizer_math.h"
+#include "kernels/cuda/optimizer_math.h"
 #endif
 
 namespace linea {

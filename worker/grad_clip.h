@@ -15,7 +15,7 @@
 namespace linea {
 
 // Σ x² over a contiguous f32 or f64 CPU tensor, in f64, over fixed blocks (thread-count independent);
-// or over an f32 tensor on the GPU, in f64 in a fixed tree (worker/cuda/optimizer_math.h).
+// or over an f32 tensor on the GPU, in f64 in a fixed tree (kernels/cuda/optimizer_math.h).
 double sum_of_squares(const Tensor& x);
 // sum_of_squares() of each tensor (all on the CPU or all on the GPU); on the GPU with one
 // synchronisation for all of them.

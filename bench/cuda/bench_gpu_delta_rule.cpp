@@ -1,4 +1,4 @@
-// bench_gpu_delta_rule: times the CUDA delta rule (kernels/cuda/delta_rule.h) at the shapes of
+// bench_gpu_delta_rule: times the CUDA delta rule (model/mixers/delta_rule/cuda/delta_rule.h) at the shapes of
 // shared/ANCHORS.md (B·T = 32768 tokens, H = 16, K = V = 128; T = 4096, 16384, 32768 with B = 8, 2,
 // 1), bf16 operands and f32 gates, for DeltaNet, GDN, KDA and GDN-2: one JSON line per (mixer, T)
 // with the forward and forward+backward milliseconds (CUDA events, mean over the timed launches),
@@ -14,8 +14,8 @@
 #include <string>
 
 #include "bench/cuda/gpu_bench.h"
-#include "kernels/delta_rule.h"
 #include "kernels/random.h"
+#include "model/mixers/delta_rule/delta_rule.h"
 
 namespace {
 

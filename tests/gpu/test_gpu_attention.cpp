@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "kernels/ops.h"
+#include "model/mixers/attention/attention.h"
 #include "tests/gpu/gpu_test.h"
 
 namespace linea {

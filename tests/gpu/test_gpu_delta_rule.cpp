@@ -1,4 +1,4 @@
-// The CUDA delta rule (kernels/cuda/delta_rule.h) against the CPU op in f64 on the same inputs: o,
+// The CUDA delta rule (model/mixers/delta_rule/cuda/delta_rule.h) against the CPU op in f64 on the same inputs: o,
 // ht and every gradient, for DeltaNet, GDN, KDA and GDN-2, in f32 and bf16 (token operands; g, h0,
 // dht always f32), with fla's thresholds (reference/mixers.md §3.3). Shapes: B=2 T=75 K=V=64 with
 // h0 and dht under fla's gate normalizers {0.1, 1, 10}; T=130 K=V=128; packed documents
@@ -16,7 +16,7 @@
 #include <sstream>
 #include <string>
 
-#include "kernels/delta_rule.h"
+#include "model/mixers/delta_rule/delta_rule.h"
 #include "tests/gpu/gpu_test.h"
 #include "tests/testing/delta_rule_problem.h"
 

@@ -9,8 +9,8 @@
 #include <utility>
 #include <vector>
 
-#include "kernels/delta_rule.h"
 #include "kernels/random.h"
+#include "model/mixers/delta_rule/delta_rule.h"
 #include "tests/testing/assert_close.h"
 #include "tests/testing/finite_difference.h"
 

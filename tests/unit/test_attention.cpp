@@ -10,8 +10,8 @@
 #include <tuple>
 #include <vector>
 
-#include "kernels/ops.h"
 #include "kernels/random.h"
+#include "model/mixers/attention/attention.h"
 #include "tests/testing/assert_close.h"
 #include "tests/testing/finite_difference.h"
 

@@ -16,8 +16,8 @@
 
 #include "checkpoint/hdf5_file.h"
 #include "cli/command.h"
-#include "kernels/delta_rule.h"
 #include "kernels/device_memory.h"
+#include "model/mixers/delta_rule/delta_rule.h"
 #include "tests/testing/assert_close.h"
 #include "tests/testing/delta_rule_problem.h"
 

@@ -14,6 +14,7 @@
 #include "kernels/ops.h"
 #include "model/linear.h"
 #include "model/mixer.h"
+#include "model/mixers/attention/attention.h"
 #include "model/model_config.h"
 #include "model/tensor_parallel.h"
 

@@ -33,11 +33,11 @@
 #include <optional>
 #include <string>
 
-#include "kernels/delta_rule.h"
 #include "kernels/ops.h"
 #include "model/linear.h"
 #include "model/low_rank_linear.h"
 #include "model/mixer.h"
+#include "model/mixers/delta_rule/delta_rule.h"
 #include "model/model_config.h"
 #include "model/short_conv.h"
 #include "model/tensor_parallel.h"

@@ -17,8 +17,8 @@
 // products inside a chunk are matmuls through OpenBLAS, A and P by sub-chunks of 16 (the pairs of
 // two sub-chunks as one matmul, reference/mixers.md §2.3).
 #pragma once
-#include "kernels/cpu/delta_rule_operands.h"
 #include "kernels/seq_layout.h"
+#include "model/mixers/delta_rule/cpu/delta_rule_operands.h"
 
 namespace linea::cpu {
 

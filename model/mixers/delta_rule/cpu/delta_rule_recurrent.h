@@ -8,11 +8,11 @@
 // The backward runs through time in reverse. It keeps the state at the start of every segment of
 // kRecurrentSegment tokens and recomputes the per-token states of one segment at a time, so its
 // memory per (sequence, head) is O((T / kRecurrentSegment + kRecurrentSegment)·K·V).
-// Layouts as kernels/delta_rule.h: o, d_o: [N, H, V]; ht, dht: [S, H, K, V] (null = skip / zeros).
+// Layouts as model/mixers/delta_rule/delta_rule.h: o, d_o: [N, H, V]; ht, dht: [S, H, K, V] (null = skip / zeros).
 // Gradients are accumulated into `grads`. OpenMP over (sequence, head).
 #pragma once
-#include "kernels/cpu/delta_rule_operands.h"
 #include "kernels/seq_layout.h"
+#include "model/mixers/delta_rule/cpu/delta_rule_operands.h"
 
 namespace linea::cpu {
 

@@ -1,5 +1,5 @@
-// Causal softmax attention on CUDA (contract: kernels/cuda/attention.h and kernels/ops.h; the
-// readable reference: kernels/cpu/attention.cpp). Per query t and query head h (kv head
+// Causal softmax attention on CUDA (contract: model/mixers/attention/attention.h and cuda/attention.h; the
+// readable reference: model/mixers/attention/cpu/attention.cpp). Per query t and query head h (kv head
 // g = h / (Hq/Hkv)), over the keys s that t sees (s ≤ t in t's sequence, t − s < window):
 //   z_ts = scale · q_t·k_s,   lse_t = log Σ_s exp(z_ts),   P_ts = exp(z_ts − lse_t),   o_t = Σ_s P_ts v_s
 // Backward, with D_t = Σ_d dout_td · o_td precomputed:
@@ -36,12 +36,12 @@
 #include <type_traits>
 #include <vector>
 
-#include "kernels/cuda/attention.h"
 #include "kernels/cuda/check.h"
 #include "kernels/cuda/element_types.cuh"
 #include "kernels/cuda/launch.h"
 #include "kernels/cuda/scratch.h"
 #include "kernels/cuda/warp_reduce.cuh"
+#include "model/mixers/attention/cuda/attention.h"
 
 namespace linea::cuda {
 

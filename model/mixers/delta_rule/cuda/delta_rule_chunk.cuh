@@ -1,8 +1,8 @@
-// What the CUDA delta-rule kernels (kernels/cuda/delta_rule_*.cu) share: one call's operands as
+// What the CUDA delta-rule kernels (model/mixers/delta_rule/cuda/delta_rule_*.cu) share: one call's operands as
 // the kernels see them, the table of chunks, the f32 workspaces between the kernels, the view of
 // one chunk of one head (ChunkRef), and the dispatch over element type × decay kind × gate kind.
 //
-// Pipeline (notation of kernels/cpu/delta_rule_chunked.h; C = 64, L ≤ C the chunk's length):
+// Pipeline (notation of model/mixers/delta_rule/cpu/delta_rule_chunked.h; C = 64, L ≤ C the chunk's length):
 //   intra_chunk     parallel over (chunk, head): G (cumulated log decay), A, P, T = (I + A)^{-1},
 //                   U = T (w ⊙ v), W = T (b ⊙ k ⊙ γ), K ⊙ exp(G_L − G), scale · Q ⊙ γ
 //   state_forward   sequential over the chunks of each (sequence, head, V tile): Ũ = U − W S0 and
@@ -12,7 +12,8 @@
 //   written_local   parallel: dŨ = scale · Pᵀ dO (the part of ∂L/∂Ũ inside the chunk)
 //   state_backward  sequential in reverse per (sequence, head, V tile): dŨ += (K ⊙ exp(G_L − G)) dS,
 //                   dS ← Diag(γ_L) dS + scale (Q ⊙ γ)ᵀ dO − Wᵀ dŨ, the ∂L/∂(state at chunk end), dh0
-//   chunk_gradients parallel over (chunk, head): every input gradient (kernels/cuda/delta_rule_gradients.cu)
+//   chunk_gradients parallel over (chunk, head): every input gradient
+//   (model/mixers/delta_rule/cuda/delta_rule_gradients.cu)
 #pragma once
 #include <cuda_runtime.h>
 
@@ -20,7 +21,7 @@
 #include <type_traits>
 
 #include "kernels/cuda/element_types.cuh"
-#include "kernels/delta_rule.h"
+#include "model/mixers/delta_rule/delta_rule.h"
 
 namespace linea::cuda::delta {
 

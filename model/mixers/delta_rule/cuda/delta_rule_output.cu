@@ -1,9 +1,9 @@
 // The chunk-parallel products with P (one block per chunk and head, through block_gemm):
 //   output:        O_ie  = Σ_d Qg_id S0_de + scale · Σ_{j≤i} P_ij Ũ_je     (Qg = scale · Q ⊙ γ)
 //   written_local: dŨ_ie = scale · Σ_{j≥i} P_ji dO_je                      (∂L/∂Ũ through O alone)
-#include "kernels/cuda/block_gemm.cuh"
+#include "kernels/chunk/cuda/block_gemm.cuh"
 #include "kernels/cuda/check.h"
-#include "kernels/cuda/delta_rule_chunk.cuh"
+#include "model/mixers/delta_rule/cuda/delta_rule_chunk.cuh"
 
 namespace linea::cuda::delta {
 

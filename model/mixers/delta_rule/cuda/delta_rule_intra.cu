@@ -3,14 +3,14 @@
 // log decay, b the erase gate and w the write gate (both β for GateKind::beta):
 //   G_i   = Σ_{s≤i} g_s                                     (per channel, or one per row)
 //   A_ij  = Σ_d b_id k_id k_jd exp(G_id − G_jd)   (j < i)    P_ij = Σ_d q_id k_jd exp(G_id − G_jd)   (j ≤ i)
-//   T     = (I + A)^{-1} (kernels/cuda/unit_lower_inverse.cuh: by blocks of 16 rows)
+//   T     = (I + A)^{-1} (kernels/chunk/cuda/unit_lower_inverse.cuh: by blocks of 16 rows)
 //   U     = T (w ⊙ V),   W = T (b ⊙ K ⊙ γ),   Kend = K ⊙ exp(G_L − G),   Qg = scale · Q ⊙ γ
 // A and T stay in shared memory; G, P, T, U, W, Kend and Qg go to the workspace.
-#include "kernels/cuda/block_gemm.cuh"
+#include "kernels/chunk/cuda/block_gemm.cuh"
+#include "kernels/chunk/cuda/unit_lower_inverse.cuh"
 #include "kernels/cuda/check.h"
-#include "kernels/cuda/delta_rule_chunk.cuh"
-#include "kernels/cuda/unit_lower_inverse.cuh"
 #include "kernels/cuda/warp_reduce.cuh"
+#include "model/mixers/delta_rule/cuda/delta_rule_chunk.cuh"
 
 namespace linea::cuda::delta {
 

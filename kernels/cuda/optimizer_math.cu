@@ -7,8 +7,8 @@
 
 #include "kernels/cuda/check.h"
 #include "kernels/cuda/launch.h"
+#include "kernels/cuda/optimizer_math.h"
 #include "kernels/cuda/scratch.h"
-#include "worker/cuda/optimizer_math.h"
 
 namespace linea::cuda {
 

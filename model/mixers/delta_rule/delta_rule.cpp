@@ -1,14 +1,14 @@
-// Checks the delta-rule arguments and dispatches to the CPU kernels (kernels/cpu/delta_rule_*) or,
-// for tensors on a CUDA device, to kernels/cuda/delta_rule.h (chunked only).
-#include "kernels/delta_rule.h"
+// Checks the delta-rule arguments and dispatches to the CPU kernels (model/mixers/delta_rule/cpu/delta_rule_*) or,
+// for tensors on a CUDA device, to model/mixers/delta_rule/cuda/delta_rule.h (chunked only).
+#include "model/mixers/delta_rule/delta_rule.h"
 
 #include <stdexcept>
 #include <string>
 
-#include "kernels/cpu/delta_rule_chunked.h"
-#include "kernels/cpu/delta_rule_recurrent.h"
+#include "model/mixers/delta_rule/cpu/delta_rule_chunked.h"
+#include "model/mixers/delta_rule/cpu/delta_rule_recurrent.h"
 #ifdef LINEA_WITH_CUDA
-#include "kernels/cuda/delta_rule.h"
+#include "model/mixers/delta_rule/cuda/delta_rule.h"
 #endif
 
 namespace linea::ops {
@@ -27,7 +27,7 @@ struct Expected {
   DType operand = DType::f32, decay = DType::f32, state = DType::f32;
 };
 
-// The largest key dimension of the CUDA kernels (kernels/cuda/delta_rule_chunk.cuh).
+// The largest key dimension of the CUDA kernels (model/mixers/delta_rule/cuda/delta_rule_chunk.cuh).
 constexpr int64_t kMaxCudaKeyDim = 256;
 
 [[noreturn]] void fail(const std::string& op, const std::string& what) {

@@ -1,4 +1,4 @@
-#include "kernels/cpu/attention.h"
+#include "model/mixers/attention/cpu/attention.h"
 
 #include <algorithm>
 #include <cmath>

@@ -1,16 +1,16 @@
-// The delta-rule family (kernels/delta_rule.h) on CUDA, by chunks of 64 tokens: the algorithm of
-// kernels/cpu/delta_rule_chunked.h, with the same per-chunk math. Called by ops::delta_rule_* after
+// The delta-rule family (model/mixers/delta_rule/delta_rule.h) on CUDA, by chunks of 64 tokens: the algorithm of
+// model/mixers/delta_rule/cpu/delta_rule_chunked.h, with the same per-chunk math. Called by ops::delta_rule_* after
 // their argument checks, when the tensors are on a CUDA device.
 //
 // Dtypes: q, k, v, beta, b, w, o, d_o and dq, dk, dv, dbeta, db, dw share one dtype, bf16 or f32;
 // g and dg are always f32; h0, ht, dht and dh0 are f32. All arithmetic is f32 (the chunk products on
-// the tensor cores in 3×TF32, kernels/cuda/block_gemm.cuh; workspaces f32). Gradients are
+// the tensor cores in 3×TF32, kernels/chunk/cuda/block_gemm.cuh; workspaces f32). Gradients are
 // overwritten (dh0 too). Everything runs on the default stream. Chunks never cross a sequence of
 // `seqs`; the state restarts at every sequence (h0, ht: one state per sequence). K ≤ 256; V any
 // (tiled across blocks). The sums over a chunk's tokens are in a fixed order: results repeat
 // bit for bit from run to run.
 #pragma once
-#include "kernels/delta_rule.h"
+#include "model/mixers/delta_rule/delta_rule.h"
 
 namespace linea::cuda {
 

@@ -1,14 +1,14 @@
 // CPU causal softmax attention (GQA, optional sliding window, packed sequences), by blocks of
 // queries whose products with K, V (and dO, Q) are matmuls through OpenBLAS.
 // Raw-pointer kernels behind ops::attention_forward/backward (which validate shapes and dtypes);
-// the math and layouts are those stated in kernels/ops.h. Templates over float and double.
+// the math and layouts are those stated in model/mixers/attention/attention.h. Templates over float and double.
 // Every output element is computed by one thread in a fixed order, so results do not depend on
 // the number of OpenMP threads.
 #pragma once
 #include <cstdint>
 
-#include "kernels/ops.h"
 #include "kernels/seq_layout.h"
+#include "model/mixers/attention/attention.h"
 
 namespace linea::cpu {
 

@@ -1,4 +1,4 @@
-#include "kernels/cpu/delta_rule_recurrent.h"
+#include "model/mixers/delta_rule/cpu/delta_rule_recurrent.h"
 
 #include <algorithm>
 #include <cmath>

@@ -1,6 +1,6 @@
 // chunk_gradients: every input gradient of one chunk of one head (one block each), given what the
 // forward and reverse passes stored: S0 (state entering the chunk), dS (∂L/∂ state at its end), Ũ
-// and dŨ (complete). It differentiates, line by line, kernels/cpu/delta_rule_chunked.cpp's
+// and dŨ (complete). It differentiates, line by line, model/mixers/delta_rule/cpu/delta_rule_chunked.cpp's
 // backward_chunk (e_ijd = exp(G_id − G_jd), L the chunk's length, b the erase gate, w the write gate):
 //   1. dW = −dŨ S0ᵀ,   dX = Tᵀ dŨ,   dP_ij = scale Σ_e dO_ie Ũ_je (j ≤ i)
 //   2. dY = Tᵀ dW
@@ -18,10 +18,10 @@
 //      G_s with −; r_{L−1} cancels exactly); a scalar decay sums dG and r over the channels first
 //      (then down the rows), and β sums db over the key channels and dw over the value channels.
 // The sums run in a fixed order (block_gemm, one thread per entry, warp sums per row): no atomics.
-#include "kernels/cuda/block_gemm.cuh"
+#include "kernels/chunk/cuda/block_gemm.cuh"
 #include "kernels/cuda/check.h"
-#include "kernels/cuda/delta_rule_chunk.cuh"
 #include "kernels/cuda/warp_reduce.cuh"
+#include "model/mixers/delta_rule/cuda/delta_rule_chunk.cuh"
 
 namespace linea::cuda::delta {
 

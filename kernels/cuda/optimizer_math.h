@@ -13,7 +13,7 @@
 #include <utility>
 #include <vector>
 
-#include "worker/adamw_coefficients.h"
+#include "kernels/adamw_coefficients.h"
 
 namespace linea::cuda {
 

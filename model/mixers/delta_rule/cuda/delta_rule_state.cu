@@ -30,8 +30,8 @@
 #include <type_traits>
 
 #include "kernels/cuda/check.h"
-#include "kernels/cuda/delta_rule_chunk.cuh"
 #include "kernels/cuda/launch.h"
+#include "model/mixers/delta_rule/cuda/delta_rule_chunk.cuh"
 
 namespace linea::cuda::delta {
 

@@ -12,9 +12,9 @@
 #include "kernels/cuda/element_types.cuh"
 #include "kernels/cuda/gemm.h"
 #include "kernels/cuda/launch.h"
+#include "kernels/cuda/newton_schulz.h"
+#include "kernels/cuda/optimizer_math.h"
 #include "kernels/cuda/scratch.h"
-#include "worker/cuda/newton_schulz.h"
-#include "worker/cuda/optimizer_math.h"
 
 namespace linea::cuda {
 

@@ -1,15 +1,15 @@
 // ops::attention_forward / attention_backward: argument checks (OpArguments) and dispatch on
-// device and dtype (kernels/ops.h): the CPU reference in kernels/cpu/attention.h, the flash
-// kernels in kernels/cuda/attention.h.
-#include "kernels/cpu/attention.h"
+// device and dtype (kernels/ops.h, model/mixers/attention/attention.h): the CPU reference in
+// model/mixers/attention/cpu/attention.h, the flash kernels in model/mixers/attention/cuda/attention.h.
+#include "model/mixers/attention/attention.h"
 
 #include <cmath>
 #include <string>
 
 #include "kernels/op_arguments.h"
-#include "kernels/ops.h"
+#include "model/mixers/attention/cpu/attention.h"
 #ifdef LINEA_WITH_CUDA
-#include "kernels/cuda/attention.h"
+#include "model/mixers/attention/cuda/attention.h"
 #endif
 
 namespace linea::ops {

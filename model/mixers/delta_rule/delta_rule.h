@@ -15,7 +15,7 @@
 // b: [N, H, K]; w: [N, H, V]; g: [N, H] (scalar decay) or [N, H, K] (channel decay), undefined for
 // none; h0, ht: [S, H, K, V] (h0 may be undefined = zeros). All f32 or all f64 on the CPU. On a CUDA
 // device (chunked only, K ≤ 256): token operands bf16 or f32, g and the states f32
-// (kernels/cuda/delta_rule.h).
+// (model/mixers/delta_rule/cuda/delta_rule.h).
 #pragma once
 #include "kernels/seq_layout.h"
 #include "kernels/tensor.h"
@@ -47,8 +47,8 @@ struct DeltaRuleGrads {
 };
 
 // o: [N, H, V], ht: [S, H, K, V] (may be undefined to skip).
-void delta_rule_forward(DeltaRuleImpl impl, const DeltaRuleSpec& spec, const SeqLayout& seqs,
-                        const DeltaRuleInputs& in, Tensor o, Tensor ht);
+void delta_rule_forward(DeltaRuleImpl impl, const DeltaRuleSpec& spec, const SeqLayout& seqs, const DeltaRuleInputs& in,
+                        Tensor o, Tensor ht);
 // Gradients of the loss L with ∂L/∂o = d_o and ∂L/∂ht = dht (dht may be undefined = zeros).
 // Recomputes whatever the forward would have produced.
 void delta_rule_backward(DeltaRuleImpl impl, const DeltaRuleSpec& spec, const SeqLayout& seqs,

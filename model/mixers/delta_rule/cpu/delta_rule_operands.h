@@ -1,4 +1,4 @@
-// How the CPU delta-rule kernels see their operands (the math is in kernels/delta_rule.h).
+// How the CPU delta-rule kernels see their operands (the math is in model/mixers/delta_rule/delta_rule.h).
 //
 // Every per-token operand is a Rows view of a [N, H, C] buffer: element (token, head, c) sits at
 // token·token_stride + head·head_stride + c·channel_stride. A view with channel_stride 0 broadcasts
@@ -13,8 +13,8 @@
 #include <cstdint>
 #include <vector>
 
-#include "kernels/delta_rule.h"
 #include "kernels/seq_layout.h"
+#include "model/mixers/delta_rule/delta_rule.h"
 
 namespace linea::cpu {
 

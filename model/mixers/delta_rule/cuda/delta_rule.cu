@@ -1,14 +1,14 @@
 // Host side of the CUDA delta rule: the table of chunks (64 tokens, never across a sequence), the
 // f32 workspaces (one scratch request per call) and the order of the kernels (the pipeline is in
-// kernels/cuda/delta_rule_chunk.cuh).
+// model/mixers/delta_rule/cuda/delta_rule_chunk.cuh).
 #include <stdexcept>
 #include <string>
 #include <vector>
 
 #include "kernels/cuda/check.h"
-#include "kernels/cuda/delta_rule.h"
-#include "kernels/cuda/delta_rule_chunk.cuh"
 #include "kernels/cuda/scratch.h"
+#include "model/mixers/delta_rule/cuda/delta_rule.h"
+#include "model/mixers/delta_rule/cuda/delta_rule_chunk.cuh"
 
 namespace linea::cuda {
 
