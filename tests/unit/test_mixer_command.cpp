@@ -19,7 +19,7 @@
 #include "kernels/device_memory.h"
 #include "model/mixers/delta_rule/delta_rule.h"
 #include "tests/testing/assert_close.h"
-#include "tests/testing/delta_rule_problem.h"
+#include "tests/testing/mixers/delta_rule_problem.h"
 
 namespace linea {
 namespace {
@@ -234,7 +234,7 @@ TEST_F(MixerCommand, RecurrentAndChunkedAgreeWithinFlaTolerances) {
 // Runs only where a CUDA device is visible (skipped elsewhere): --impl cuda in f32 gives the chunked
 // CPU results to f32 rounding; --dtype bf16 rounds the file's f32 inputs to bf16 on the way in, so
 // it is held only to 0.05 of the recurrence here (the plumbing; the bf16 kernels' accuracy on
-// representable inputs is tests/gpu/test_gpu_delta_rule.cpp's).
+// representable inputs is tests/gpu/mixers/delta_rule/test_gpu_delta_rule.cpp's).
 TEST_F(MixerCommand, CudaAgreesWithTheCpuImplementations) {
   if (!cuda_device_available()) GTEST_SKIP() << "no CUDA device";
   uint64_t seed = 300;

@@ -11,7 +11,7 @@
 #include <map>
 #include <sstream>
 
-#include "tests/testing/delta_rule_problem.h"
+#include "tests/testing/mixers/delta_rule_problem.h"
 
 namespace linea {
 namespace {

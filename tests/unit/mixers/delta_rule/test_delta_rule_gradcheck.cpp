@@ -3,7 +3,7 @@
 // recurrent checkpoint segment and the chunk (64 tokens), plus sequences of one and zero tokens.
 #include <gtest/gtest.h>
 
-#include "tests/testing/delta_rule_problem.h"
+#include "tests/testing/mixers/delta_rule_problem.h"
 
 namespace linea {
 namespace {

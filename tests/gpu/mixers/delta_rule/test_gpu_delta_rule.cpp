@@ -18,7 +18,7 @@
 
 #include "model/mixers/delta_rule/delta_rule.h"
 #include "tests/gpu/gpu_test.h"
-#include "tests/testing/delta_rule_problem.h"
+#include "tests/testing/mixers/delta_rule_problem.h"
 
 namespace linea {
 namespace {

@@ -5,7 +5,7 @@
 #include <functional>
 #include <vector>
 
-#include "tests/testing/delta_rule_problem.h"
+#include "tests/testing/mixers/delta_rule_problem.h"
 
 namespace linea {
 namespace {

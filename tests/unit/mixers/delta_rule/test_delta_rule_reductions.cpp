@@ -5,7 +5,7 @@
 //   KDA with g_t,d = g_t for every channel is GDN, and then dg_t(GDN) = Σ_d dg_t,d(KDA).
 #include <gtest/gtest.h>
 
-#include "tests/testing/delta_rule_problem.h"
+#include "tests/testing/mixers/delta_rule_problem.h"
 
 namespace linea {
 namespace {
