@@ -5,6 +5,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "kernels/op_arguments.h"
 #include "model/mixers/delta_rule/cpu/delta_rule_chunked.h"
 #include "model/mixers/delta_rule/cpu/delta_rule_recurrent.h"
 #ifdef LINEA_WITH_CUDA
@@ -30,39 +31,11 @@ struct Expected {
 // The largest key dimension of the CUDA kernels (model/mixers/delta_rule/cuda/delta_rule_chunk.cuh).
 constexpr int64_t kMaxCudaKeyDim = 256;
 
-[[noreturn]] void fail(const std::string& op, const std::string& what) {
-  throw std::invalid_argument(op + ": " + what);
-}
-
-// A tensor that must be defined with this shape, dtype and device.
-void check_operand(const std::string& op, const Tensor& t, const std::string& name, const Shape& shape, DType dtype,
-                   Device device) {
-  if (!t.defined()) fail(op, name + " is required but undefined");
-  check_shape(t, shape, op + ": " + name);
-  if (t.dtype() != dtype) {
-    fail(op,
-         name + " has dtype " + std::string(dtype_name(t.dtype())) + ", expected " + std::string(dtype_name(dtype)));
-  }
-  if (t.device() != device) {
-    fail(op, name + " is on " + std::string(device_name(t.device())) + ", expected " +
-                 std::string(device_name(device)) + " like q");
-  }
-}
-
-void check_optional(const std::string& op, const Tensor& t, const std::string& name, const Shape& shape, DType dtype,
-                    Device device) {
-  if (t.defined()) check_operand(op, t, name, shape, dtype, device);
-}
-
-void check_absent(const std::string& op, const Tensor& t, const std::string& name, const char* why) {
-  if (t.defined()) fail(op, name + " must be undefined " + why);
-}
-
-Expected expected_types(const std::string& op, DeltaRuleImpl impl, const Tensor& q) {
+Expected expected_types(const OpArguments& args, const std::string& op, DeltaRuleImpl impl, const Tensor& q) {
   Expected x{q.device(), q.dtype(), q.dtype(), q.dtype()};
   if (q.device() == Device::cpu) {
-    if (q.dtype() != DType::f32 && q.dtype() != DType::f64)
-      fail(op, "q must be f32 or f64 on the CPU, got " + q.describe());
+    args.require(q.dtype() == DType::f32 || q.dtype() == DType::f64, "q",
+                 "expected f32 or f64 on the CPU, got " + q.describe());
     return x;
   }
 #ifndef LINEA_WITH_CUDA
@@ -70,9 +43,10 @@ Expected expected_types(const std::string& op, DeltaRuleImpl impl, const Tensor&
   throw std::runtime_error(op + ": q is on " + std::string(device_name(q.device())) +
                            " but this build has no CUDA backend (configure with -DLINEA_CUDA=ON)");
 #else
-  if (impl != DeltaRuleImpl::chunked) fail(op, "impl recurrent has no CUDA implementation; use chunked");
-  if (q.dtype() != DType::f32 && q.dtype() != DType::bf16)
-    fail(op, "q must be f32 or bf16 on cuda, got " + q.describe());
+  (void)op;
+  args.require(impl == DeltaRuleImpl::chunked, "impl", "recurrent has no CUDA implementation; use chunked");
+  args.require(q.dtype() == DType::f32 || q.dtype() == DType::bf16, "q",
+               "expected f32 or bf16 on cuda, got " + q.describe());
   x.decay = x.state = DType::f32;
   return x;
 #endif
@@ -89,47 +63,45 @@ struct OperandSet {
   const Tensor &q, &k, &v, &beta, &b, &w, &g, &h0;
 };
 
-void check_operand_set(const std::string& op, const DeltaRuleSpec& spec, const Dims& d, const Expected& x,
+void check_operand_set(OpArguments& args, const DeltaRuleSpec& spec, const Dims& d, const Expected& x,
                        const OperandSet& s, const std::string& prefix) {
   const DType dtype = x.operand;
-  const Device device = x.device;
-  check_operand(op, s.q, prefix + "q", {d.tokens, d.heads, d.key_dim}, dtype, device);
-  check_operand(op, s.k, prefix + "k", {d.tokens, d.heads, d.key_dim}, dtype, device);
-  check_operand(op, s.v, prefix + "v", {d.tokens, d.heads, d.value_dim}, dtype, device);
+  args.typed(s.q, prefix + "q", {d.tokens, d.heads, d.key_dim}, dtype)
+      .typed(s.k, prefix + "k", {d.tokens, d.heads, d.key_dim}, dtype)
+      .typed(s.v, prefix + "v", {d.tokens, d.heads, d.value_dim}, dtype);
   if (spec.gate == GateKind::beta) {
-    check_operand(op, s.beta, prefix + "beta", {d.tokens, d.heads}, dtype, device);
-    check_absent(op, s.b, prefix + "b", "for GateKind::beta");
-    check_absent(op, s.w, prefix + "w", "for GateKind::beta");
+    args.typed(s.beta, prefix + "beta", {d.tokens, d.heads}, dtype)
+        .absent(s.b, prefix + "b", "for GateKind::beta")
+        .absent(s.w, prefix + "w", "for GateKind::beta");
   } else {
-    check_operand(op, s.b, prefix + "b", {d.tokens, d.heads, d.key_dim}, dtype, device);
-    check_operand(op, s.w, prefix + "w", {d.tokens, d.heads, d.value_dim}, dtype, device);
-    check_absent(op, s.beta, prefix + "beta", "for GateKind::erase_write");
+    args.typed(s.b, prefix + "b", {d.tokens, d.heads, d.key_dim}, dtype)
+        .typed(s.w, prefix + "w", {d.tokens, d.heads, d.value_dim}, dtype)
+        .absent(s.beta, prefix + "beta", "for GateKind::erase_write");
   }
   if (spec.decay == DecayKind::none) {
-    check_absent(op, s.g, prefix + "g", "for DecayKind::none");
+    args.absent(s.g, prefix + "g", "for DecayKind::none");
   } else {
-    check_operand(op, s.g, prefix + "g", decay_shape(spec, d), x.decay, device);
+    args.typed(s.g, prefix + "g", decay_shape(spec, d), x.decay);
   }
-  check_optional(op, s.h0, prefix + "h0", {d.seqs, d.heads, d.key_dim, d.value_dim}, x.state, device);
+  args.optional_typed(s.h0, prefix + "h0", {d.seqs, d.heads, d.key_dim, d.value_dim}, x.state);
 }
 
-Dims check_inputs(const std::string& op, DeltaRuleImpl impl, const DeltaRuleSpec& spec, const SeqLayout& seqs,
-                  const DeltaRuleInputs& in, Expected& x) {
-  if (!in.q.defined() || in.q.ndim() != 3) fail(op, "q must be [N, H, K], got " + in.q.describe());
-  if (!in.v.defined() || in.v.ndim() != 3) fail(op, "v must be [N, H, V], got " + in.v.describe());
-  x = expected_types(op, impl, in.q);
+Dims check_inputs(OpArguments& args, const std::string& op, DeltaRuleImpl impl, const DeltaRuleSpec& spec,
+                  const SeqLayout& seqs, const DeltaRuleInputs& in, Expected& x) {
+  args.require(in.q.defined() && in.q.ndim() == 3, "q", "expected [N, H, K], got " + in.q.describe());
+  args.require(in.v.defined() && in.v.ndim() == 3, "v", "expected [N, H, V], got " + in.v.describe());
+  x = expected_types(args, op, impl, in.q);
   Dims d{in.q.dim(0), in.q.dim(1), in.q.dim(2), in.v.dim(2), seqs.num_seqs()};
-  if (d.heads < 1 || d.key_dim < 1 || d.value_dim < 1) fail(op, "H, K and V must be positive");
-  if (x.device == Device::cuda && d.key_dim > kMaxCudaKeyDim) {
-    fail(op,
-         "q: the CUDA kernels take K ≤ " + std::to_string(kMaxCudaKeyDim) + ", got K = " + std::to_string(d.key_dim));
-  }
+  args.require(d.heads >= 1 && d.key_dim >= 1 && d.value_dim >= 1, "q", "H, K and V must be positive");
+  args.require(
+      x.device != Device::cuda || d.key_dim <= kMaxCudaKeyDim, "q",
+      "the CUDA kernels take K ≤ " + std::to_string(kMaxCudaKeyDim) + ", got K = " + std::to_string(d.key_dim));
   try {
     seqs.validate(d.tokens);
   } catch (const std::invalid_argument& e) {
-    fail(op, std::string("seqs: ") + e.what());
+    args.fail("seqs", e.what());
   }
-  check_operand_set(op, spec, d, x, {in.q, in.k, in.v, in.beta, in.b, in.w, in.g, in.h0}, "");
+  check_operand_set(args, spec, d, x, {in.q, in.k, in.v, in.beta, in.b, in.w, in.g, in.h0}, "");
   return d;
 }
 
@@ -210,10 +182,11 @@ void backward(DeltaRuleImpl impl, const DeltaRuleSpec& spec, const SeqLayout& se
 void delta_rule_forward(DeltaRuleImpl impl, const DeltaRuleSpec& spec, const SeqLayout& seqs, const DeltaRuleInputs& in,
                         Tensor o, Tensor ht) {
   const std::string op = "delta_rule_forward";
+  OpArguments args(op);
   Expected x;
-  const Dims d = check_inputs(op, impl, spec, seqs, in, x);
-  check_operand(op, o, "o", {d.tokens, d.heads, d.value_dim}, x.operand, x.device);
-  check_optional(op, ht, "ht", {d.seqs, d.heads, d.key_dim, d.value_dim}, x.state, x.device);
+  const Dims d = check_inputs(args, op, impl, spec, seqs, in, x);
+  args.typed(o, "o", {d.tokens, d.heads, d.value_dim}, x.operand)
+      .optional_typed(ht, "ht", {d.seqs, d.heads, d.key_dim, d.value_dim}, x.state);
 #ifdef LINEA_WITH_CUDA
   if (x.device == Device::cuda) return cuda::delta_rule_forward(spec, seqs, in, o, ht);
 #endif
@@ -227,16 +200,16 @@ void delta_rule_forward(DeltaRuleImpl impl, const DeltaRuleSpec& spec, const Seq
 void delta_rule_backward(DeltaRuleImpl impl, const DeltaRuleSpec& spec, const SeqLayout& seqs,
                          const DeltaRuleInputs& in, const Tensor& d_o, const Tensor& dht, DeltaRuleGrads& grads) {
   const std::string op = "delta_rule_backward";
+  OpArguments args(op);
   Expected x;
-  const Dims d = check_inputs(op, impl, spec, seqs, in, x);
+  const Dims d = check_inputs(args, op, impl, spec, seqs, in, x);
   const DType dtype = x.operand;
-  const Device device = x.device;
-  check_operand(op, d_o, "d_o", {d.tokens, d.heads, d.value_dim}, dtype, device);
-  check_optional(op, dht, "dht", {d.seqs, d.heads, d.key_dim, d.value_dim}, x.state, device);
-  check_operand_set(op, spec, d, x,
+  args.typed(d_o, "d_o", {d.tokens, d.heads, d.value_dim}, dtype)
+      .optional_typed(dht, "dht", {d.seqs, d.heads, d.key_dim, d.value_dim}, x.state);
+  check_operand_set(args, spec, d, x,
                     {grads.dq, grads.dk, grads.dv, grads.dbeta, grads.db, grads.dw, grads.dg, grads.dh0}, "d");
 #ifdef LINEA_WITH_CUDA
-  if (device == Device::cuda) return cuda::delta_rule_backward(spec, seqs, in, d_o, dht, grads);
+  if (x.device == Device::cuda) return cuda::delta_rule_backward(spec, seqs, in, d_o, dht, grads);
 #endif
   if (dtype == DType::f32) {
     backward<float>(impl, spec, seqs, in, d, d_o, dht, grads);

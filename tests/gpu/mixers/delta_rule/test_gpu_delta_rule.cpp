@@ -136,14 +136,14 @@ const std::vector<Case>& cases() {
 }
 
 struct Param {
-  testing::DeltaRuleMixer mixer;
+  DeltaRulePreset mixer;
   size_t case_index;
   DType dtype;
 };
 
 std::vector<Param> all_params() {
   std::vector<Param> params;
-  for (const testing::DeltaRuleMixer& m : testing::named_mixers()) {
+  for (const DeltaRulePreset& m : testing::named_mixers()) {
     for (size_t c = 0; c < cases().size(); ++c) {
       if (m.decay == ops::DecayKind::none && cases()[c].normalizer != 1.0) continue;  // no decay to normalise
       for (DType dt : {DType::f32, DType::bf16}) params.push_back({m, c, dt});
@@ -219,7 +219,7 @@ TEST_F(GpuDeltaRuleContract, RecurrentAndBf16DecayAreRejected) {
   };
   expect_message(p, DeltaRuleImpl::recurrent, "delta_rule_forward: impl recurrent has no CUDA implementation");
   p.in.g = device(host.in.g, DType::bf16);
-  expect_message(p, DeltaRuleImpl::chunked, "g has dtype bf16, expected f32");
+  expect_message(p, DeltaRuleImpl::chunked, "g: expected f32, got bf16");
 }
 
 }  // namespace

@@ -42,19 +42,19 @@ TEST(DeltaRuleArguments, ForwardRejectsBadInputsAndLeavesOutputsUntouched) {
   expect_rejected([&] { forward(p, o, ht); }, {"delta_rule_forward", "k", "[7, 2, 4]"});
   p = good;
   p.in.beta = Tensor();
-  expect_rejected([&] { forward(p, o, ht); }, {"beta is required"});
+  expect_rejected([&] { forward(p, o, ht); }, {"beta: required tensor is undefined"});
   p = good;
   p.in.b = Tensor::zeros({7, 2, 4}, DType::f64);
-  expect_rejected([&] { forward(p, o, ht); }, {"b must be undefined for GateKind::beta"});
+  expect_rejected([&] { forward(p, o, ht); }, {"b: must be undefined for GateKind::beta"});
   p = good;
   p.in.g = Tensor::zeros({7, 2, 4}, DType::f64);  // per-channel decay given to a scalar-decay spec
   expect_rejected([&] { forward(p, o, ht); }, {"g", "[7, 2]"});
   p = good;
   p.spec.decay = DecayKind::none;
-  expect_rejected([&] { forward(p, o, ht); }, {"g must be undefined for DecayKind::none"});
+  expect_rejected([&] { forward(p, o, ht); }, {"g: must be undefined for DecayKind::none"});
   p = good;
   p.in.v = testing::to_f32(good.in.v);
-  expect_rejected([&] { forward(p, o, ht); }, {"v has dtype f32, expected f64"});
+  expect_rejected([&] { forward(p, o, ht); }, {"v: expected f64, got f32"});
   p = good;
   p.in.h0 = Tensor::zeros({1, 2, 4, 5}, DType::f64);
   expect_rejected([&] { forward(p, o, ht); }, {"h0", "[2, 2, 4, 5]"});
@@ -83,17 +83,17 @@ TEST(DeltaRuleArguments, CudaCallsAreCheckedFirst) {
   const Tensor o = on_cuda({7, 2, 5}, DType::bf16);
 #ifdef LINEA_WITH_CUDA
   expect_rejected([&] { ops::delta_rule_forward(DeltaRuleImpl::recurrent, p.spec, p.seqs, p.in, o, Tensor()); },
-                  {"delta_rule_forward: impl recurrent has no CUDA implementation"});
+                  {"delta_rule_forward: impl: recurrent has no CUDA implementation"});
   DeltaRuleProblem bad = p;
   bad.in.g = on_cuda({7, 2}, DType::bf16);
-  expect_rejected([&] { forward(bad, o, Tensor()); }, {"g has dtype bf16, expected f32"});
+  expect_rejected([&] { forward(bad, o, Tensor()); }, {"g: expected f32, got bf16"});
   bad = p;
   bad.in.k = Tensor::zeros({7, 2, 4}, DType::bf16);
-  expect_rejected([&] { forward(bad, o, Tensor()); }, {"k is on cpu, expected cuda like q"});
-  expect_rejected([&] { forward(p, o, on_cuda({2, 2, 4, 5}, DType::bf16)); }, {"ht has dtype bf16, expected f32"});
+  expect_rejected([&] { forward(bad, o, Tensor()); }, {"k: expected a cuda tensor (like q)"});
+  expect_rejected([&] { forward(p, o, on_cuda({2, 2, 4, 5}, DType::bf16)); }, {"ht: expected f32, got bf16"});
   bad = p;
   bad.in.q = on_cuda({7, 2, 300}, DType::bf16), bad.in.k = on_cuda({7, 2, 300}, DType::bf16);
-  expect_rejected([&] { forward(bad, o, Tensor()); }, {"the CUDA kernels take K ≤ 256, got K = 300"});
+  expect_rejected([&] { forward(bad, o, Tensor()); }, {"q: the CUDA kernels take K ≤ 256, got K = 300"});
 #else
   try {
     forward(p, o, Tensor());
@@ -116,10 +116,10 @@ TEST(DeltaRuleArguments, BackwardRejectsMissingOrMisplacedGradients) {
 
   ops::DeltaRuleGrads g = good;
   g.dg = Tensor();
-  expect_rejected([&] { backward(g, p.d_o); }, {"delta_rule_backward", "dg is required"});
+  expect_rejected([&] { backward(g, p.d_o); }, {"delta_rule_backward", "dg: required tensor is undefined"});
   g = good;
   g.dbeta = Tensor::zeros({7, 2}, DType::f64);
-  expect_rejected([&] { backward(g, p.d_o); }, {"dbeta must be undefined for GateKind::erase_write"});
+  expect_rejected([&] { backward(g, p.d_o); }, {"dbeta: must be undefined for GateKind::erase_write"});
   g = good;
   g.dw = Tensor::zeros({7, 2, 4}, DType::f64);
   expect_rejected([&] { backward(g, p.d_o); }, {"dw", "[7, 2, 5]"});
