@@ -1,35 +1,30 @@
 #include "model/block.h"
 
 #include "kernels/ops.h"
-#include "model/mixers/attention/attention_layer.h"
-#include "model/mixers/delta_rule/delta_rule_layer.h"
+#include "model/mixer_registry.h"
 
 namespace linea {
-
-namespace {
-std::unique_ptr<Mixer> make_mixer(ParameterSet& params, const std::string& name, const ModelConfig& config,
-                                  int64_t layer, const TensorParallel& tp) {
-  if (config.is_attention_layer(layer)) {
-    return std::make_unique<AttentionLayer>(params, name, config.d_model, config.attention, tp);
-  }
-  return std::make_unique<DeltaRuleLayer>(params, name, config.d_model, config.mixer, config.linear, config.norm_eps,
-                                          tp);
-}
-}  // namespace
 
 Block::Block(ParameterSet& params, const std::string& name, const ModelConfig& config, int64_t layer,
              const TensorParallel& tp)
     : tp_(tp),
       attn_norm_(params, name + ".attn_norm", config.d_model, config.norm_eps),
-      mixer_(make_mixer(params, name + ".mixer", config, layer, tp)),
-      mlp_norm_(params, name + ".mlp_norm", config.d_model, config.norm_eps),
-      mlp_(params, name + ".mlp", config.d_model, config.mlp_hidden, tp) {}
+      mixer_(
+          mixer_family(config.layer_mixers.at(static_cast<size_t>(layer)))
+              .make_layer(params, name + ".mixer", config.d_model, config.norm_eps, config.layer_config(layer), tp)) {
+  if (config.mlp) {
+    mlp_norm_.emplace(params, name + ".mlp_norm", config.d_model, config.norm_eps);
+    mlp_.emplace(params, name + ".mlp", config.d_model, config.mlp_hidden, tp);
+  }
+}
 
 void Block::init(Rng& rng, double std) {
   attn_norm_.init();
   mixer_->init(rng, std);
-  mlp_norm_.init();
-  mlp_.init(rng, std);
+  if (mlp_) {
+    mlp_norm_->init();
+    mlp_->init(rng, std);
+  }
 }
 
 // Σ_TP: the sum over the tensor-parallel group of each rank's term (nothing without TP).
@@ -39,7 +34,8 @@ Tensor Block::forward(StepContext& ctx, const Tensor& x) {
   h_ = mixer_->forward(ctx, attn_norm_.forward(ctx, x));
   tp_.all_reduce_sum(h_);
   ops::add_inplace(h_, x);
-  Tensor out = mlp_.forward(ctx, mlp_norm_.forward(ctx, h_));
+  if (!mlp_) return h_;
+  Tensor out = mlp_->forward(ctx, mlp_norm_->forward(ctx, h_));
   tp_.all_reduce_sum(out);
   ops::add_inplace(out, h_);
   return out;
@@ -47,15 +43,19 @@ Tensor Block::forward(StepContext& ctx, const Tensor& x) {
 
 void Block::backward(StepContext& ctx, const Tensor& dout, Tensor dx) {
   const Shape shape = dout.shape();
-  // ∂L/∂h = dout + mlp_normᵀ(Σ_TP mlpᵀ(dout)), with mlp_norm(h) recomputed. It is held in dx, so
-  // that the MLP half's temporaries can go before the mixer half makes its own.
-  const Tensor mlp_in = mlp_norm_.forward(ctx, h_);
-  Tensor dmlp_in = ctx.temporary(shape);
-  mlp_.backward(ctx, mlp_in, dout, dmlp_in);
-  tp_.all_reduce_sum(dmlp_in);
+  // ∂L/∂h = dout + mlp_normᵀ(Σ_TP mlpᵀ(dout)), with mlp_norm(h) recomputed (dout without MLP). It
+  // is held in dx, so that the MLP half's temporaries can go before the mixer half makes its own.
   Tensor dh = dx;  // a second handle on dx
-  mlp_norm_.backward(h_, dmlp_in, dh);
-  ops::add_inplace(dh, dout);
+  if (mlp_) {
+    const Tensor mlp_in = mlp_norm_->forward(ctx, h_);
+    Tensor dmlp_in = ctx.temporary(shape);
+    mlp_->backward(ctx, mlp_in, dout, dmlp_in);
+    tp_.all_reduce_sum(dmlp_in);
+    mlp_norm_->backward(h_, dmlp_in, dh);
+    ops::add_inplace(dh, dout);
+  } else {
+    dh.copy_from(dout);
+  }
   ctx.scratch.reset();
   // ∂L/∂x = dh + attn_normᵀ(Σ_TP mixerᵀ(dh)), with attn_norm(x) recomputed
   const Tensor mixer_in = attn_norm_.forward(ctx, x_);

@@ -1,6 +1,7 @@
 // Block: one pre-norm decoder layer, x → h = x + mixer(attn_norm(x)) → out = h + mlp(mlp_norm(h)).
-// The mixer is softmax attention or a delta-rule layer, as the model config places it. Parameters
-// are named PREFIX.attn_norm, PREFIX.mixer.*, PREFIX.mlp_norm, PREFIX.mlp.*.
+// The mixer is the one the model config names for the layer, built by its family (the mixer
+// registry). Without an MLP (ModelConfig::mlp false) out = h. Parameters are named
+// PREFIX.attn_norm, PREFIX.mixer.*, PREFIX.mlp_norm, PREFIX.mlp.*.
 // Memory: forward keeps views of x and h (both kept in ctx.activations anyway: x by the caller, h
 // as the mixer's output) and what the mixer and MLP keep; the two norms' outputs are temporaries
 // in ctx.scratch (the caller may reset it after forward), recomputed by backward.
@@ -9,6 +10,7 @@
 // their input in backward (Megatron's g and f: two all-reduces of [N, D] each way per block).
 #pragma once
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "model/mixer.h"
@@ -34,8 +36,8 @@ class Block {
   TensorParallel tp_;
   RMSNorm attn_norm_;
   std::unique_ptr<Mixer> mixer_;
-  RMSNorm mlp_norm_;
-  SwiGLUMLP mlp_;
+  std::optional<RMSNorm> mlp_norm_;
+  std::optional<SwiGLUMLP> mlp_;
   Tensor x_, h_;  // the block's input and the residual stream between mixer and MLP
 };
 

@@ -4,27 +4,14 @@
 #include <charconv>
 #include <stdexcept>
 
+#include "model/mixer_registry.h"
+
 namespace linea {
 
 namespace {
 
-MixerKind mixer_from_name(std::string_view name) {
-  if (name == "deltanet") return MixerKind::deltanet;
-  if (name == "gdn") return MixerKind::gdn;
-  if (name == "kda") return MixerKind::kda;
-  if (name == "gdn2") return MixerKind::gdn2;
-  return MixerKind::attention;
-}
-
-// Throws "SOURCE: model.KEY: message", through the config section when there is one (which adds
-// the file name and any command-line override that set the key).
-struct ConfigError {
-  const ConfigSection* section;
-  [[noreturn]] void operator()(std::string_view key, const std::string& message) const {
-    if (section) section->fail(key, message);
-    throw std::invalid_argument("ModelConfig: model." + std::string(key) + ": " + message);
-  }
-};
+// The name of the softmax mixer that model.hybrid places.
+constexpr std::string_view kHybridAttention = "attention";
 
 std::string list_string(const std::vector<int64_t>& v) {
   std::string s = "[";
@@ -32,18 +19,87 @@ std::string list_string(const std::vector<int64_t>& v) {
   return s + "]";
 }
 
+// "a,b , c" → {"a", "b", "c"}
+std::vector<std::string> split_terms(std::string_view text) {
+  std::vector<std::string> terms;
+  size_t begin = 0;
+  while (true) {
+    const size_t comma = text.find(',', begin);
+    std::string_view term =
+        text.substr(begin, comma == std::string_view::npos ? std::string_view::npos : comma - begin);
+    while (!term.empty() && term.front() == ' ') term.remove_prefix(1);
+    while (!term.empty() && term.back() == ' ') term.remove_suffix(1);
+    terms.emplace_back(term);
+    if (comma == std::string_view::npos) return terms;
+    begin = comma + 1;
+  }
+}
+
+// The table of `config` relative to the [model] section ("model.linear" → "linear").
+std::string relative_table(const std::string& section) {
+  const std::string prefix = "model.";
+  return section.rfind(prefix, 0) == 0 ? section.substr(prefix.size()) : section;
+}
+
+// The registry position of a mixer's family (configs are resolved family by family, in that order).
+size_t family_index(std::string_view mixer) {
+  const auto& families = mixer_families();
+  return static_cast<size_t>(std::find(families.begin(), families.end(), &mixer_family(mixer)) - families.begin());
+}
+
 }  // namespace
 
-std::string_view mixer_kind_name(MixerKind kind) {
-  switch (kind) {
-    case MixerKind::deltanet: return "deltanet";
-    case MixerKind::gdn: return "gdn";
-    case MixerKind::kda: return "kda";
-    case MixerKind::gdn2: return "gdn2";
-    case MixerKind::attention: return "attention";
-  }
-  return "?";
+// ---- MixerConfigSet ----------------------------------------------------------------------------
+
+MixerConfigSet::MixerConfigSet(const MixerConfigSet& other) { *this = other; }
+
+MixerConfigSet& MixerConfigSet::operator=(const MixerConfigSet& other) {
+  if (this == &other) return *this;
+  configs_.clear();
+  for (const auto& c : other.configs_) configs_.push_back(c->clone());
+  return *this;
 }
+
+MixerConfig* MixerConfigSet::find(std::string_view mixer) {
+  for (const auto& c : configs_) {
+    if (c->mixer == mixer) return c.get();
+  }
+  return nullptr;
+}
+
+const MixerConfig* MixerConfigSet::find(std::string_view mixer) const {
+  return const_cast<MixerConfigSet*>(this)->find(mixer);
+}
+
+MixerConfig& MixerConfigSet::get(std::string_view mixer) {
+  if (MixerConfig* c = find(mixer)) return *c;
+  const MixerFamily& family = mixer_family(mixer);
+  put(family.make_config(mixer, "model." + std::string(family.shared_section())));
+  return *find(mixer);
+}
+
+void MixerConfigSet::put(std::unique_ptr<MixerConfig> config) {
+  for (auto& c : configs_) {
+    if (c->mixer == config->mixer) {
+      c = std::move(config);
+      return;
+    }
+  }
+  configs_.push_back(std::move(config));
+}
+
+// ---- ConfigFieldError --------------------------------------------------------------------------
+
+void ConfigFieldError::operator()(std::string_view key, const std::string& message) const {
+  if (table) table->fail(key, message);
+  throw std::invalid_argument("ModelConfig: " + section + "." + std::string(key) + ": " + message);
+}
+
+void ConfigFieldError::at_least(std::string_view key, int64_t value, int64_t min) const {
+  if (value < min) (*this)(key, "expected an integer >= " + std::to_string(min) + ", got " + std::to_string(value));
+}
+
+// ---- layouts -----------------------------------------------------------------------------------
 
 int64_t default_mlp_hidden(int64_t d_model) {
   const int64_t hidden = d_model * 8 / 3;  // int(d · 4 · 2/3)
@@ -74,70 +130,121 @@ std::vector<int64_t> hybrid_attention_layers(std::string_view rule, int64_t laye
   return indices;
 }
 
+std::vector<std::string> expand_layer_mixers(const std::vector<std::string>& terms, bool repeat, int64_t layers) {
+  if (terms.empty()) throw std::invalid_argument("expected at least one mixer");
+  std::vector<std::string> pattern;
+  for (const std::string& term : terms) {
+    const size_t star = term.find('*');
+    int64_t count = 1;
+    std::string name = term;
+    if (star != std::string::npos) {
+      const auto [ptr, ec] = std::from_chars(term.data(), term.data() + star, count);
+      if (ec != std::errc() || ptr != term.data() + star || count < 1) {
+        throw std::invalid_argument("term '" + term + "': expected \"name\" or \"N*name\" with N ≥ 1");
+      }
+      name = term.substr(star + 1);
+    }
+    if (!find_mixer_family(name)) {
+      throw std::invalid_argument("term '" + term + "': unknown mixer '" + name + "'; expected one of " +
+                                  join_names(mixer_names(), ", "));
+    }
+    pattern.insert(pattern.end(), static_cast<size_t>(count), name);
+  }
+  const int64_t length = static_cast<int64_t>(pattern.size());
+  if (!repeat && length != layers) {
+    throw std::invalid_argument("a list names one mixer per layer: " + std::to_string(length) + " mixers for " +
+                                std::to_string(layers) + " layers");
+  }
+  if (repeat && layers % length) {
+    throw std::invalid_argument("the pattern covers " + std::to_string(length) + " layers, which does not divide " +
+                                std::to_string(layers) + " layers");
+  }
+  std::vector<std::string> mixers;
+  for (int64_t i = 0; i < layers; ++i) mixers.push_back(pattern[static_cast<size_t>(i % length)]);
+  return mixers;
+}
+
+// ---- ModelConfig -------------------------------------------------------------------------------
+
 ModelConfig ModelConfig::parse(ConfigSection model) {
   ModelConfig c;
-  // Ranges checked here too (not only in resolve()): the hybrid rule below needs a valid depth.
+  // Ranges checked here too (not only in resolve()): the layer layout below needs a valid depth.
   c.d_model = model.required_integer("d_model", 1);
   c.layers = model.required_integer("layers", 1);
   c.vocab = model.required_integer("vocab", 2);
-  c.mixer = mixer_from_name(model.required_choice("mixer", {"deltanet", "gdn", "kda", "gdn2", "attention"}));
+  if (model.has("layer_mixers")) {
+    if (model.has("mixer") || model.has("hybrid")) {
+      model.fail("layer_mixers", "give either layer_mixers or mixer (and hybrid), not both");
+    }
+    c.layer_mixers_repeat = !model.is_array("layer_mixers");
+    c.layer_mixers_terms =
+        c.layer_mixers_repeat ? split_terms(model.string("layer_mixers", "")) : model.string_list("layer_mixers", {});
+    c.mixer.clear();
+  } else {
+    c.mixer = model.required_choice("mixer", mixer_names());
+    if (model.is_array("hybrid")) {
+      c.attention_layers = model.integer_list("hybrid", {});
+      c.hybrid = list_string(c.attention_layers);
+    } else {
+      c.hybrid = model.string("hybrid", c.hybrid);
+      if (c.mixer != kHybridAttention) {
+        try {
+          c.attention_layers = hybrid_attention_layers(c.hybrid, c.layers);
+        } catch (const std::invalid_argument& e) {
+          model.fail("hybrid", e.what());
+        }
+      }
+    }
+  }
   c.tie_embeddings = model.boolean("tie_embeddings", c.tie_embeddings);
   c.mlp_hidden = model.integer("mlp_hidden", c.mlp_hidden);
   c.norm_eps = model.number("norm_eps", c.norm_eps);
   c.init_std = model.number("init_std", c.init_std);
-  if (model.is_array("hybrid")) {
-    c.attention_layers = model.integer_list("hybrid", {});
-    c.hybrid = list_string(c.attention_layers);
-  } else {
-    c.hybrid = model.string("hybrid", c.hybrid);
-    if (c.mixer != MixerKind::attention) {
-      try {
-        c.attention_layers = hybrid_attention_layers(c.hybrid, c.layers);
-      } catch (const std::invalid_argument& e) {
-        model.fail("hybrid", e.what());
-      }
+
+  // The layers' mixers first (their errors name model.hybrid or model.layer_mixers), then each
+  // mixer's config: from [model.<mixer>] when the config has that table, else from its family's
+  // shared table. Every shared table and every [model.<mixer>] table is read whether or not a
+  // layer uses it (with the family's default mixer's defaults), so that switching mixers on the
+  // command line leaves no key unread.
+  c.resolve_layer_mixers(&model);
+  const std::vector<std::string> used = c.distinct_mixers();
+  for (const MixerFamily* family : mixer_families()) {
+    const std::string shared(family->shared_section());
+    bool shared_read = false;
+    for (const std::string& mixer : family->mixers()) {
+      const bool own = model.has(mixer);
+      const bool in_use = std::find(used.begin(), used.end(), mixer) != used.end();
+      if (!own && !in_use) continue;
+      const std::string table = own ? mixer : shared;
+      shared_read = shared_read || !own;
+      ConfigSection section = model.section(table);
+      std::unique_ptr<MixerConfig> config = family->make_config(mixer, section.path());
+      config->read(section);
+      if (in_use) c.mixer_configs.put(std::move(config));
+    }
+    if (!shared_read) {
+      ConfigSection section = model.section(shared);
+      family->make_config(family->default_mixer(), section.path())->read(section);
     }
   }
-
-  // Both sub-tables are always read, so that switching `model.mixer` on the command line leaves
-  // no key unread.
-  ConfigSection linear = model.section("linear");
-  LinearMixerConfig& l = c.linear;
-  l.heads = linear.integer("heads", l.heads);
-  l.d_k = linear.integer("d_k", l.d_k);
-  l.d_v = linear.integer("d_v", l.d_v);
-  l.conv = linear.integer("conv", l.conv);
-  l.output_gate = linear.boolean("output_gate", c.mixer != MixerKind::deltanet);
-  l.allow_neg_eigval = linear.boolean("allow_neg_eigval", l.allow_neg_eigval);
-  l.decay_rank = linear.integer("decay_rank", l.decay_rank);
-  l.gate_rank = linear.integer("gate_rank", l.gate_rank);
-
-  ConfigSection attention = model.section("attention");
-  AttentionConfig& a = c.attention;
-  a.heads = attention.integer("heads", a.heads);
-  a.kv_heads = attention.integer("kv_heads", a.kv_heads);
-  a.head_dim = attention.integer("head_dim", a.head_dim);
-  a.window = attention.integer("window", a.window);
-  a.rope_theta = attention.number("rope_theta", a.rope_theta);
-
   c.resolve(&model);
   return c;
 }
 
-void ModelConfig::resolve(const ConfigSection* section) {
-  const ConfigError fail{section};
-  const auto at_least = [&](std::string_view key, int64_t value, int64_t min) {
-    if (value < min) fail(key, "expected an integer >= " + std::to_string(min) + ", got " + std::to_string(value));
-  };
-  at_least("d_model", d_model, 1);
-  at_least("layers", layers, 1);
-  at_least("vocab", vocab, 2);
-  at_least("mlp_hidden", mlp_hidden, 0);
-  if (!(norm_eps > 0)) fail("norm_eps", "expected a positive number, got " + std::to_string(norm_eps));
-  if (!(init_std > 0)) fail("init_std", "expected a positive number, got " + std::to_string(init_std));
-  if (mlp_hidden == 0) mlp_hidden = default_mlp_hidden(d_model);
-
-  if (mixer == MixerKind::attention) {
+void ModelConfig::resolve_layer_mixers(const ConfigSection* section) {
+  const ConfigFieldError fail{section, "model"};
+  if (!layer_mixers_terms.empty()) {
+    try {
+      layer_mixers = expand_layer_mixers(layer_mixers_terms, layer_mixers_repeat, layers);
+    } catch (const std::invalid_argument& e) {
+      fail("layer_mixers", e.what());
+    }
+    return;
+  }
+  if (!find_mixer_family(mixer)) {
+    fail("mixer", "unknown mixer '" + mixer + "'; expected one of " + join_names(mixer_names(), ", "));
+  }
+  if (mixer == kHybridAttention) {
     if (hybrid != "pure") fail("hybrid", "a hybrid layout needs a linear mixer, but mixer = attention");
     attention_layers.resize(static_cast<size_t>(layers));
     for (int64_t i = 0; i < layers; ++i) attention_layers[static_cast<size_t>(i)] = i;
@@ -152,64 +259,56 @@ void ModelConfig::resolve(const ConfigSection* section) {
       fail("hybrid", "attention layer " + std::to_string(layer) + " is listed twice");
     }
   }
+  layer_mixers.assign(static_cast<size_t>(layers), mixer);
+  for (const int64_t layer : attention_layers) layer_mixers[static_cast<size_t>(layer)] = kHybridAttention;
+}
 
-  if (has_linear_layers()) {
-    LinearMixerConfig& l = linear;
-    at_least("linear.heads", l.heads, 1);
-    if (l.d_k == 0) {
-      if (d_model % l.heads) {
-        fail("linear.heads", "d_model " + std::to_string(d_model) + " is not divisible by " + std::to_string(l.heads) +
-                                 " heads; set model.linear.d_k");
-      }
-      l.d_k = d_model / l.heads;
-    }
-    at_least("linear.d_k", l.d_k, 1);
-    if (l.d_v == 0) l.d_v = l.d_k;
-    at_least("linear.d_v", l.d_v, 1);
-    at_least("linear.conv", l.conv, 0);
-    if (l.conv > 64) fail("linear.conv", "expected a kernel size in [0, 64], got " + std::to_string(l.conv));
-    if (l.decay_rank == 0) l.decay_rank = l.d_v;
-    if (l.gate_rank == 0) l.gate_rank = l.d_v;
-    at_least("linear.decay_rank", l.decay_rank, 1);
-    at_least("linear.gate_rank", l.gate_rank, 1);
-  }
+void ModelConfig::resolve(const ConfigSection* section) {
+  const ConfigFieldError fail{section, "model"};
+  fail.at_least("d_model", d_model, 1);
+  fail.at_least("layers", layers, 1);
+  fail.at_least("vocab", vocab, 2);
+  fail.at_least("mlp_hidden", mlp_hidden, 0);
+  if (!(norm_eps > 0)) fail("norm_eps", "expected a positive number, got " + std::to_string(norm_eps));
+  if (!(init_std > 0)) fail("init_std", "expected a positive number, got " + std::to_string(init_std));
+  if (mlp_hidden == 0) mlp_hidden = default_mlp_hidden(d_model);
 
-  if (has_attention_layers()) {
-    AttentionConfig& a = attention;
-    at_least("attention.heads", a.heads, 0);
-    at_least("attention.head_dim", a.head_dim, 0);
-    if (a.heads == 0 && a.head_dim == 0) a.head_dim = std::min<int64_t>(64, d_model);
-    if (a.heads == 0) {
-      if (d_model % a.head_dim) {
-        fail("attention.head_dim", "d_model " + std::to_string(d_model) + " is not divisible by head_dim " +
-                                       std::to_string(a.head_dim) + "; set model.attention.heads");
-      }
-      a.heads = d_model / a.head_dim;
+  resolve_layer_mixers(section);
+  // Each mixer's config, family by family in the registry's order.
+  std::vector<std::string> used = distinct_mixers();
+  std::stable_sort(used.begin(), used.end(),
+                   [](const std::string& a, const std::string& b) { return family_index(a) < family_index(b); });
+  for (const std::string& mixer : used) {
+    MixerConfig& config = mixer_configs.get(mixer);
+    if (section) {
+      const ConfigSection table = section->section(relative_table(config.section));
+      config.resolve(d_model, ConfigFieldError{&table, config.section});
+    } else {
+      config.resolve(d_model, ConfigFieldError{nullptr, config.section});
     }
-    if (a.head_dim == 0) {
-      if (d_model % a.heads) {
-        fail("attention.heads", "d_model " + std::to_string(d_model) + " is not divisible by " +
-                                    std::to_string(a.heads) + " heads; set model.attention.head_dim");
-      }
-      a.head_dim = d_model / a.heads;
-    }
-    if (a.head_dim % 2) fail("attention.head_dim", "RoPE needs an even head_dim, got " + std::to_string(a.head_dim));
-    if (a.kv_heads == 0) a.kv_heads = a.heads;
-    at_least("attention.kv_heads", a.kv_heads, 1);
-    if (a.heads % a.kv_heads) {
-      fail("attention.kv_heads",
-           "heads " + std::to_string(a.heads) + " is not a multiple of kv_heads " + std::to_string(a.kv_heads));
-    }
-    at_least("attention.window", a.window, 0);
-    if (!(a.rope_theta > 0))
-      fail("attention.rope_theta", "expected a positive number, got " + std::to_string(a.rope_theta));
   }
 }
 
-bool ModelConfig::is_attention_layer(int64_t layer) const {
-  return std::binary_search(attention_layers.begin(), attention_layers.end(), layer);
+const MixerConfig& ModelConfig::layer_config(int64_t layer) const {
+  const std::string& name = layer_mixers.at(static_cast<size_t>(layer));
+  const MixerConfig* config = mixer_configs.find(name);
+  if (!config) throw std::logic_error("ModelConfig: no config for mixer '" + name + "' (resolve() first)");
+  return *config;
 }
 
-bool ModelConfig::has_linear_layers() const { return static_cast<int64_t>(attention_layers.size()) < layers; }
+std::vector<std::string> ModelConfig::distinct_mixers() const {
+  std::vector<std::string> names;
+  for (const std::string& m : layer_mixers) {
+    if (std::find(names.begin(), names.end(), m) == names.end()) names.push_back(m);
+  }
+  return names;
+}
+
+std::string ModelConfig::mixers_description() const {
+  if (layer_mixers_terms.empty()) return mixer;
+  std::string s;
+  for (const std::string& term : layer_mixers_terms) s += (s.empty() ? "" : ",") + term;
+  return s;
+}
 
 }  // namespace linea

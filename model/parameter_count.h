@@ -1,7 +1,8 @@
 // Parameter counts of a model config by group and by optimizer role, computed from the declared
 // shapes (the model is built without memory, so a 1.3B config costs nothing to count).
-// Groups: embedding, head, attention (softmax mixers), linear mixers (delta-rule layers, their
-// gates and output norms included), mlp, norms (block and final RMSNorms).
+// Groups: embedding, head, each mixer family's group (MixerFamily::parameter_group, in alphabetical
+// order: attention for softmax layers, linear mixers for the delta rule's, their gates and output
+// norms included), mlp, norms (block and final RMSNorms).
 #pragma once
 #include <cstdint>
 #include <string>

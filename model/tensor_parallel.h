@@ -23,6 +23,16 @@
 
 namespace linea {
 
+// The heads of a head-sharded layer that this rank holds (whole heads), and where they sit in the
+// layer's head-major widths: the rows of each column-parallel projection into them, the columns
+// of the row-parallel projection out of them, their per-head parameters and conv channels.
+struct HeadShard {
+  ShardRange heads;
+  int64_t size() const { return heads.size; }
+  // The indices of a head-major width of per_head values per head that these heads occupy.
+  ShardRange channels(int64_t per_head) const { return {heads.begin * per_head, heads.size * per_head}; }
+};
+
 struct TensorParallel {
   Communicator* comm = nullptr;
   int rank = 0;
@@ -41,6 +51,8 @@ struct TensorParallel {
   ShardRange split(int64_t extent, std::string_view key) const;
   // The same when extent is a multiple of size (heads); otherwise std::invalid_argument naming key.
   ShardRange split_evenly(int64_t extent, std::string_view key) const;
+  // This rank's heads of a layer of `heads` heads (split_evenly; key names the config field).
+  HeadShard shard_heads(int64_t heads, std::string_view key) const { return {split_evenly(heads, key)}; }
 
   // x ← Σ over the group, in place (nothing at size 1). Collective: every rank of the group calls
   // it at the same point with the same shape.

@@ -337,7 +337,7 @@ TrainSummary train(const RunConfig& c, std::ostream& log, const TrainOptions& op
   const int64_t tokens_per_step = c.train.batch_seqs * c.train.seq_len;
   const CheckpointLayout layout{grid.tp_size(), grid.dp_size(), grid.world_size()};
   out << "run " << run_dir.string() << ": " << human_count(double(params.numel()))
-      << (grid.tp_size() > 1 ? " parameters per TP rank (" : " parameters (") << mixer_kind_name(c.model.mixer) << ", "
+      << (grid.tp_size() > 1 ? " parameters per TP rank (" : " parameters (") << c.model.mixers_description() << ", "
       << c.model.layers << " layers), " << grid.world_size()
       << (grid.world_size() == 1 ? " rank"
                                  : " ranks = tp " + std::to_string(grid.tp_size()) + " × dp " +

@@ -4,25 +4,21 @@
 
 namespace linea {
 
-namespace {
-// Indices of the rows of a head-major projection that heads `heads` occupy.
-ShardRange rows_of(ShardRange heads, int64_t head_dim) { return {heads.begin * head_dim, heads.size * head_dim}; }
-}  // namespace
-
 AttentionLayer::AttentionLayer(ParameterSet& params, const std::string& name, int64_t d_model,
                                const AttentionConfig& config, const TensorParallel& tp)
     : config_(config),
-      q_heads_(tp.split_evenly(config.heads, "model.attention.heads")),
-      kv_heads_(tp.split_evenly(config.kv_heads, "model.attention.kv_heads")),
-      shape_{q_heads_.size, kv_heads_.size, config.head_dim, config.window, 1.0 / std::sqrt(double(config.head_dim))},
+      q_heads_(tp.shard_heads(config.heads, config.section + ".heads")),
+      kv_heads_(tp.shard_heads(config.kv_heads, config.section + ".kv_heads")),
+      shape_{q_heads_.size(), kv_heads_.size(), config.head_dim, config.window,
+             1.0 / std::sqrt(double(config.head_dim))},
       q_proj_(params, name + ".q_proj", d_model, config.heads * config.head_dim, false, ParamRole::matrix,
-              LinearSplit::outputs, rows_of(q_heads_, config.head_dim)),
+              LinearSplit::outputs, q_heads_.channels(config.head_dim)),
       k_proj_(params, name + ".k_proj", d_model, config.kv_heads * config.head_dim, false, ParamRole::matrix,
-              LinearSplit::outputs, rows_of(kv_heads_, config.head_dim)),
+              LinearSplit::outputs, kv_heads_.channels(config.head_dim)),
       v_proj_(params, name + ".v_proj", d_model, config.kv_heads * config.head_dim, false, ParamRole::matrix,
-              LinearSplit::outputs, rows_of(kv_heads_, config.head_dim)),
+              LinearSplit::outputs, kv_heads_.channels(config.head_dim)),
       o_proj_(params, name + ".o_proj", config.heads * config.head_dim, d_model, false, ParamRole::matrix,
-              LinearSplit::inputs, rows_of(q_heads_, config.head_dim)) {}
+              LinearSplit::inputs, q_heads_.channels(config.head_dim)) {}
 
 void AttentionLayer::init(Rng& rng, double std) {
   q_proj_.init(rng, std);

@@ -15,7 +15,7 @@
 #include "model/linear.h"
 #include "model/mixer.h"
 #include "model/mixers/attention/attention.h"
-#include "model/model_config.h"
+#include "model/mixers/attention/attention_config.h"
 #include "model/tensor_parallel.h"
 
 namespace linea {
@@ -31,7 +31,7 @@ class AttentionLayer final : public Mixer {
 
  private:
   AttentionConfig config_;
-  ShardRange q_heads_, kv_heads_;  // held by this rank
+  HeadShard q_heads_, kv_heads_;  // held by this rank
   ops::AttentionShape shape_;
   Linear q_proj_, k_proj_, v_proj_, o_proj_;
   Tensor q_, k_, v_, out_, lse_;

@@ -13,18 +13,8 @@ namespace {
 
 constexpr double kL2NormEps = 1e-6;  // fla's l2norm: x / sqrt(Σx² + 1e-6)
 
-ops::DecayKind decay_kind(MixerKind kind) {
-  switch (kind) {
-    case MixerKind::deltanet: return ops::DecayKind::none;
-    case MixerKind::gdn: return ops::DecayKind::scalar;
-    default: return ops::DecayKind::channel;
-  }
-}
-
-ops::GateActivation output_activation(MixerKind kind, bool gated) {
-  if (!gated) return ops::GateActivation::none;
-  return kind == MixerKind::kda || kind == MixerKind::gdn2 ? ops::GateActivation::sigmoid : ops::GateActivation::silu;
-}
+// GDN-2's erase and write gates (b: D → H·K, a matrix; w: D → H·V) instead of β (D → H, a gate).
+bool erase_write(const DeltaRuleConfig& config) { return config.preset.gate == ops::GateKind::erase_write; }
 
 // Sets p to its shard of the full tensor `values` (element i of the logical tensor = values[i]).
 void set_values(Parameter& p, const std::vector<double>& values) {
@@ -39,73 +29,62 @@ void set_values(Parameter& p, const std::vector<double>& values) {
   assign_from_full(p, full);
 }
 
-MixerKind checked_linear_kind(MixerKind kind) {
-  if (kind == MixerKind::attention) throw std::invalid_argument("DeltaRuleLayer: mixer kind must be linear");
-  return kind;
-}
-
 }  // namespace
 
-DeltaRuleLayer::DeltaRuleLayer(ParameterSet& params, const std::string& name, int64_t d_model, MixerKind kind,
-                               const LinearMixerConfig& config, double norm_eps, const TensorParallel& tp)
-    : kind_(checked_linear_kind(kind)),
-      config_(config),
+DeltaRuleLayer::DeltaRuleLayer(ParameterSet& params, const std::string& name, int64_t d_model,
+                               const DeltaRuleConfig& config, double norm_eps, const TensorParallel& tp)
+    : config_(config),
       norm_eps_(norm_eps),
-      spec_{decay_kind(kind), kind == MixerKind::gdn2 ? ops::GateKind::erase_write : ops::GateKind::beta,
-            1.0 / std::sqrt(double(config.d_k))},
-      output_act_(output_activation(kind, config.output_gate)),
+      spec_(config.spec()),
+      output_act_(config.output_activation()),
       erase_scale_(config.allow_neg_eigval ? 2.0 : 1.0),
-      head_range_(tp.split_evenly(config.heads, "model.linear.heads")),
-      heads_(head_range_.size),
+      shard_(tp.shard_heads(config.heads, config.section + ".heads")),
+      heads_(shard_.size()),
       key_width_(heads_ * config.d_k),
       value_width_(heads_ * config.d_v),
       q_proj_(params, name + ".q_proj", d_model, config.heads * config.d_k, false, ParamRole::matrix,
-              LinearSplit::outputs, channels(config.d_k)),
+              LinearSplit::outputs, shard_.channels(config.d_k)),
       k_proj_(params, name + ".k_proj", d_model, config.heads * config.d_k, false, ParamRole::matrix,
-              LinearSplit::outputs, channels(config.d_k)),
+              LinearSplit::outputs, shard_.channels(config.d_k)),
       v_proj_(params, name + ".v_proj", d_model, config.heads * config.d_v, false, ParamRole::matrix,
-              LinearSplit::outputs, channels(config.d_v)),
-      b_proj_(params, name + ".b_proj", d_model, kind == MixerKind::gdn2 ? config.heads * config.d_k : config.heads,
-              false, kind == MixerKind::gdn2 ? ParamRole::matrix : ParamRole::gate, LinearSplit::outputs,
-              channels(kind == MixerKind::gdn2 ? config.d_k : 1)),
+              LinearSplit::outputs, shard_.channels(config.d_v)),
+      b_proj_(params, name + ".b_proj", d_model, erase_write(config) ? config.heads * config.d_k : config.heads, false,
+              erase_write(config) ? ParamRole::matrix : ParamRole::gate, LinearSplit::outputs,
+              shard_.channels(erase_write(config) ? config.d_k : 1)),
       o_norm_(params.declare(name + ".o_norm.weight", {config.d_v}, ParamRole::vector, false)),
       o_proj_(params, name + ".o_proj", config.heads * config.d_v, d_model, false, ParamRole::matrix,
-              LinearSplit::inputs, channels(config.d_v)) {
+              LinearSplit::inputs, shard_.channels(config.d_v)) {
   const int64_t full_keys = config.heads * config.d_k, full_values = config.heads * config.d_v;
   o_norm_->partial_grad = heads_ < config.heads;
-  if (kind_ == MixerKind::gdn2) {
+  if (spec_.gate == ops::GateKind::erase_write) {
     w_proj_.emplace(params, name + ".w_proj", d_model, full_values, false, ParamRole::matrix, LinearSplit::outputs,
-                    channels(config.d_v));
+                    shard_.channels(config.d_v));
   }
   if (spec_.decay == ops::DecayKind::scalar) {
     a_proj_.emplace(params, name + ".a_proj", d_model, config.heads, false, ParamRole::gate, LinearSplit::outputs,
-                    head_range_);
+                    shard_.heads);
   } else if (spec_.decay == ops::DecayKind::channel) {
     f_proj_.emplace(params, name + ".f_proj", d_model, config.decay_rank, full_keys, false, LinearSplit::outputs,
-                    channels(config.d_k));
+                    shard_.channels(config.d_k));
   }
   if (spec_.decay != ops::DecayKind::none) {
-    A_log_ = params.declare(name + ".A_log", {config.heads}, ParamRole::gate, false, 0, head_range_);
+    A_log_ = params.declare(name + ".A_log", {config.heads}, ParamRole::gate, false, 0, shard_.heads);
     const bool scalar = spec_.decay == ops::DecayKind::scalar;
     dt_bias_ = params.declare(name + ".dt_bias", {scalar ? config.heads : full_keys}, ParamRole::gate, false, 0,
-                              channels(scalar ? 1 : config.d_k));
+                              shard_.channels(scalar ? 1 : config.d_k));
   }
   if (config.conv > 0) {
-    q_conv_.emplace(params, name + ".q_conv1d", full_keys, config.conv, channels(config.d_k));
-    k_conv_.emplace(params, name + ".k_conv1d", full_keys, config.conv, channels(config.d_k));
-    v_conv_.emplace(params, name + ".v_conv1d", full_values, config.conv, channels(config.d_v));
+    q_conv_.emplace(params, name + ".q_conv1d", full_keys, config.conv, shard_.channels(config.d_k));
+    k_conv_.emplace(params, name + ".k_conv1d", full_keys, config.conv, shard_.channels(config.d_k));
+    v_conv_.emplace(params, name + ".v_conv1d", full_values, config.conv, shard_.channels(config.d_v));
   }
   if (output_act_ == ops::GateActivation::silu) {
     g_proj_.emplace(params, name + ".g_proj", d_model, full_values, false, ParamRole::matrix, LinearSplit::outputs,
-                    channels(config.d_v));
+                    shard_.channels(config.d_v));
   } else if (output_act_ == ops::GateActivation::sigmoid) {
     g_proj_lowrank_.emplace(params, name + ".g_proj", d_model, config.gate_rank, full_values, true,
-                            LinearSplit::outputs, channels(config.d_v));
+                            LinearSplit::outputs, shard_.channels(config.d_v));
   }
-}
-
-ShardRange DeltaRuleLayer::channels(int64_t per_head) const {
-  return {head_range_.begin * per_head, head_range_.size * per_head};
 }
 
 void DeltaRuleLayer::init(Rng& rng, double std) {
@@ -117,8 +96,9 @@ void DeltaRuleLayer::init(Rng& rng, double std) {
   if (a_proj_) a_proj_->init(rng, std);
   if (f_proj_) f_proj_->init(rng, std);
   if (A_log_) {
-    // A ~ U(0, 16) for GDN, U(1, 16) for KDA and GDN-2; A_log = log A (A = 0 is redrawn).
-    const double a_min = kind_ == MixerKind::gdn ? 0.0 : 1.0;
+    // A ~ U(0, 16) for a scalar decay (GDN), U(1, 16) per channel (KDA, GDN-2); A_log = log A (A = 0
+    // is redrawn).
+    const double a_min = spec_.decay == ops::DecayKind::scalar ? 0.0 : 1.0;
     std::vector<double> A_log(static_cast<size_t>(config_.heads));
     for (double& value : A_log) {
       double a = 0;

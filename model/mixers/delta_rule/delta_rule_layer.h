@@ -38,7 +38,7 @@
 #include "model/low_rank_linear.h"
 #include "model/mixer.h"
 #include "model/mixers/delta_rule/delta_rule.h"
-#include "model/model_config.h"
+#include "model/mixers/delta_rule/delta_rule_config.h"
 #include "model/short_conv.h"
 #include "model/tensor_parallel.h"
 
@@ -46,9 +46,9 @@ namespace linea {
 
 class DeltaRuleLayer final : public Mixer {
  public:
-  // kind: deltanet, gdn, kda or gdn2.
-  DeltaRuleLayer(ParameterSet& params, const std::string& name, int64_t d_model, MixerKind kind,
-                 const LinearMixerConfig& config, double norm_eps, const TensorParallel& tp = {});
+  // config: resolved (DeltaRuleConfig::resolve); its preset says which mixer the layer is.
+  DeltaRuleLayer(ParameterSet& params, const std::string& name, int64_t d_model, const DeltaRuleConfig& config,
+                 double norm_eps, const TensorParallel& tp = {});
 
   void init(Rng& rng, double std) override;
   Tensor forward(StepContext& ctx, const Tensor& x) override;
@@ -65,16 +65,13 @@ class DeltaRuleLayer final : public Mixer {
   // silu(conv(x)) when the layer has convs, else x; and its backward.
   Tensor conv_forward(StepContext& ctx, std::optional<ShortConv>& conv, const Tensor& x);
   Tensor conv_backward(StepContext& ctx, std::optional<ShortConv>& conv, const Tensor& x, const Tensor& dy);
-  // The indices of a head-major width (per_head values per head) that this rank's heads occupy.
-  ShardRange channels(int64_t per_head) const;
 
-  MixerKind kind_;
-  LinearMixerConfig config_;
+  DeltaRuleConfig config_;
   double norm_eps_;
   ops::DeltaRuleSpec spec_;
   ops::GateActivation output_act_;
   double erase_scale_;                       // 2 when negative eigenvalues are allowed
-  ShardRange head_range_;                    // the heads this rank holds
+  HeadShard shard_;                          // the heads this rank holds
   int64_t heads_, key_width_, value_width_;  // H, H·K, H·V of this rank
 
   Linear q_proj_, k_proj_, v_proj_;

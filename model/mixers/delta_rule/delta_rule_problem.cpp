@@ -1,4 +1,4 @@
-#include "cli/mixer_problem.h"
+#include "model/mixers/delta_rule/delta_rule_problem.h"
 
 #include <cmath>
 #include <stdexcept>
@@ -8,39 +8,7 @@
 
 #include "checkpoint/hdf5_file.h"
 
-namespace linea::cli {
-
-DeltaMixer parse_delta_mixer(std::string_view name) {
-  for (DeltaMixer m : {DeltaMixer::deltanet, DeltaMixer::gdn, DeltaMixer::kda, DeltaMixer::gdn2}) {
-    if (delta_mixer_name(m) == name) return m;
-  }
-  throw std::invalid_argument("unknown mixer '" + std::string(name) + "'; expected deltanet, gdn, kda or gdn2");
-}
-
-std::string_view delta_mixer_name(DeltaMixer mixer) {
-  switch (mixer) {
-    case DeltaMixer::deltanet: return "deltanet";
-    case DeltaMixer::gdn: return "gdn";
-    case DeltaMixer::kda: return "kda";
-    case DeltaMixer::gdn2: return "gdn2";
-  }
-  return "?";
-}
-
-ops::DeltaRuleSpec delta_mixer_spec(DeltaMixer mixer, int64_t key_dim) {
-  ops::DeltaRuleSpec spec;
-  spec.scale = 1.0 / std::sqrt(static_cast<double>(key_dim));
-  switch (mixer) {
-    case DeltaMixer::deltanet: spec.decay = ops::DecayKind::none; break;
-    case DeltaMixer::gdn: spec.decay = ops::DecayKind::scalar; break;
-    case DeltaMixer::kda: spec.decay = ops::DecayKind::channel; break;
-    case DeltaMixer::gdn2:
-      spec.decay = ops::DecayKind::channel;
-      spec.gate = ops::GateKind::erase_write;
-      break;
-  }
-  return spec;
-}
+namespace linea {
 
 namespace {
 
@@ -78,7 +46,7 @@ std::string describe(DType dtype, const Shape& shape) { return std::string(dtype
 // Checks the datasets of one open input file, with messages naming the file and the dataset.
 class InputChecker {
  public:
-  InputChecker(const Hdf5File& file, DeltaMixer mixer) : file_(file), mixer_(mixer) {}
+  InputChecker(const Hdf5File& file, const DeltaRulePreset& preset) : file_(file), preset_(preset) {}
 
   [[noreturn]] void fail(std::string_view dataset, std::string_view problem) const {
     throw std::invalid_argument("mixer input '" + file_.path().string() + "', dataset '" + std::string(dataset) +
@@ -114,20 +82,21 @@ class InputChecker {
   }
 
  private:
-  std::string mixer() const { return std::string(delta_mixer_name(mixer_)); }
+  std::string mixer() const { return preset_.name; }
   const Hdf5File& file_;
-  DeltaMixer mixer_;
+  const DeltaRulePreset& preset_;
 };
 
 }  // namespace
 
-MixerProblem read_mixer_problem(const std::filesystem::path& path, DeltaMixer mixer, DType compute) {
+DeltaRuleFileProblem read_delta_rule_problem(const std::filesystem::path& path, const DeltaRulePreset& preset,
+                                             DType compute) {
   if (compute != DType::f32 && compute != DType::f64) {
-    throw std::invalid_argument("read_mixer_problem: compute dtype must be f32 or f64");
+    throw std::invalid_argument("read_delta_rule_problem: compute dtype must be f32 or f64");
   }
   const Hdf5File file = Hdf5File::open(path);
-  const InputChecker checker(file, mixer);
-  MixerProblem p;
+  const InputChecker checker(file, preset);
+  DeltaRuleFileProblem p;
 
   // q fixes B, T, H, K; v adds V; cu_seqlens (optional) the sequences.
   const Hdf5DatasetInfo q = checker.require("q", DType::f32, "f32[B, T, H, K]");
@@ -167,7 +136,8 @@ MixerProblem read_mixer_problem(const std::filesystem::path& path, DeltaMixer mi
 
   const int64_t b = p.batch, t = p.seq_len, h = p.heads, k = p.key_dim, vd = p.value_dim, s = p.num_states();
   const std::string state_layout = p.packed ? "[S, H, K, V], S from cu_seqlens" : "[B, H, K, V]";
-  const ops::DeltaRuleSpec spec = delta_mixer_spec(mixer, k);
+  p.spec = {preset.decay, preset.gate, 1.0 / std::sqrt(static_cast<double>(k))};
+  const ops::DeltaRuleSpec& spec = p.spec;
   const bool beta_gate = spec.gate == ops::GateKind::beta;
   const std::vector<DatasetRule> rules = {
       {"k", Presence::required, {b, t, h, k}, "[B, T, H, K]"},
@@ -224,4 +194,130 @@ MixerProblem read_mixer_problem(const std::filesystem::path& path, DeltaMixer mi
   return p;
 }
 
-}  // namespace linea::cli
+namespace {
+
+constexpr const char* kHelp =
+    R"(  --mixer  deltanet  no decay, scalar gate beta
+           gdn       one log decay per head, beta
+           kda       one log decay per key channel, beta
+           gdn2      one log decay per key channel, erase gate b and write gate w instead of beta
+  --impl   recurrent token by token, the reference; computed in f64
+           chunked   the chunked (C = 64) training algorithm; computed in f32, as in training
+           cuda      the chunked algorithm on the GPU (model/mixers/delta_rule/cuda/delta_rule.h): q, k,
+                     v, the gates and do in --dtype, g, h0 and dht in f32, arithmetic in f32
+  --dtype  f32 (default) or bf16: the GPU operands' dtype; only with --impl cuda
+
+IN: f32 datasets (B batch, T tokens, H heads, K key dim, V value dim):
+  q, k        [B, T, H, K]  used as given (normalise them beforehand); scale = 1/sqrt(K)
+  v           [B, T, H, V]
+  beta        [B, T, H]     deltanet, gdn, kda (not gdn2)
+  b, w        [B, T, H, K] and [B, T, H, V]: gdn2 only
+  g           log decay (≤ 0): [B, T, H] for gdn, [B, T, H, K] for kda and gdn2, absent for deltanet
+  h0          [B, H, K, V]  initial state (optional: zeros)
+  cu_seqlens  i64 [S + 1]   packed sequences (optional): then B = 1 and h0, dht are [S, H, K, V]
+  do          [B, T, H, V]  dL/do (optional: zeros)
+  dht         [B, H, K, V]  dL/dht (optional: zeros)
+  Datasets with other names are ignored. A missing, misshapen or wrongly typed dataset, one the
+  mixer does not take (beta for gdn2, b/w for the others, g for deltanet), a value that is not
+  finite or a positive g is an error, and then nothing is written.
+
+OUT: f32 datasets in the same layouts: o [B, T, H, V], ht (like h0), and the gradients of
+  L = sum(o * do) + sum(ht * dht): dq, dk, dv, dbeta (gdn2: db, dw), dg (not deltanet), dh0.
+  File attributes mixer, impl and compute_dtype say how OUT was made.
+)";
+
+// A host copy in f32 of a tensor of any floating dtype on any device.
+Tensor as_f32(const Tensor& t) {
+  if (t.dtype() == DType::f32 && t.device() == Device::cpu) return t;
+  const Tensor host = t.clone();
+  if (host.dtype() == DType::f32) return host;
+  Tensor out = Tensor::empty(t.shape(), DType::f32);
+  float* dst = out.data<float>();
+  for (int64_t i = 0; i < t.numel(); ++i) {
+    dst[i] = host.dtype() == DType::bf16 ? static_cast<float>(host.data<bf16>()[i])
+                                         : static_cast<float>(host.data<double>()[i]);
+  }
+  return out;
+}
+
+// A host f32 tensor copied to the GPU in `dtype` (f32 or bf16); undefined stays undefined.
+Tensor to_gpu(const Tensor& t, DType dtype) {
+  if (!t.defined()) return t;
+  Tensor staged = t;
+  if (dtype == DType::bf16) {
+    staged = Tensor::empty(t.shape(), DType::bf16);
+    for (int64_t i = 0; i < t.numel(); ++i) staged.data<bf16>()[i] = bf16(t.data<float>()[i]);
+  }
+  Tensor out = Tensor::empty(t.shape(), dtype, Device::cuda);
+  out.copy_from(staged);
+  return out;
+}
+
+// The problem on the GPU: token operands and do in `dtype`, g, h0 and dht in f32.
+DeltaRuleFileProblem on_gpu(const DeltaRuleFileProblem& p, DType dtype) {
+  DeltaRuleFileProblem g = p;
+  for (Tensor* t : {&g.in.q, &g.in.k, &g.in.v, &g.in.beta, &g.in.b, &g.in.w, &g.d_o}) *t = to_gpu(*t, dtype);
+  for (Tensor* t : {&g.in.g, &g.in.h0, &g.dht}) *t = to_gpu(*t, DType::f32);
+  return g;
+}
+
+// Forward and backward of the problem; returns OUT's datasets in fla's layout, as f32.
+// On the GPU (p already there) the gradients take their inputs' dtypes and the states are f32.
+std::vector<std::pair<std::string, Tensor>> forward_backward(const DeltaRuleFileProblem& p, ops::DeltaRuleImpl impl) {
+  const Device device = p.in.q.device();
+  const DType dtype = p.in.q.dtype(), state = device == Device::cuda ? DType::f32 : dtype;
+  const int64_t n = p.num_tokens(), h = p.heads, k = p.key_dim, v = p.value_dim, s = p.num_states();
+
+  Tensor o = Tensor::empty({n, h, v}, dtype, device), ht = Tensor::empty({s, h, k, v}, state, device);
+  ops::delta_rule_forward(impl, p.spec, p.seqs, p.in, o, ht);
+
+  ops::DeltaRuleGrads grads;
+  auto like = [&](const Tensor& t) { return t.defined() ? Tensor::empty(t.shape(), t.dtype(), device) : Tensor(); };
+  grads.dq = like(p.in.q), grads.dk = like(p.in.k), grads.dv = like(p.in.v);
+  grads.dbeta = like(p.in.beta), grads.db = like(p.in.b), grads.dw = like(p.in.w), grads.dg = like(p.in.g);
+  grads.dh0 = Tensor::empty({s, h, k, v}, state, device);
+  ops::delta_rule_backward(impl, p.spec, p.seqs, p.in, p.d_o, p.dht, grads);
+
+  // Tensors over tokens go back from [N, ...] to [B, T, ...]; states stay [S, H, K, V].
+  auto tokens = [&](const Tensor& t) {
+    Shape shape{p.batch, p.seq_len};
+    shape.insert(shape.end(), t.shape().begin() + 1, t.shape().end());
+    return as_f32(t).reshape(shape);
+  };
+  std::vector<std::pair<std::string, Tensor>> out = {{"o", tokens(o)},         {"ht", as_f32(ht)},
+                                                     {"dq", tokens(grads.dq)}, {"dk", tokens(grads.dk)},
+                                                     {"dv", tokens(grads.dv)}, {"dh0", as_f32(grads.dh0)}};
+  for (const auto& [name, grad] :
+       {std::pair{"dbeta", grads.dbeta}, {"db", grads.db}, {"dw", grads.dw}, {"dg", grads.dg}}) {
+    if (grad.defined()) out.emplace_back(name, tokens(grad));
+  }
+  return out;
+}
+
+class DeltaRuleProblemFormat final : public MixerProblemFormat {
+ public:
+  std::string_view help() const override { return kHelp; }
+
+  MixerRun run(const std::filesystem::path& in, std::string_view mixer, MixerImpl impl,
+               DType gpu_dtype) const override {
+    const bool recurrent = impl == MixerImpl::recurrent;
+    const DeltaRuleFileProblem p =
+        read_delta_rule_problem(in, delta_rule_preset(mixer), recurrent ? DType::f64 : DType::f32);
+    MixerRun run;
+    run.datasets = forward_backward(impl == MixerImpl::cuda ? on_gpu(p, gpu_dtype) : p,
+                                    recurrent ? ops::DeltaRuleImpl::recurrent : ops::DeltaRuleImpl::chunked);
+    run.shape = "B=" + std::to_string(p.batch) + " T=" + std::to_string(p.seq_len) + " H=" + std::to_string(p.heads) +
+                " K=" + std::to_string(p.key_dim) + " V=" + std::to_string(p.value_dim) + ", " +
+                std::to_string(p.num_states()) + " sequences";
+    return run;
+  }
+};
+
+}  // namespace
+
+const MixerProblemFormat& delta_rule_problem_format() {
+  static const DeltaRuleProblemFormat format;
+  return format;
+}
+
+}  // namespace linea

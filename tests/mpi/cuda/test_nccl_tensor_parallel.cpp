@@ -47,7 +47,7 @@ using testing::to_f64;
 // Splits over R = 2 or 4 ranks: vocabulary 97 unevenly, MLP width 96, 4 GDN heads, 8 attention
 // heads over 4 kv heads (GQA groups of 2, head_dim 64 as the CUDA attention supports) evenly.
 ModelConfig gpu_hybrid() {
-  return testing::tiny_hybrid_config(MixerKind::gdn, /*tied=*/false,
+  return testing::tiny_hybrid_config("gdn", /*tied=*/false,
                                      {.d_model = 64,
                                       .layers = 2,
                                       .vocab = 97,

@@ -11,6 +11,7 @@
 
 #include "kernels/random.h"
 #include "model/mixers/delta_rule/delta_rule.h"
+#include "model/mixers/delta_rule/delta_rule_config.h"
 #include "tests/testing/assert_close.h"
 #include "tests/testing/finite_difference.h"
 
@@ -29,24 +30,11 @@ struct DeltaRuleProblem {
   Tensor d_o, dht;
 };
 
-// The four named mixers of the family and their (decay, gate) kinds.
-struct DeltaRuleMixer {
-  const char* name;
-  ops::DecayKind decay;
-  ops::GateKind gate;
-};
-inline const std::vector<DeltaRuleMixer>& named_mixers() {
-  static const std::vector<DeltaRuleMixer> mixers = {
-      {"deltanet", ops::DecayKind::none, ops::GateKind::beta},
-      {"gdn", ops::DecayKind::scalar, ops::GateKind::beta},
-      {"kda", ops::DecayKind::channel, ops::GateKind::beta},
-      {"gdn2", ops::DecayKind::channel, ops::GateKind::erase_write},
-  };
-  return mixers;
-}
+// The named mixers of the family (its presets: deltanet, gdn, kda, gdn2) and their kinds.
+inline const std::vector<DeltaRulePreset>& named_mixers() { return delta_rule_presets(); }
 
 inline std::string kind_name(ops::DecayKind decay, ops::GateKind gate) {
-  for (const DeltaRuleMixer& m : named_mixers()) {
+  for (const DeltaRulePreset& m : named_mixers()) {
     if (m.decay == decay && m.gate == gate) return m.name;
   }
   const char* d = decay == ops::DecayKind::none ? "none" : decay == ops::DecayKind::scalar ? "scalar" : "channel";
