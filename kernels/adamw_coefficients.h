@@ -1,4 +1,5 @@
-// The constants of one AdamW step (worker/adamw.h), shared by the CPU loop and the CUDA kernel.
+// The constants of one AdamW step (worker/adamw.h), shared by the CPU loop and the CUDA kernel of
+// ops::adamw_update (kernels/optimizer_math.h).
 #pragma once
 
 namespace linea {

@@ -1,6 +1,5 @@
-// The optimizer's elementwise updates and reductions on the GPU: the CUDA side of adamw_update,
-// muon_momentum, muon_apply (worker/adamw.h, muon.h), sum_of_squares and scale_tensor
-// (worker/grad_clip.h), which call these for f32 tensors on the current CUDA device.
+// The optimizer's elementwise updates and reductions on the GPU: the CUDA side of the ops of
+// kernels/optimizer_math.h, which call these for f32 tensors on the current CUDA device.
 //
 // Same math as the CPU loops, in the same f32 operation order and with every product, sum,
 // quotient and square root rounded on its own (no fused multiply-add), so that the elementwise
