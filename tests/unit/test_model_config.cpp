@@ -163,9 +163,15 @@ TEST(ModelConfig, ParsesAndDerivesDefaults) {
   EXPECT_EQ(listed.attention_layers, (std::vector<int64_t>{0, 2}));
 }
 
+// Whether parsing `text` with `overrides` throws std::invalid_argument naming every fragment.
+::testing::AssertionResult parse_fails(const std::string& text, const std::vector<std::string>& overrides,
+                                       const std::vector<std::string>& fragments) {
+  return throws_invalid_argument([&] { parse_model(text, overrides); }, fragments);
+}
+
 TEST(ModelConfig, ErrorsNameTheFileAndKey) {
   const auto fails = [](const std::vector<std::string>& overrides, const std::vector<std::string>& fragments) {
-    return throws_invalid_argument([&] { parse_model(kSmall, overrides); }, fragments);
+    return parse_fails(kSmall, overrides, fragments);
   };
   EXPECT_TRUE(fails({"model.d_modle=3"}, {"test.toml: unknown key 'model.d_modle'", "did you mean 'model.d_model'"}));
   EXPECT_TRUE(fails({"model.layers=\"24\""}, {"test.toml: model.layers: expected an integer >= 1, got a string"}));
@@ -229,7 +235,7 @@ heads = 4
   EXPECT_EQ(dynamic_cast<const AttentionConfig&>(listed.layer_config(1)).head_dim, 16);
 
   const auto fails = [&](const std::vector<std::string>& overrides, const std::vector<std::string>& fragments) {
-    return throws_invalid_argument([&] { parse_model(base, overrides); }, fragments);
+    return parse_fails(base, overrides, fragments);
   };
   EXPECT_TRUE(fails({"model.mixer=gdn"}, {"test.toml: model.layer_mixers: give either layer_mixers or mixer"}));
   EXPECT_TRUE(fails({"model.layer_mixers=\"gdn,mamba\""},
