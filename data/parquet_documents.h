@@ -41,6 +41,10 @@ class ParquetDocuments {
   // such row group.
   void seek(const DocumentLocation& where);
   const std::vector<std::filesystem::path>& files() const { return files_; }
+  // The share of the current file's row groups decoded so far.
+  double fraction_of_file() const {
+    return file_ && file_->num_row_groups() > 0 ? static_cast<double>(next_group_) / file_->num_row_groups() : 0;
+  }
 
  private:
   struct Decoded;  // one row group's texts and the rows kept

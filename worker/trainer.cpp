@@ -21,7 +21,10 @@
 #include "data/atomic_file.h"
 #include "data/dataset.h"
 #include "data/default_corpus.h"
+#include "data/document_source.h"
 #include "data/loader.h"
+#include "data/prepare.h"
+#include "data/streaming_loader.h"
 #include "kernels/device_memory.h"
 #include "parallel/error_agreement.h"
 #include "parallel/mpi_comm.h"
@@ -102,6 +105,30 @@ fs::path data_directory(const RunConfig& c) {
   data::DefaultCorpusOptions options;
   options.threads = std::max(1, omp_get_max_threads());
   return data::ensure_default_corpus(options);
+}
+
+// What a parquet stream reads (data.path = "parquet:GLOB"), from the [data] table.
+data::StreamingConfig streaming_config(const RunConfig& c, const data::LoaderConfig& loader) {
+  data::StreamingConfig s;
+  try {
+    s.files = data::expand_inputs({c.data.parquet_glob()}, "data.path");
+  } catch (const std::invalid_argument& e) {
+    throw std::invalid_argument(c.source + ": " + e.what());
+  }
+  for (const auto& f : s.files) {
+    if (!data::is_parquet_name(f)) {
+      throw std::invalid_argument(c.source + ": data.path: " + f.string() + " is not a .parquet file");
+    }
+  }
+  s.parquet.text_column = c.data.text_field;
+  s.parquet.filter = data::RowFilter::parse(c.data.where.empty() ? std::vector<std::string>{}
+                                                                  : std::vector<std::string>{c.data.where});
+  s.parquet.threads = static_cast<int>(c.data.threads);
+  s.tokenizer = data::TokenizerChoice::parse(c.data.tokenizer, "data.tokenizer").load();
+  s.val_docs = c.data.val_docs;
+  s.threads = static_cast<int>(c.data.threads);
+  s.loader = loader;
+  return s;
 }
 
 // Mean loss over the targets of this rank's validation micro-batches.
@@ -233,29 +260,19 @@ TrainSummary train(const RunConfig& c, std::ostream& log, const TrainOptions& op
   const fs::path checkpoint_root = run_dir / "checkpoints";
   PendingErrors errors(world);
 
-  // Data: rank 0 builds the default corpus on first use while the others wait.
+  // Data: rank 0 builds the default corpus on first use while the others wait; a parquet stream is
+  // read by every rank.
+  const bool streaming = !c.data.parquet_glob().empty();
   fs::path data_dir;
   errors.run([&] {
     if (!lead) return;
     fs::create_directories(run_dir);
-    data_dir = data_directory(c);
+    if (!streaming) data_dir = data_directory(c);
   });
   errors.agree("preparing the run");
-  std::shared_ptr<const data::Dataset> dataset;
-  std::unique_ptr<data::Loader> loader;
+  std::unique_ptr<data::TrainingBatches> loader;
   std::unique_ptr<data::ValidationIterator> val;
   errors.run([&] {
-    if (!lead) data_dir = data_directory(c);
-    data::DatasetOptions data_options;
-    data_options.vocab_size = c.data.vocab_size;
-    data_options.eos_id = static_cast<int32_t>(c.data.eos_id);
-    data_options.verify_checksums = c.data.verify_checksums;
-    dataset = data::Dataset::open(data_dir, data_options);
-    if (dataset->vocab_size() > c.model.vocab) {
-      throw std::invalid_argument(c.source + ": model.vocab: the data in " + data_dir.string() + " has " +
-                                  std::to_string(dataset->vocab_size()) +
-                                  " token ids; expected model.vocab >= that, got " + std::to_string(c.model.vocab));
-    }
     // Each DP replica takes its share of every global batch; the TP ranks of a replica the same one.
     if (c.train.batch_seqs % (grid.dp_size() * c.train.micro_batch_seqs) != 0) {
       throw std::invalid_argument(c.source + ": train.batch_seqs = " + std::to_string(c.train.batch_seqs) +
@@ -271,10 +288,37 @@ TrainSummary train(const RunConfig& c, std::ostream& log, const TrainOptions& op
     loader_config.world = grid.dp_size();
     loader_config.seed = c.train.seed;
     loader_config.document_masking = c.data.document_masking;
-    loader = std::make_unique<data::Loader>(dataset, loader_config);
-    val = std::make_unique<data::ValidationIterator>(dataset, c.train.seq_len, c.train.batch_seqs, grid.dp_rank(),
-                                                     grid.dp_size(), c.train.eval_batches, c.data.document_masking,
-                                                     c.train.micro_batch_seqs);
+    std::shared_ptr<const data::TokenStream> val_tokens;
+    int32_t eos_id = -1;
+    int64_t vocab = 0;
+    std::string where;
+    if (streaming) {
+      auto stream = std::make_unique<data::StreamingLoader>(streaming_config(c, loader_config));
+      val_tokens = stream->val_stream();
+      eos_id = stream->eos_id();
+      vocab = stream->vocab_size();
+      where = c.data.path;
+      loader = std::move(stream);
+    } else {
+      if (!lead) data_dir = data_directory(c);
+      data::DatasetOptions data_options;
+      data_options.vocab_size = c.data.vocab_size;
+      data_options.eos_id = static_cast<int32_t>(c.data.eos_id);
+      data_options.verify_checksums = c.data.verify_checksums;
+      const auto dataset = data::Dataset::open(data_dir, data_options);
+      val_tokens = std::shared_ptr<const data::TokenStream>(dataset, &dataset->split(data::Split::val));
+      eos_id = dataset->eos_id();
+      vocab = dataset->vocab_size();
+      where = data_dir.string();
+      loader = std::make_unique<data::Loader>(dataset, loader_config);
+    }
+    if (vocab > c.model.vocab) {
+      throw std::invalid_argument(c.source + ": model.vocab: the data in " + where + " has " + std::to_string(vocab) +
+                                  " token ids; expected model.vocab >= that, got " + std::to_string(c.model.vocab));
+    }
+    val = std::make_unique<data::ValidationIterator>(val_tokens, eos_id, where, c.train.seq_len, c.train.batch_seqs,
+                                                     grid.dp_rank(), grid.dp_size(), c.train.eval_batches,
+                                                     c.data.document_masking, c.train.micro_batch_seqs);
   });
   errors.agree("opening the data");
 
@@ -345,8 +389,7 @@ TrainSummary train(const RunConfig& c, std::ostream& log, const TrainOptions& op
       << ", " << (placement.device == Device::cuda ? "cuda:" + std::to_string(grid.cuda_device()) : "cpu") << " "
       << dtype_name(placement.compute) << (placement.compute == DType::f32 ? "" : " (f32 master weights)") << ", "
       << omp_get_max_threads() << " threads" << (grid.world_size() > 1 ? " per rank" : "") << ", data "
-      << data_dir.string() << " (" << human_count(double(dataset->split(data::Split::train).num_tokens()))
-      << " train tokens), " << tokens_per_step << " tokens/step, steps " << summary.start_step << " → " << last_step
+      << loader->describe() << ", " << tokens_per_step << " tokens/step, steps " << summary.start_step << " → " << last_step
       << " of " << c.train.steps << "; set up in " << human_duration(seconds_since(setup_start)) << "\n";
   summary.end_step = summary.start_step;
   summary.tokens = tokens;
