@@ -193,7 +193,7 @@ int run_prepare(int argc, char** argv) {
   const double mb = static_cast<double>(summary.text_bytes) / 1e6;
   std::printf(
       "prepared %s: %lld train docs / %lld tokens, %lld val docs / %lld tokens, %lld shards, vocabulary %d\n"
-      "tokenizer %.1f s; %.1f MB of text tokenized in %.1f s (%.1f MB/s, %.0f tokens/s)\n",
+      "tokenizer %.1f s; %.1f MB of text tokenized in %.3f s (%.1f MB/s, %.0f tokens/s)\n",
       options.output.c_str(), static_cast<long long>(summary.train_docs), static_cast<long long>(summary.train_tokens),
       static_cast<long long>(summary.val_docs), static_cast<long long>(summary.val_tokens),
       static_cast<long long>(summary.shards), summary.vocab_size, summary.tokenizer_seconds, mb, summary.encode_seconds,

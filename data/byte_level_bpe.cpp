@@ -1,11 +1,29 @@
 #include "data/byte_level_bpe.h"
 
+#include <atomic>
 #include <stdexcept>
 
 namespace linea::data {
 
+namespace {
+
+std::atomic<uint64_t> next_serial{1};
+
+struct PieceCache {
+  static constexpr size_t kMaxPieceBytes = 32;
+  static constexpr size_t kMaxPieces = 1 << 16;
+  struct Hash {
+    using is_transparent = void;
+    size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
+  };
+  uint64_t owner = 0;
+  std::unordered_map<std::string, std::vector<int32_t>, Hash, std::equal_to<>> ids;
+};
+
+}  // namespace
+
 ByteLevelBpe::ByteLevelBpe(std::vector<std::string> token_bytes, const std::string& source)
-    : token_bytes_(std::move(token_bytes)) {
+    : token_bytes_(std::move(token_bytes)), serial_(next_serial++) {
   for (size_t id = 0; id < token_bytes_.size(); ++id) {
     if (!token_bytes_[id].empty()) id_of_.emplace(token_bytes_[id], static_cast<int32_t>(id));  // first id wins
   }
@@ -57,11 +75,27 @@ void ByteLevelBpe::encode_piece(std::string_view piece, bool whole_piece_lookup,
       return;
     }
   }
+  thread_local PieceCache cache;
+  const bool cacheable = piece.size() <= PieceCache::kMaxPieceBytes;
+  if (cacheable) {
+    if (cache.owner != serial_) {
+      cache.ids.clear();
+      cache.owner = serial_;
+    }
+    if (const auto it = cache.ids.find(piece); it != cache.ids.end()) {
+      out.insert(out.end(), it->second.begin(), it->second.end());
+      return;
+    }
+  }
   thread_local std::vector<int32_t> symbols;
   symbols.clear();
   for (char c : piece) symbols.push_back(byte_id_[static_cast<unsigned char>(c)]);
   merges_.merge(symbols);
   out.insert(out.end(), symbols.begin(), symbols.end());
+  if (cacheable) {
+    if (cache.ids.size() >= PieceCache::kMaxPieces) cache.ids.clear();
+    cache.ids.emplace(std::string(piece), symbols);
+  }
 }
 
 void ByteLevelBpe::decode(int32_t id, std::string& out) const {

@@ -3,7 +3,9 @@
 // start as the 256 single-byte tokens and are merged by BytePairMerges. With whole_piece_lookup, a
 // piece that is itself a token is that token without merging (tiktoken always does this; Hugging
 // Face when the model says "ignore_merges"). Tokens are kept as their raw bytes; `decode` appends
-// them. Immutable once built, so encode_piece may run on many threads at once.
+// them. Immutable once built, so encode_piece may run on many threads at once. Each thread keeps the
+// ids of the short pieces it has encoded (at most 65536 pieces of up to 32 bytes; a text's frequent
+// words), cleared when it encodes with another ByteLevelBpe.
 #pragma once
 #include <array>
 #include <functional>
@@ -49,6 +51,7 @@ class ByteLevelBpe {
   std::unordered_map<std::string, int32_t, Hash, std::equal_to<>> id_of_;  // looked up by string_view
   std::array<int32_t, 256> byte_id_{};
   BytePairMerges merges_;
+  uint64_t serial_;  // tells this vocabulary's cache entries from another's (addresses are reused)
 };
 
 }  // namespace linea::data

@@ -265,6 +265,7 @@ void ParquetFile::read_chunk(int group, int column, Column& out) const {
       bad("corrupt: " + std::to_string(m.num_values) + " values in a flat column of " + std::to_string(rg.num_rows) +
           " rows");
     }
+    if (rg.num_rows == 0) return;  // writers may leave an empty chunk's offsets unset
     int64_t start = m.data_page_offset;
     if (m.dictionary_page_offset && *m.dictionary_page_offset > 0 && *m.dictionary_page_offset < start) {
       start = *m.dictionary_page_offset;

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdio>
 #include <exception>
+#include <future>
 #include <memory>
 #include <stdexcept>
 #include <vector>
@@ -230,17 +231,31 @@ PrepareSummary prepare_corpus(const DocumentSourceFactory& documents, const Prep
   const int64_t round_bytes = kRoundBytesPerThread * o.threads;
 
   auto source = documents();
-  std::vector<std::string> docs;
   std::vector<std::vector<int32_t>> encoded;
   int64_t doc_index = 0;
-  for (bool more = true; more;) {
-    docs.clear();
+  // Rounds of documents: the next round is read on another thread while this one is tokenized.
+  struct Round {
+    std::vector<std::string> docs;
     int64_t bytes = 0;
+    bool last = false;
+    double fraction = -1;  // of the input read after it
+  };
+  const auto read_round = [&source, round_bytes] {
+    Round r;
     std::string doc;
-    while (bytes < round_bytes && (more = source->next(doc))) {
-      bytes += static_cast<int64_t>(doc.size());
-      docs.push_back(std::move(doc));
+    while (r.bytes < round_bytes && !(r.last = !source->next(doc))) {
+      r.bytes += static_cast<int64_t>(doc.size());
+      r.docs.push_back(std::move(doc));
     }
+    r.fraction = source->fraction_read();
+    return r;
+  };
+  std::future<Round> reading = std::async(std::launch::async, read_round);
+  for (bool last = false; !last;) {
+    Round round = reading.get();
+    last = round.last;
+    if (!last) reading = std::async(std::launch::async, read_round);
+    const std::vector<std::string>& docs = round.docs;
     encoded.resize(docs.size());
     std::vector<std::exception_ptr> errors(docs.size());
 #pragma omp parallel for num_threads(o.threads) schedule(dynamic, 1)
@@ -259,8 +274,8 @@ PrepareSummary prepare_corpus(const DocumentSourceFactory& documents, const Prep
       (is_val ? val : train).append(encoded[i]);
       ++(is_val ? summary.val_docs : summary.train_docs);
     }
-    summary.text_bytes += bytes;
-    progress.update(doc_index, train.tokens() + val.tokens(), summary.text_bytes, source->fraction_read());
+    summary.text_bytes += round.bytes;
+    progress.update(doc_index, train.tokens() + val.tokens(), summary.text_bytes, round.fraction);
   }
   if (train.tokens() == 0) {
     throw std::runtime_error("prepare: no training documents (" + std::to_string(summary.val_docs) +

@@ -1,7 +1,8 @@
 // prepare: documents → tokenizer → shards + manifest (the logic behind `linea prepare`).
 // Every document is written as [EOS, its tokens...] (EOS precedes each document, as llm.c's
 // fineweb.py does), to the val or the train split, in source order whatever the thread count.
-// Tokenization runs on `threads` threads over rounds of documents; output order is fixed.
+// Tokenization runs on `threads` threads over rounds of documents (the next round is read on
+// another thread meanwhile); output order is fixed.
 // The output directory is built as "<output>.partial-<pid>" beside it (shards written atomically,
 // tokenizer files copied in, manifest.json last) and renamed to <output> at the end, so <output>
 // is either absent or complete; a failed run removes its partial directory. <output> must not

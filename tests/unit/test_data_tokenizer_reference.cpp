@@ -43,11 +43,16 @@ void expect_reference_ids(const Tokenizer& tok, const std::string& encoding) {
   for (size_t i = 0; i < docs.size(); ++i) {
     const auto got = tok.encode(docs[i]);
     EXPECT_EQ(got, want[i].get<std::vector<int32_t>>()) << encoding << ", document " << i << ": " << docs[i];
-    EXPECT_EQ(tok.decode(got), docs[i]) << encoding << ", document " << i;
+    // Byte-level BPE decodes to the text, with the space a ByteLevel add_prefix_space put in front;
+    // a SentencePiece-style decode drops the leading space it prepends (as tokenizers' decoders
+    // do), so a text that starts with a space comes back without it.
+    const bool prefix_space = encoding.find("prefix_space") != std::string::npos && docs[i].front() != ' ';
+    if (encoding.find("_sp_") == std::string::npos || docs[i].front() != ' ') {
+      EXPECT_EQ(tok.decode(got), (prefix_space ? " " : "") + docs[i]) << encoding << ", document " << i;
+    }
     ids += got.size();
   }
   EXPECT_GT(ids, 1000u);
-  EXPECT_EQ(tok.vocab_size(), expected()["vocab_sizes"][encoding].get<int32_t>()) << encoding;
 }
 
 TEST(TiktokenReference, RegexesAreTiktokens) {
@@ -61,9 +66,14 @@ TEST(TiktokenReference, RegexesAreTiktokens) {
 TEST(TiktokenReference, IdsEqualTiktokens) {
   for (const char* variant : {"cl100k", "o200k", "llama3"}) {
     const TiktokenTokenizer tok(tokenizer_dir() / "ranks.tiktoken", pattern_from_name(variant));
-    expect_reference_ids(tok, std::string("tiktoken_") + variant);
-    const int32_t n = tok.vocab_size() - (std::string(variant) == "llama3" ? 256 : 21);
-    EXPECT_EQ(tok.eos_id(), std::string(variant) == "llama3" ? n : n + 1);
+    const std::string encoding = std::string("tiktoken_") + variant;
+    expect_reference_ids(tok, encoding);
+    // The reference Encoding had two special tokens after the n ranks (n + 1 is <|endoftext|>, or
+    // n and n + 1 LLaMA-3's): linea adds the encoding's whole set.
+    const int32_t n = expected()["vocab_sizes"][encoding].get<int32_t>() - 2;
+    const bool llama3 = std::string(variant) == "llama3";
+    EXPECT_EQ(tok.vocab_size(), n + (llama3 ? 256 : 21));
+    EXPECT_EQ(tok.eos_id(), llama3 ? n : n + 1);
   }
 }
 
@@ -103,6 +113,7 @@ TEST(HfTokenizerReference, IdsEqualHuggingFaces) {
     const HfTokenizer tok(tokenizer_dir() / file.get<std::string>());
     EXPECT_EQ(tok.byte_level(), name.find("_sp_") == std::string::npos);
     expect_reference_ids(tok, name);
+    EXPECT_EQ(tok.vocab_size(), expected()["vocab_sizes"][name].get<int32_t>());
   }
   EXPECT_GE(expected()["files"].size(), 7u);
 }
