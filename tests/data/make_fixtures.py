@@ -9,7 +9,7 @@ parquet/: one table written by pyarrow with every codec (none, snappy, gzip, zst
   plain x data page v1 or v2, in row groups of 16 rows and pages of a few hundred bytes; a column
   chunk whose dictionary overflows into plain pages; a required (non-null) text column; nested
   columns beside the flat ones; an empty file; a file without the `text` column; files linea must
-  refuse with a clear error (DELTA_BYTE_ARRAY encoding, BROTLI codec). expected.json holds the
+  refuse with a clear error (DELTA_BYTE_ARRAY encoding, BROTLI codec). expected.json.gz holds the
   values pyarrow reads back from each file (each distinct table once) and what pyarrow says about
   each file's row groups and column chunks.
 tokenizer/: a byte-level BPE trained by `tokenizers` on the committed corpus (corpus.json) and the
@@ -270,8 +270,8 @@ def tiktoken_fixtures(bl, corpus, patterns, result):
 def main():
     parquet = step("parquet", parquet_fixtures)
     if parquet:
-        with open(os.path.join(PARQUET, "expected.json"), "w", encoding="utf-8") as f:
-            json.dump(parquet, f, ensure_ascii=False, indent=1)
+        with gzip.open(os.path.join(PARQUET, "expected.json.gz"), "wt", encoding="utf-8") as f:
+            json.dump(parquet, f, ensure_ascii=False)
     texts = base_columns()["text"]
     tok = step("tokenizers", tokenizer_fixtures, texts)
     if tok:
