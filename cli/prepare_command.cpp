@@ -188,8 +188,8 @@ int run_prepare(int argc, char** argv) {
   const auto files = data::expand_inputs(inputs);
   documents.filter = data::RowFilter::parse(where);
   documents.threads = options.threads;
-  const auto summary = data::prepare_corpus(
-      [&] { return std::make_unique<data::FileDocumentSource>(files, documents); }, options);
+  const auto summary =
+      data::prepare_corpus([&] { return std::make_unique<data::FileDocumentSource>(files, documents); }, options);
   const double mb = static_cast<double>(summary.text_bytes) / 1e6;
   std::printf(
       "prepared %s: %lld train docs / %lld tokens, %lld val docs / %lld tokens, %lld shards, vocabulary %d\n"

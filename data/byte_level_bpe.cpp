@@ -46,7 +46,10 @@ void ByteLevelBpe::add_merge(std::string_view left, std::string_view right, int3
   const std::string both = std::string(left) + std::string(right);
   const int32_t l = id_of(left), r = id_of(right), m = id_of(both);
   if (l < 0 || r < 0 || m < 0) {
-    throw std::runtime_error(where + ": the merge's " + (l < 0 ? "left part" : r < 0 ? "right part" : "result") +
+    throw std::runtime_error(where + ": the merge's " +
+                             (l < 0   ? "left part"
+                              : r < 0 ? "right part"
+                                      : "result") +
                              " is not in the vocabulary");
   }
   merges_.add(l, r, rank, m);

@@ -8,8 +8,8 @@
 // words), cleared when it encodes with another ByteLevelBpe.
 #pragma once
 #include <array>
-#include <functional>
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <string>
 #include <string_view>

@@ -30,7 +30,7 @@ class TokenStream {
 
  private:
   std::vector<std::unique_ptr<ShardReader>> shards_;
-  std::vector<int32_t> memory_;  // the tokens, when held in memory (then shards_ is empty)
+  std::vector<int32_t> memory_;     // the tokens, when held in memory (then shards_ is empty)
   std::vector<int64_t> starts_{0};  // shard s covers [starts_[s], starts_[s + 1])
   int64_t vocab_size_ = 0;
 };

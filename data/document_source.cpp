@@ -52,8 +52,8 @@ double FileDocumentSource::fraction_read() const {
   double current = 0;
   if (file_index_ > 0 && (lines_ || parquet_)) {
     const double size = static_cast<double>(sizes_[file_index_ - 1]);
-    const double within = lines_ ? static_cast<double>(lines_->raw_position()) / std::max(1.0, size)
-                                 : parquet_->fraction_of_file();
+    const double within =
+        lines_ ? static_cast<double>(lines_->raw_position()) / std::max(1.0, size) : parquet_->fraction_of_file();
     current = std::min(1.0, within) * size;
   }
   return (static_cast<double>(done_bytes_) + current) / static_cast<double>(total_bytes_);

@@ -116,13 +116,14 @@ HfTokenizer::HfTokenizer(const std::filesystem::path& file) {
 
   // normalizer
   const std::function<void(const json&, const std::string&)> read_normalizer = [&](const json& n,
-                                                                                    const std::string& path) {
+                                                                                   const std::string& path) {
     if (n.is_null()) return;
     const std::string kind = f.string(n, "type", path + ".type");
     if (kind == "Sequence") {
       const json& list = f.get(n, "normalizers", path + ".normalizers");
       if (!list.is_array()) f.fail(path + ".normalizers", "expected an array");
-      for (size_t i = 0; i < list.size(); ++i) read_normalizer(list[i], path + ".normalizers[" + std::to_string(i) + "]");
+      for (size_t i = 0; i < list.size(); ++i)
+        read_normalizer(list[i], path + ".normalizers[" + std::to_string(i) + "]");
     } else if (kind == "Prepend") {
       normalizer_.push_back({"", f.string(n, "prepend", path + ".prepend")});
     } else if (kind == "Replace") {
@@ -162,8 +163,8 @@ HfTokenizer::HfTokenizer(const std::filesystem::path& file) {
       const std::string regex = f.string(pattern, "Regex", path + ".pattern.Regex");
       const auto known = pattern_from_regex(regex);
       if (!known) {
-        f.fail(path + ".pattern.Regex", "unsupported regex " + regex +
-                                            " (linea implements those of gpt2, cl100k, llama3 and o200k)");
+        f.fail(path + ".pattern.Regex",
+               "unsupported regex " + regex + " (linea implements those of gpt2, cl100k, llama3 and o200k)");
       }
       step.pattern = *known;
       const std::string behavior = f.string(p, "behavior", path + ".behavior");
@@ -227,7 +228,10 @@ HfTokenizer::HfTokenizer(const std::filesystem::path& file) {
     }
     const auto l = id_of_.find(left), r = id_of_.find(right), m = id_of_.find(left + right);
     if (l == id_of_.end() || r == id_of_.end() || m == id_of_.end()) {
-      f.fail(at, "\"" + (l == id_of_.end() ? left : r == id_of_.end() ? right : left + right) +
+      f.fail(at, "\"" +
+                     (l == id_of_.end()   ? left
+                      : r == id_of_.end() ? right
+                                          : left + right) +
                      "\" is not in model.vocab");
     }
     if (is_byte_level) {
@@ -288,7 +292,8 @@ HfTokenizer::HfTokenizer(const std::filesystem::path& file) {
     if (!special.contains("id") || !special["id"].is_string()) continue;
     const std::string name = special["id"];
     const json* specials = p->contains("special_tokens") ? &(*p)["special_tokens"] : nullptr;
-    if (specials && specials->contains(name) && (*specials)[name].contains("ids") && !(*specials)[name]["ids"].empty()) {
+    if (specials && specials->contains(name) && (*specials)[name].contains("ids") &&
+        !(*specials)[name]["ids"].empty()) {
       eos_id_ = f.id((*specials)[name]["ids"][0], "post_processor.special_tokens." + name + ".ids[0]");
     } else {
       eos_id_ = added_id(name);
@@ -338,7 +343,8 @@ void HfTokenizer::pieces(std::string_view text, std::vector<std::string_view>& o
           break;
         case Step::Kind::metaspace: {
           std::string s = replace_all(piece, " ", step.replacement);
-          const bool prepend = step.prepend == Step::Prepend::always || (step.prepend == Step::Prepend::first && i == 0);
+          const bool prepend =
+              step.prepend == Step::Prepend::always || (step.prepend == Step::Prepend::first && i == 0);
           if (prepend && !starts_with(s, step.replacement)) s.insert(0, step.replacement);
           const std::string_view kept = storage.emplace_back(std::move(s));
           if (!step.split) {

@@ -73,7 +73,7 @@ class HfTokenizer : public Tokenizer {
   std::unordered_map<std::string, int32_t> id_of_;
   std::vector<std::string> token_;  // id → symbol
   BytePairMerges merges_;
-  std::array<int32_t, 256> byte_token_{};    // <0xNN>, −1 when absent
+  std::array<int32_t, 256> byte_token_{};      // <0xNN>, −1 when absent
   std::unordered_map<int32_t, char> byte_of_;  // the inverse
   bool byte_fallback_ = false, fuse_unk_ = false;
   int32_t unk_id_ = -1;

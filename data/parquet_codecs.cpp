@@ -30,7 +30,8 @@ void check_size(const char* codec, size_t got, size_t expected) {
 // Makes room for more output, up to expected + 1 bytes: one byte more than the page should hold,
 // so that a stream that holds more is caught.
 void grow(std::vector<uint8_t>& out, size_t expected, const char* codec) {
-  if (out.size() > expected) corrupt(codec, "it holds more than the " + std::to_string(expected) + " bytes of the page");
+  if (out.size() > expected)
+    corrupt(codec, "it holds more than the " + std::to_string(expected) + " bytes of the page");
   out.resize(std::min(expected + 1, out.size() + std::max(kGrowBytes, out.size())));
 }
 
@@ -88,9 +89,7 @@ std::span<const uint8_t> decompress(int32_t codec, std::span<const uint8_t> in, 
                                     std::vector<uint8_t>& buffer) {
   buffer.clear();
   switch (codec) {
-    case kUncompressed:
-      check_size("UNCOMPRESSED", in.size(), expected);
-      return in;
+    case kUncompressed: check_size("UNCOMPRESSED", in.size(), expected); return in;
     case kSnappy: {
       const auto* src = reinterpret_cast<const char*>(in.data());
       size_t length = 0;

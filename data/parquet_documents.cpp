@@ -59,7 +59,8 @@ bool ParquetDocuments::fill() {
         const int group = static_cast<int>(d.at.row_group);
         file_->read_strings(group, text, d.text);
         std::vector<uint8_t> keep(d.text.size());
-        for (size_t r = 0; r < keep.size(); ++r) keep[r] = d.text.valid[r] && d.text.ends[r] > (r ? d.text.ends[r - 1] : 0);
+        for (size_t r = 0; r < keep.size(); ++r)
+          keep[r] = d.text.valid[r] && d.text.ends[r] > (r ? d.text.ends[r - 1] : 0);
         NumberColumn values;
         for (size_t c = 0; c < numbers.size(); ++c) {
           file_->read_numbers(group, numbers[c], values);

@@ -55,7 +55,7 @@ class ParquetDocuments {
   ParquetOptions options_;
   std::unique_ptr<ParquetFile> file_;  // files_[file_index_]
   int64_t file_index_ = -1;
-  int64_t next_group_ = 0;            // of file_, the first not decoded yet
+  int64_t next_group_ = 0;  // of file_, the first not decoded yet
   std::deque<std::unique_ptr<Decoded>> ready_;
   size_t ready_row_ = 0;  // in ready_.front()
 };

@@ -22,7 +22,9 @@ namespace {
 constexpr size_t kMagicBytes = 4;
 constexpr int kMaxSchemaDepth = 64;
 
-uint32_t load_u32(const uint8_t* p) { return uint32_t(p[0]) | uint32_t(p[1]) << 8 | uint32_t(p[2]) << 16 | uint32_t(p[3]) << 24; }
+uint32_t load_u32(const uint8_t* p) {
+  return uint32_t(p[0]) | uint32_t(p[1]) << 8 | uint32_t(p[2]) << 16 | uint32_t(p[3]) << 24;
+}
 
 [[noreturn]] void bad(const std::string& what) { throw std::runtime_error(what); }
 
@@ -34,7 +36,8 @@ void decode_plain(int32_t /*type: BYTE_ARRAY*/, std::span<const uint8_t> data, i
     if (data.size() - pos < 4) bad("PLAIN strings end after " + std::to_string(i) + " of " + std::to_string(count));
     const uint32_t n = load_u32(data.data() + pos);
     pos += 4;
-    if (data.size() - pos < n) bad("PLAIN string " + std::to_string(i) + " of " + std::to_string(n) + " bytes is cut short");
+    if (data.size() - pos < n)
+      bad("PLAIN string " + std::to_string(i) + " of " + std::to_string(n) + " bytes is cut short");
     out.emplace_back(reinterpret_cast<const char*>(data.data() + pos), n);
     pos += n;
   }
@@ -204,8 +207,8 @@ std::vector<std::string> ParquetFile::column_names() const {
 int ParquetFile::column(const std::string& name, std::initializer_list<int32_t> types, const char* kind) const {
   for (size_t i = 0; i < leaves_.size(); ++i) {
     const Leaf& leaf = leaves_[i];
-    const bool inside = leaf.name.size() > name.size() && leaf.name.compare(0, name.size(), name) == 0 &&
-                        leaf.name[name.size()] == '.';
+    const bool inside =
+        leaf.name.size() > name.size() && leaf.name.compare(0, name.size(), name) == 0 && leaf.name[name.size()] == '.';
     if (inside) fail("column \"" + name + "\" is nested (a group); linea reads top-level columns");
     if (leaf.name != name) continue;
     if (!leaf.flat) fail("column \"" + name + "\" is repeated (a list); linea reads one value per row");
@@ -259,7 +262,8 @@ void ParquetFile::read_chunk(int group, int column, Column& out) const {
     const ColumnMetaData& m = *chunk.meta;
     if (m.type != leaf.type) bad("corrupt: chunk type " + physical_type_name(m.type) + " differs from the schema's");
     if (!codec_supported(m.codec)) {
-      bad("unsupported compression codec " + codec_name(m.codec) + " (linea reads UNCOMPRESSED, SNAPPY, GZIP and ZSTD)");
+      bad("unsupported compression codec " + codec_name(m.codec) +
+          " (linea reads UNCOMPRESSED, SNAPPY, GZIP and ZSTD)");
     }
     if (m.num_values != rg.num_rows) {
       bad("corrupt: " + std::to_string(m.num_values) + " values in a flat column of " + std::to_string(rg.num_rows) +

@@ -97,16 +97,23 @@ RowGroup read_row_group(ThriftCompactReader& r) {
 }  // namespace
 
 std::string physical_type_name(int32_t type) {
-  static const char* const names[] = {"BOOLEAN", "INT32",      "INT64", "INT96",
-                                      "FLOAT",   "DOUBLE",     "BYTE_ARRAY", "FIXED_LEN_BYTE_ARRAY"};
+  static const char* const names[] = {"BOOLEAN", "INT32",  "INT64",      "INT96",
+                                      "FLOAT",   "DOUBLE", "BYTE_ARRAY", "FIXED_LEN_BYTE_ARRAY"};
   return type >= 0 && type < 8 ? names[type] : "type " + std::to_string(type);
 }
 
 std::string encoding_name(int32_t encoding) {
-  static const char* const names[] = {"PLAIN",           "GROUP_VAR_INT",       "PLAIN_DICTIONARY",
-                                      "RLE",             "BIT_PACKED",          "DELTA_BINARY_PACKED",
-                                      "DELTA_LENGTH_BYTE_ARRAY", "DELTA_BYTE_ARRAY", "RLE_DICTIONARY",
-                                      "BYTE_STREAM_SPLIT", "ALP"};
+  static const char* const names[] = {"PLAIN",
+                                      "GROUP_VAR_INT",
+                                      "PLAIN_DICTIONARY",
+                                      "RLE",
+                                      "BIT_PACKED",
+                                      "DELTA_BINARY_PACKED",
+                                      "DELTA_LENGTH_BYTE_ARRAY",
+                                      "DELTA_BYTE_ARRAY",
+                                      "RLE_DICTIONARY",
+                                      "BYTE_STREAM_SPLIT",
+                                      "ALP"};
   return encoding >= 0 && encoding < 11 ? names[encoding] : "encoding " + std::to_string(encoding);
 }
 

@@ -26,8 +26,8 @@ struct TokenizerChoice {
   // spm_model: the .model file; gpt2: the directory of vocab.json, merges.txt; hf: a tokenizer.json;
   // tiktoken: a .tiktoken rank file.
   std::filesystem::path path;
-  int vocab_size = 0;                             // spm_train
-  std::optional<PretokenizerPattern> variant;     // tiktoken: cl100k, o200k or llama3 (none: from the file)
+  int vocab_size = 0;                          // spm_train
+  std::optional<PretokenizerPattern> variant;  // tiktoken: cl100k, o200k or llama3 (none: from the file)
   // Parses "spm:MODEL", "spm-train:VOCAB_SIZE", "gpt2:DIR", "hf:PATH/tokenizer.json" or
   // "tiktoken:PATH.tiktoken[:cl100k|o200k|llama3]"; throws std::invalid_argument otherwise. `flag`
   // names the option in errors ("--tokenizer", "data.tokenizer").

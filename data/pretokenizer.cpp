@@ -30,7 +30,7 @@ struct Char {
 struct Item {
   enum class Kind : uint8_t { cls, contraction, end_of_text, not_before_nonspace };
   Kind kind = Kind::cls;
-  Mask mask = 0;       // cls: the characters it matches (negated: those it does not)
+  Mask mask = 0;  // cls: the characters it matches (negated: those it does not)
   bool negate = false;
   uint16_t min = 1, max = 1;  // repetitions; kMany = unbounded
   bool possessive = false;
@@ -72,36 +72,39 @@ const std::array<Pattern, 4>& patterns() {
              {cls(kBlank, 0, 1), not_cls(not_space_letter_number, 1, kMany)},
              {cls(kSpace, 1, kMany), not_before_nonspace()},
              {cls(kSpace, 1, kMany)}}};
-    p[1] = {"cl100k",
-            R"('(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}++|\p{N}{1,3}+| ?[^\s\p{L}\p{N}]++[\r\n]*+|\s++$|\s*[\r\n]|\s+(?!\S)|\s)",
-            {{contraction(true)},
-             {not_cls(not_letter_number_newline, 0, 1, true), cls(kLetter, 1, kMany, true)},
-             {cls(kNumber, 1, 3, true)},
-             {cls(kBlank, 0, 1), not_cls(not_space_letter_number, 1, kMany, true), cls(kNewline, 0, kMany, true)},
-             {cls(kSpace, 1, kMany, true), end_of_text()},
-             {cls(kSpace, 0, kMany), cls(kNewline, 1, 1)},
-             {cls(kSpace, 1, kMany), not_before_nonspace()},
-             {cls(kSpace, 1, 1)}}};
-    p[2] = {"llama3",
-            R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)",
-            {{contraction(true)},
-             {not_cls(not_letter_number_newline, 0, 1), cls(kLetter, 1, kMany)},
-             {cls(kNumber, 1, 3)},
-             {cls(kBlank, 0, 1), not_cls(not_space_letter_number, 1, kMany), cls(kNewline, 0, kMany)},
-             {cls(kSpace, 0, kMany), cls(kNewline, 1, kMany)},
-             {cls(kSpace, 1, kMany), not_before_nonspace()},
-             {cls(kSpace, 1, kMany)}}};
-    p[3] = {"o200k",
-            R"([^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+)",
-            {{not_cls(not_letter_number_newline, 0, 1), cls(upperish, 0, kMany), cls(lowerish, 1, kMany),
-              contraction(true, 0)},
-             {not_cls(not_letter_number_newline, 0, 1), cls(upperish, 1, kMany), cls(lowerish, 0, kMany),
-              contraction(true, 0)},
-             {cls(kNumber, 1, 3)},
-             {cls(kBlank, 0, 1), not_cls(not_space_letter_number, 1, kMany), cls(kNewline | kSlash, 0, kMany)},
-             {cls(kSpace, 0, kMany), cls(kNewline, 1, kMany)},
-             {cls(kSpace, 1, kMany), not_before_nonspace()},
-             {cls(kSpace, 1, kMany)}}};
+    p[1] = {
+        "cl100k",
+        R"('(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}++|\p{N}{1,3}+| ?[^\s\p{L}\p{N}]++[\r\n]*+|\s++$|\s*[\r\n]|\s+(?!\S)|\s)",
+        {{contraction(true)},
+         {not_cls(not_letter_number_newline, 0, 1, true), cls(kLetter, 1, kMany, true)},
+         {cls(kNumber, 1, 3, true)},
+         {cls(kBlank, 0, 1), not_cls(not_space_letter_number, 1, kMany, true), cls(kNewline, 0, kMany, true)},
+         {cls(kSpace, 1, kMany, true), end_of_text()},
+         {cls(kSpace, 0, kMany), cls(kNewline, 1, 1)},
+         {cls(kSpace, 1, kMany), not_before_nonspace()},
+         {cls(kSpace, 1, 1)}}};
+    p[2] = {
+        "llama3",
+        R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)",
+        {{contraction(true)},
+         {not_cls(not_letter_number_newline, 0, 1), cls(kLetter, 1, kMany)},
+         {cls(kNumber, 1, 3)},
+         {cls(kBlank, 0, 1), not_cls(not_space_letter_number, 1, kMany), cls(kNewline, 0, kMany)},
+         {cls(kSpace, 0, kMany), cls(kNewline, 1, kMany)},
+         {cls(kSpace, 1, kMany), not_before_nonspace()},
+         {cls(kSpace, 1, kMany)}}};
+    p[3] = {
+        "o200k",
+        R"([^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+)",
+        {{not_cls(not_letter_number_newline, 0, 1), cls(upperish, 0, kMany), cls(lowerish, 1, kMany),
+          contraction(true, 0)},
+         {not_cls(not_letter_number_newline, 0, 1), cls(upperish, 1, kMany), cls(lowerish, 0, kMany),
+          contraction(true, 0)},
+         {cls(kNumber, 1, 3)},
+         {cls(kBlank, 0, 1), not_cls(not_space_letter_number, 1, kMany), cls(kNewline | kSlash, 0, kMany)},
+         {cls(kSpace, 0, kMany), cls(kNewline, 1, kMany)},
+         {cls(kSpace, 1, kMany), not_before_nonspace()},
+         {cls(kSpace, 1, kMany)}}};
     return p;
   }();
   return table;
@@ -131,8 +134,7 @@ class Matcher {
     const Item& it = items[k];
     switch (it.kind) {
       case Item::Kind::end_of_text: return i == n_ ? match(items, k + 1, i) : kFail;
-      case Item::Kind::not_before_nonspace:
-        return i == n_ || (c_[i].mask & kSpace) ? match(items, k + 1, i) : kFail;
+      case Item::Kind::not_before_nonspace: return i == n_ || (c_[i].mask & kSpace) ? match(items, k + 1, i) : kFail;
       case Item::Kind::contraction: {
         if (const size_t len = contraction_length(i, it.case_insensitive)) {
           const size_t r = match(items, k + 1, i + len);

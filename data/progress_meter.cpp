@@ -51,8 +51,7 @@ std::string format_duration(double seconds) {
   } else if (seconds < 3600) {
     std::snprintf(text, sizeof text, "%dm%02ds", static_cast<int>(seconds / 60), static_cast<int>(seconds) % 60);
   } else {
-    std::snprintf(text, sizeof text, "%dh%02dm", static_cast<int>(seconds / 3600),
-                  static_cast<int>(seconds / 60) % 60);
+    std::snprintf(text, sizeof text, "%dh%02dm", static_cast<int>(seconds / 3600), static_cast<int>(seconds / 60) % 60);
   }
   return text;
 }

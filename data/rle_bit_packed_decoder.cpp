@@ -9,8 +9,7 @@ namespace linea::data {
 RleBitPackedDecoder::RleBitPackedDecoder(const uint8_t* data, size_t size, int bit_width)
     : p_(data), end_(data + size), bit_width_(bit_width) {
   if (bit_width < 0 || bit_width > 32) {
-    throw std::invalid_argument("RLE/bit-packed data: bit width " + std::to_string(bit_width) +
-                                " outside [0, 32]");
+    throw std::invalid_argument("RLE/bit-packed data: bit width " + std::to_string(bit_width) + " outside [0, 32]");
   }
 }
 

@@ -50,7 +50,8 @@ RowCondition parse_condition(const std::string& text, const std::string& express
   } catch (const std::exception&) {
     used = 0;
   }
-  if (number.empty() || used != number.size() || !std::isfinite(c.value)) throw bad("\"" + number + "\" is not a number");
+  if (number.empty() || used != number.size() || !std::isfinite(c.value))
+    throw bad("\"" + number + "\" is not a number");
   return c;
 }
 

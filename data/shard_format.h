@@ -25,7 +25,7 @@ inline constexpr int32_t kShardMagicU16 = 20240520;
 inline constexpr int32_t kShardMagicU32 = 20240801;
 inline constexpr int32_t kShardVersionU16 = 1;
 inline constexpr int32_t kShardVersionU32 = 7;
-inline constexpr int32_t kShardVersionU32Legacy = 2;  // read, never written
+inline constexpr int32_t kShardVersionU32Legacy = 2;   // read, never written
 inline constexpr int64_t kMaxShardTokens = INT32_MAX;  // header[2] is an int32
 
 enum class TokenWidth : uint8_t { u16 = 2, u32 = 4 };

@@ -56,9 +56,8 @@ class StreamingLoader::Producer {
     docs_.clear();
     cursor_ = 0;
     if (!tokenize_more() || !(docs_.front().at == document)) {
-      throw std::runtime_error("parquet stream: no document at file " + std::to_string(document.file) +
-                               ", row group " + std::to_string(document.row_group) + ", row " +
-                               std::to_string(document.row) +
+      throw std::runtime_error("parquet stream: no document at file " + std::to_string(document.file) + ", row group " +
+                               std::to_string(document.row_group) + ", row " + std::to_string(document.row) +
                                " any more (were the files changed since the position was saved?)");
     }
     const int64_t length = (docs_.size() > 1 ? docs_[1].begin : static_cast<int64_t>(buffer_.size()));
@@ -86,8 +85,8 @@ class StreamingLoader::Producer {
   // The document holding the token `offset` after the cursor (buffered), and its index in it.
   std::pair<DocumentLocation, int64_t> location(int64_t offset) const {
     const int64_t target = cursor_ + offset;
-    const auto it = std::upper_bound(docs_.begin(), docs_.end(), target,
-                                     [](int64_t t, const Doc& d) { return t < d.begin; });
+    const auto it =
+        std::upper_bound(docs_.begin(), docs_.end(), target, [](int64_t t, const Doc& d) { return t < d.begin; });
     const Doc& d = *std::prev(it);
     return {d.at, target - d.begin};
   }
@@ -159,8 +158,8 @@ StreamingLoader::StreamingLoader(StreamingConfig config) : config_(std::move(con
   micro_steps_ = l.global_batch_seqs / (l.world * l.micro_batch_seqs);
   for (const auto& f : c.files) {
     const std::string entry = f.filename().string() + '\0' + std::to_string(std::filesystem::file_size(f)) + '\0';
-    files_crc_ = static_cast<uint32_t>(::crc32(files_crc_, reinterpret_cast<const Bytef*>(entry.data()),
-                                               static_cast<uInt>(entry.size())));
+    files_crc_ = static_cast<uint32_t>(
+        ::crc32(files_crc_, reinterpret_cast<const Bytef*>(entry.data()), static_cast<uInt>(entry.size())));
   }
 
   // The val split: the first val_docs documents; the train stream starts at the next one.
@@ -178,7 +177,8 @@ StreamingLoader::StreamingLoader(StreamingConfig config) : config_(std::move(con
   }
   train_start_ = at;
   std::vector<int32_t> val_tokens;
-  for (const auto& d : tokenize(*c.tokenizer, val_docs, c.threads)) val_tokens.insert(val_tokens.end(), d.begin(), d.end());
+  for (const auto& d : tokenize(*c.tokenizer, val_docs, c.threads))
+    val_tokens.insert(val_tokens.end(), d.begin(), d.end());
   val_ = std::make_shared<const TokenStream>(std::move(val_tokens));
 
   consumer_ = {0, 0, 0, train_start_, 0};
@@ -200,10 +200,10 @@ void StreamingLoader::start(const StreamPosition& from) {
       for (;;) {
         if (!producer->fill(step_tokens + 1)) {
           if (restarted || (p.epoch == 0 && p.step == 0)) {
-            throw std::invalid_argument("parquet stream: the train documents hold " +
-                                        std::to_string(producer->buffered()) + " tokens: fewer than one global batch of " +
-                                        std::to_string(l.global_batch_seqs) + " sequences of " +
-                                        std::to_string(l.seq_len) + " + 1 tokens");
+            throw std::invalid_argument(
+                "parquet stream: the train documents hold " + std::to_string(producer->buffered()) +
+                " tokens: fewer than one global batch of " + std::to_string(l.global_batch_seqs) + " sequences of " +
+                std::to_string(l.seq_len) + " + 1 tokens");
           }
           producer->restart();
           p = {p.epoch + 1, 0, 0, train_start_, 0};
@@ -302,8 +302,9 @@ StreamPosition StreamingLoader::parse(const nlohmann::json& j, const std::string
     throw std::invalid_argument("data position in " + source + ": " + what);
   };
   if (!j.is_object() || j.value("kind", "") != kKind) {
-    fail("not a parquet stream's position (the run was started on other data; data.path = \"parquet:...\" "
-         "resumes only a parquet stream)");
+    fail(
+        "not a parquet stream's position (the run was started on other data; data.path = \"parquet:...\" "
+        "resumes only a parquet stream)");
   }
   const auto integer = [&](const char* name) {
     if (!j.contains(name) || !j[name].is_number_integer() || j[name].get<int64_t>() < 0) {
@@ -311,8 +312,11 @@ StreamPosition StreamingLoader::parse(const nlohmann::json& j, const std::string
     }
     return j[name].get<int64_t>();
   };
-  StreamPosition p{integer("epoch"), integer("step"), integer("micro_step"),
-                   {integer("file"), integer("row_group"), integer("row")}, integer("token")};
+  StreamPosition p{integer("epoch"),
+                   integer("step"),
+                   integer("micro_step"),
+                   {integer("file"), integer("row_group"), integer("row")},
+                   integer("token")};
   const nlohmann::json here = identity();
   const nlohmann::json& saved = j.contains("stream") ? j["stream"] : nlohmann::json::object();
   for (const auto& [key, value] : here.items()) {
@@ -347,8 +351,8 @@ std::string StreamingLoader::describe() const {
   int64_t bytes = 0;
   for (const auto& f : config_.files) bytes += static_cast<int64_t>(std::filesystem::file_size(f));
   char text[160];
-  std::snprintf(text, sizeof text, "a parquet stream of %zu files (%.1f MB), %lld val documents",
-                config_.files.size(), static_cast<double>(bytes) / 1e6, static_cast<long long>(config_.val_docs));
+  std::snprintf(text, sizeof text, "a parquet stream of %zu files (%.1f MB), %lld val documents", config_.files.size(),
+                static_cast<double>(bytes) / 1e6, static_cast<long long>(config_.val_docs));
   return text + (config_.parquet.filter.empty() ? std::string() : ", where " + config_.parquet.filter.text());
 }
 

@@ -33,8 +33,8 @@ size_t min_element_bytes(ThriftType t) { return t == ThriftType::double_ ? 8 : 1
 }  // namespace
 
 void ThriftCompactReader::fail(const std::string& what) const {
-  throw std::runtime_error("thrift compact data, byte " + std::to_string(pos_) + " of " + std::to_string(size_) +
-                           ": " + what);
+  throw std::runtime_error("thrift compact data, byte " + std::to_string(pos_) + " of " + std::to_string(size_) + ": " +
+                           what);
 }
 
 void ThriftCompactReader::need(size_t bytes, const char* what) const {

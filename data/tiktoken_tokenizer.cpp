@@ -49,14 +49,21 @@ struct Variant {
 };
 
 const Variant& variant_info(PretokenizerPattern p) {
-  static const Variant cl100k{PretokenizerPattern::cl100k, 100256, 21, 1,
+  static const Variant cl100k{PretokenizerPattern::cl100k,
+                              100256,
+                              21,
+                              1,
                               {{1, "<|endoftext|>"},
                                {2, "<|fim_prefix|>"},
                                {3, "<|fim_middle|>"},
                                {4, "<|fim_suffix|>"},
                                {20, "<|endofprompt|>"}}};
-  static const Variant o200k{PretokenizerPattern::o200k, 199998, 21, 1, {{1, "<|endoftext|>"}, {20, "<|endofprompt|>"}}};
-  static const Variant llama3{PretokenizerPattern::llama3, 128000, 256, 0,
+  static const Variant o200k{
+      PretokenizerPattern::o200k, 199998, 21, 1, {{1, "<|endoftext|>"}, {20, "<|endofprompt|>"}}};
+  static const Variant llama3{PretokenizerPattern::llama3,
+                              128000,
+                              256,
+                              0,
                               {{0, "<|begin_of_text|>"},
                                {1, "<|end_of_text|>"},
                                {6, "<|start_header_id|>"},

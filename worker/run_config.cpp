@@ -75,8 +75,9 @@ DataConfig parse_data(ConfigSection s) {
   if (c.parquet_glob().empty()) {
     for (const char* key : {"tokenizer", "val_docs", "text_field", "where", "threads"}) {
       if (s.has(key)) {
-        s.fail(key, "only for a parquet stream (data.path = \"parquet:GLOB\"); a shard directory's manifest names "
-                    "its tokenizer and splits");
+        s.fail(key,
+               "only for a parquet stream (data.path = \"parquet:GLOB\"); a shard directory's manifest names "
+               "its tokenizer and splits");
       }
     }
     return c;

@@ -122,7 +122,7 @@ data::StreamingConfig streaming_config(const RunConfig& c, const data::LoaderCon
   }
   s.parquet.text_column = c.data.text_field;
   s.parquet.filter = data::RowFilter::parse(c.data.where.empty() ? std::vector<std::string>{}
-                                                                  : std::vector<std::string>{c.data.where});
+                                                                 : std::vector<std::string>{c.data.where});
   s.parquet.threads = static_cast<int>(c.data.threads);
   s.tokenizer = data::TokenizerChoice::parse(c.data.tokenizer, "data.tokenizer").load();
   s.val_docs = c.data.val_docs;
@@ -389,8 +389,8 @@ TrainSummary train(const RunConfig& c, std::ostream& log, const TrainOptions& op
       << ", " << (placement.device == Device::cuda ? "cuda:" + std::to_string(grid.cuda_device()) : "cpu") << " "
       << dtype_name(placement.compute) << (placement.compute == DType::f32 ? "" : " (f32 master weights)") << ", "
       << omp_get_max_threads() << " threads" << (grid.world_size() > 1 ? " per rank" : "") << ", data "
-      << loader->describe() << ", " << tokens_per_step << " tokens/step, steps " << summary.start_step << " → " << last_step
-      << " of " << c.train.steps << "; set up in " << human_duration(seconds_since(setup_start)) << "\n";
+      << loader->describe() << ", " << tokens_per_step << " tokens/step, steps " << summary.start_step << " → "
+      << last_step << " of " << c.train.steps << "; set up in " << human_duration(seconds_since(setup_start)) << "\n";
   summary.end_step = summary.start_step;
   summary.tokens = tokens;
   if (summary.start_step >= c.train.steps) {

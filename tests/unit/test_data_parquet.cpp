@@ -22,9 +22,9 @@
 namespace linea::data {
 namespace {
 
+using nlohmann::json;
 using testing::error_of;
 using testing::fixture_dir;
-using nlohmann::json;
 
 std::filesystem::path parquet_dir() { return fixture_dir() / "parquet"; }
 
@@ -92,7 +92,7 @@ TEST(ParquetFile, DecodesExactlyWhatPyarrowWrote) {
 TEST(ParquetFile, FixturesCoverEveryCodecEncodingAndPageVersion) {
   // What pyarrow reports about the files (when the fixtures were made on a machine with pyarrow).
   const json& files = expected()["files"];
-    std::set<std::string> codecs, encodings;
+  std::set<std::string> codecs, encodings;
   for (const auto& [name, info] : files.items()) {
     if (info["expect"] != "ok") continue;
     for (const auto& g : info["row_groups"]) {
@@ -239,7 +239,9 @@ TEST(ParquetDocuments, SeekContinuesAtALocation) {
   ParquetDocuments end(files, options);
   end.seek({2, 0, 0});
   EXPECT_TRUE(read_documents(end).empty());
-  EXPECT_NE(error_of([&] { ParquetDocuments(files, options).seek({0, 99, 0}); }).find("no row 0 in row group 99"),
+  EXPECT_NE(error_of([&] {
+              ParquetDocuments(files, options).seek({0, 99, 0});
+            }).find("no row 0 in row group 99"),
             std::string::npos);
 }
 
@@ -304,7 +306,9 @@ TEST(ParquetFile, FuzzedBytesNeverCrash) {
           case 0: bytes[at] = static_cast<char>(rng()); break;
           case 1: bytes[at] ^= static_cast<char>(1u << (rng() % 8)); break;
           case 2: bytes[at] = static_cast<char>((rng() % 2) ? 0xFF : 0x00); break;
-          case 3: bytes.replace(at, std::min<size_t>(8, bytes.size() - at), std::min<size_t>(8, bytes.size() - at), '\0'); break;
+          case 3:
+            bytes.replace(at, std::min<size_t>(8, bytes.size() - at), std::min<size_t>(8, bytes.size() - at), '\0');
+            break;
           default: bytes.resize(std::max<size_t>(at, 1)); break;
         }
       }

@@ -167,7 +167,9 @@ TEST(StreamingLoader, PositionsOfAnotherStreamAreRefused) {
   const std::string message = error_of([&] { different.check_position(p, "ckpt/step_000001"); });
   EXPECT_NE(message.find("ckpt/step_000001"), std::string::npos) << message;
   EXPECT_NE(message.find("'val_docs' was 7 and is 3"), std::string::npos) << message;
-  EXPECT_NE(error_of([&] { loader.check_position(nlohmann::json{{"epoch", 0}}, "x"); }).find("not a parquet stream"),
+  EXPECT_NE(error_of([&] {
+              loader.check_position(nlohmann::json{{"epoch", 0}}, "x");
+            }).find("not a parquet stream"),
             std::string::npos);
 }
 
@@ -178,8 +180,7 @@ TEST(StreamingLoader, TooLittleDataIsAClearError) {
   EXPECT_NE(error_of([&] { loader.next(); }).find("fewer than one global batch"), std::string::npos);
   StreamingConfig all_val = stream_config(0, 1);
   all_val.val_docs = 100000;
-  EXPECT_NE(error_of([&] { StreamingLoader l(std::move(all_val)); }).find("none left for training"),
-            std::string::npos);
+  EXPECT_NE(error_of([&] { StreamingLoader l(std::move(all_val)); }).find("none left for training"), std::string::npos);
 }
 
 // ---- The trainer on a parquet stream, and on uint32 (version 7) shards.
@@ -190,7 +191,8 @@ std::string streaming_run_config(const fs::path& run_dir) {
   return R"(device = "cpu"
 [run]
 name = "stream"
-dir = ")" + run_dir.string() +
+dir = ")" +
+         run_dir.string() +
          R"("
 [model]
 d_model = 16
@@ -219,9 +221,11 @@ eval_batches = 1
 checkpoint_every = 3
 threads = 1
 [data]
-path = "parquet:)" + glob.str() +
+path = "parquet:)" +
+         glob.str() +
          R"("
-tokenizer = "hf:)" + tokenizer_file().string() +
+tokenizer = "hf:)" +
+         tokenizer_file().string() +
          R"("
 val_docs = 10
 where = "int_score>=1"
@@ -290,7 +294,8 @@ TEST(ShardVersion7, Uint32ShardsWriteReadAndTrain) {
   const std::string config = R"(device = "cpu"
 [run]
 name = "v7"
-dir = ")" + (dir / "runs").string() + R"("
+dir = ")" + (dir / "runs").string() +
+                             R"("
 [model]
 d_model = 16
 layers = 1

@@ -72,11 +72,11 @@ TEST(UnicodeClasses, SampleCodePoints) {
   EXPECT_EQ(char_class(0x0301), CharClass::mark);          // combining acute
   EXPECT_EQ(char_class(0x1D400), CharClass::upper);        // 𝐀, beyond the BMP
   EXPECT_TRUE(is_letter(char_class(0x0915)));              // क
-  EXPECT_EQ(char_class(0x00BD), CharClass::number);  // ½
-  EXPECT_EQ(char_class(0x0663), CharClass::number);  // Arabic-Indic three
-  EXPECT_EQ(char_class(0x3000), CharClass::space);   // ideographic space
-  EXPECT_EQ(char_class(0x001C), CharClass::other);   // \s does not include the file separator
-  EXPECT_EQ(char_class(0x2014), CharClass::other);   // em dash
+  EXPECT_EQ(char_class(0x00BD), CharClass::number);        // ½
+  EXPECT_EQ(char_class(0x0663), CharClass::number);        // Arabic-Indic three
+  EXPECT_EQ(char_class(0x3000), CharClass::space);         // ideographic space
+  EXPECT_EQ(char_class(0x001C), CharClass::other);         // \s does not include the file separator
+  EXPECT_EQ(char_class(0x2014), CharClass::other);         // em dash
   int len;
   EXPECT_EQ(decode_utf8("\xe6\x9d\xb1", 0, &len), 0x6771u);
   EXPECT_EQ(len, 3);

@@ -81,8 +81,7 @@ TEST(TiktokenReference, SpecialTokensAndVariants) {
   const TiktokenTokenizer tok(tokenizer_dir() / "ranks.tiktoken", PretokenizerPattern::cl100k);
   EXPECT_EQ(tok.decode(std::vector<int32_t>{tok.eos_id()}), "<|endoftext|>");
   EXPECT_EQ(tok.kind(), "tiktoken-cl100k");
-  const std::string message =
-      error_of([&] { TiktokenTokenizer t(tokenizer_dir() / "ranks.tiktoken", std::nullopt); });
+  const std::string message = error_of([&] { TiktokenTokenizer t(tokenizer_dir() / "ranks.tiktoken", std::nullopt); });
   EXPECT_NE(message.find("tiktoken:PATH:cl100k"), std::string::npos) << message;
 }
 
@@ -92,17 +91,21 @@ TEST(TiktokenReference, MalformedRankFilesNameTheLine) {
     write_file_atomically(dir / "bad.tiktoken", text);
     return dir / "bad.tiktoken";
   };
-  EXPECT_NE(error_of([&] { TiktokenTokenizer t(write("QQ== 0\nQg== x\n"), PretokenizerPattern::cl100k); })
-                .find("bad.tiktoken line 2: expected \"BASE64 RANK\""),
+  EXPECT_NE(error_of([&] {
+              TiktokenTokenizer t(write("QQ== 0\nQg== x\n"), PretokenizerPattern::cl100k);
+            }).find("bad.tiktoken line 2: expected \"BASE64 RANK\""),
             std::string::npos);
-  EXPECT_NE(error_of([&] { TiktokenTokenizer t(write("QQ== 0\nQg== 2\n"), PretokenizerPattern::cl100k); })
-                .find("rank 1 is missing"),
+  EXPECT_NE(error_of([&] {
+              TiktokenTokenizer t(write("QQ== 0\nQg== 2\n"), PretokenizerPattern::cl100k);
+            }).find("rank 1 is missing"),
             std::string::npos);
-  EXPECT_NE(error_of([&] { TiktokenTokenizer t(write("QQ== 0\nQg== 0\n"), PretokenizerPattern::cl100k); })
-                .find("rank 0 appears twice"),
+  EXPECT_NE(error_of([&] {
+              TiktokenTokenizer t(write("QQ== 0\nQg== 0\n"), PretokenizerPattern::cl100k);
+            }).find("rank 0 appears twice"),
             std::string::npos);
-  EXPECT_NE(error_of([&] { TiktokenTokenizer t(write("QQ== 0\n"), PretokenizerPattern::cl100k); })
-                .find("no token for the byte 0"),
+  EXPECT_NE(error_of([&] {
+              TiktokenTokenizer t(write("QQ== 0\n"), PretokenizerPattern::cl100k);
+            }).find("no token for the byte 0"),
             std::string::npos);
 }
 
@@ -134,10 +137,13 @@ TEST(HfTokenizerReference, UnsupportedFieldsAreNamed) {
     write_file_atomically(dir / "tokenizer.json", d.dump());
     return error_of([&] { HfTokenizer t(dir / "tokenizer.json"); });
   };
-  EXPECT_NE(message_for([](json& d) { d["model"]["type"] = "WordPiece"; }).find("field 'model.type': unsupported model"),
-            std::string::npos);
+  EXPECT_NE(
+      message_for([](json& d) { d["model"]["type"] = "WordPiece"; }).find("field 'model.type': unsupported model"),
+      std::string::npos);
   EXPECT_NE(message_for([](json& d) { d["model"]["dropout"] = 0.1; }).find("BPE dropout"), std::string::npos);
-  EXPECT_NE(message_for([](json& d) { d["normalizer"] = {{"type", "NFKC"}}; }).find("unsupported normalizer \"NFKC\""),
+  EXPECT_NE(message_for([](json& d) {
+              d["normalizer"] = {{"type", "NFKC"}};
+            }).find("unsupported normalizer \"NFKC\""),
             std::string::npos);
   EXPECT_NE(message_for([](json& d) {
               d["pre_tokenizer"] = {{"type", "Split"}, {"pattern", {{"Regex", "\\d+"}}}, {"behavior", "Isolated"}};
