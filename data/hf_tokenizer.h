@@ -1,5 +1,5 @@
 // HfTokenizer: a Hugging Face tokenizer.json whose model is BPE, in one of two families:
-//   byte-level (GPT-2, LLaMA-3, Qwen-style): a ByteLevel pre-tokenizer (its GPT-2 regex when
+//   byte-level (GPT-2, LLaMA-3): a ByteLevel pre-tokenizer (its GPT-2 regex when
 //     use_regex, add_prefix_space), alone or after Split pre-tokenizers whose regex is one of
 //     pretokenizer.h's patterns (behavior "Isolated"); vocabulary symbols in GPT-2's byte alphabet;
 //     model.ignore_merges: a piece that is a token is that token.

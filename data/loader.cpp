@@ -55,9 +55,7 @@ LoaderPosition LoaderPosition::from_json(const nlohmann::json& j, const std::str
 // ---------------------------------------------------------------------------------------------
 // Loader
 
-Loader::Loader(std::shared_ptr<const Dataset> data, const LoaderConfig& config)
-    : data_(std::move(data)), config_(config) {
-  const LoaderConfig& c = config_;
+int64_t check_loader_config(const LoaderConfig& c) {
   require(c.seq_len >= 1, "loader: seq_len must be ≥ 1, got " + std::to_string(c.seq_len));
   require(c.world >= 1 && c.rank >= 0 && c.rank < c.world,
           "loader: rank " + std::to_string(c.rank) + " of world " + std::to_string(c.world) + " is not valid");
@@ -67,13 +65,19 @@ Loader::Loader(std::shared_ptr<const Dataset> data, const LoaderConfig& config)
               " must be a positive multiple of world × micro_batch_seqs = " + std::to_string(c.world) + " × " +
               std::to_string(c.micro_batch_seqs));
   require(c.prefetch >= 1, "loader: prefetch must be ≥ 1");
+  return c.global_batch_seqs / (c.world * c.micro_batch_seqs);
+}
+
+Loader::Loader(std::shared_ptr<const Dataset> data, const LoaderConfig& config)
+    : data_(std::move(data)), config_(config) {
+  const LoaderConfig& c = config_;
+  micro_steps_ = check_loader_config(c);
   const int64_t n = data_->split(Split::train).num_tokens();
   windows_ = (n - 1) / c.seq_len;
   require(windows_ >= c.global_batch_seqs,
           "loader: the train split of " + data_->dir().string() + " has " + std::to_string(n) + " tokens, " +
               std::to_string(windows_) + " sequences of " + std::to_string(c.seq_len) +
               " + 1 tokens: fewer than one global batch of " + std::to_string(c.global_batch_seqs));
-  micro_steps_ = c.global_batch_seqs / (c.world * c.micro_batch_seqs);
   consumer_.seed = c.seed;
   consumer_.seq_len = c.seq_len;
   consumer_.global_batch_seqs = c.global_batch_seqs;

@@ -43,6 +43,10 @@ struct LoaderConfig {
   bool document_masking = true;
 };
 
+// Checks a configuration on its own (every shape positive, G a multiple of R·B, ...) and returns
+// the micro-steps per step G / (R·B); throws std::invalid_argument naming the field.
+int64_t check_loader_config(const LoaderConfig& config);
+
 // Where a Loader stands: the next micro-batch it returns. Serialized into checkpoints; the last
 // four fields say which stream it belongs to and are checked when it is restored.
 struct LoaderPosition {

@@ -21,6 +21,9 @@ namespace {
 
 constexpr size_t kMagicBytes = 4;
 constexpr int kMaxSchemaDepth = 64;
+// Writers cut pages at about 1 MB or 20000 rows; a page header claiming more values than this is
+// refused rather than given the memory (a corrupt count would ask for gigabytes).
+constexpr int64_t kMaxPageValues = int64_t{1} << 26;
 
 uint32_t load_u32(const uint8_t* p) {
   return uint32_t(p[0]) | uint32_t(p[1]) << 8 | uint32_t(p[2]) << 16 | uint32_t(p[3]) << 24;
@@ -327,6 +330,10 @@ void ParquetFile::read_chunk(int group, int column, Column& out) const {
 
       // A data page: [definition levels] values.
       const int64_t n = h.num_values;
+      if (n > kMaxPageValues) {
+        bad("unsupported: a page of " + std::to_string(n) + " values (linea reads pages of up to " +
+            std::to_string(kMaxPageValues) + ")");
+      }
       if (n > m.num_values - read) {
         bad("corrupt: a page of " + std::to_string(n) + " values after " + std::to_string(read) + " of " +
             std::to_string(m.num_values));

@@ -148,9 +148,10 @@ std::unique_ptr<Tokenizer> install_tokenizer(const PrepareOptions& o, const Docu
 }  // namespace
 
 TokenizerChoice TokenizerChoice::parse(const std::string& text, const std::string& flag) {
+  const std::string prefix = flag.empty() ? "" : flag + ": ";
   const auto bad = [&]() -> std::invalid_argument {
-    return std::invalid_argument(flag +
-                                 ": expected spm:MODEL, spm-train:VOCAB_SIZE, gpt2:DIR, hf:PATH/tokenizer.json or "
+    return std::invalid_argument(prefix +
+                                 "expected spm:MODEL, spm-train:VOCAB_SIZE, gpt2:DIR, hf:PATH/tokenizer.json or "
                                  "tiktoken:PATH.tiktoken[:cl100k|o200k|llama3], got \"" +
                                  text + "\"");
   };
@@ -172,7 +173,7 @@ TokenizerChoice TokenizerChoice::parse(const std::string& text, const std::strin
       const std::string variant = value.substr(last + 1);
       c.variant = pattern_from_name(variant);
       if (!c.variant || *c.variant == PretokenizerPattern::gpt2) {
-        throw std::invalid_argument(flag + " " + text + ": unknown tiktoken encoding \"" + variant +
+        throw std::invalid_argument(prefix + text + ": unknown tiktoken encoding \"" + variant +
                                     "\"; expected cl100k, o200k or llama3");
       }
       c.path = value.substr(0, last);
@@ -187,7 +188,7 @@ TokenizerChoice TokenizerChoice::parse(const std::string& text, const std::strin
       throw bad();
     }
     if (used != value.size() || c.vocab_size < 300) {
-      throw std::invalid_argument(flag + " spm-train: vocabulary size \"" + value + "\": expected an integer ≥ 300");
+      throw std::invalid_argument(prefix + "spm-train: vocabulary size \"" + value + "\": expected an integer ≥ 300");
     }
   } else {
     throw bad();

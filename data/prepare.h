@@ -30,7 +30,7 @@ struct TokenizerChoice {
   std::optional<PretokenizerPattern> variant;  // tiktoken: cl100k, o200k or llama3 (none: from the file)
   // Parses "spm:MODEL", "spm-train:VOCAB_SIZE", "gpt2:DIR", "hf:PATH/tokenizer.json" or
   // "tiktoken:PATH.tiktoken[:cl100k|o200k|llama3]"; throws std::invalid_argument otherwise. `flag`
-  // names the option in errors ("--tokenizer", "data.tokenizer").
+  // names the option in errors ("--tokenizer"; empty: none, for a caller that names it itself).
   static TokenizerChoice parse(const std::string& text, const std::string& flag = "--tokenizer");
   // Loads (or, for spm-train, cannot load: throws) the tokenizer it names.
   std::unique_ptr<Tokenizer> load() const;

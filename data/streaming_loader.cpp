@@ -141,21 +141,11 @@ class StreamingLoader::Producer {
 
 StreamingLoader::StreamingLoader(StreamingConfig config) : config_(std::move(config)) {
   const StreamingConfig& c = config_;
-  const LoaderConfig& l = c.loader;
   require(!c.files.empty(), "data.path: the parquet stream has no files");
   require(c.tokenizer != nullptr, "data.tokenizer: a parquet stream needs a tokenizer");
   require(c.val_docs >= 0, "data.val_docs: expected a count ≥ 0");
   require(c.threads >= 1, "data.threads: expected at least 1");
-  require(l.seq_len >= 1, "loader: seq_len must be ≥ 1, got " + std::to_string(l.seq_len));
-  require(l.world >= 1 && l.rank >= 0 && l.rank < l.world,
-          "loader: rank " + std::to_string(l.rank) + " of world " + std::to_string(l.world) + " is not valid");
-  require(l.micro_batch_seqs >= 1, "loader: micro_batch_seqs must be ≥ 1");
-  require(l.global_batch_seqs >= 1 && l.global_batch_seqs % (l.world * l.micro_batch_seqs) == 0,
-          "loader: global_batch_seqs " + std::to_string(l.global_batch_seqs) +
-              " must be a positive multiple of world × micro_batch_seqs = " + std::to_string(l.world) + " × " +
-              std::to_string(l.micro_batch_seqs));
-  require(l.prefetch >= 1, "loader: prefetch must be ≥ 1");
-  micro_steps_ = l.global_batch_seqs / (l.world * l.micro_batch_seqs);
+  micro_steps_ = check_loader_config(c.loader);
   for (const auto& f : c.files) {
     const std::string entry = f.filename().string() + '\0' + std::to_string(std::filesystem::file_size(f)) + '\0';
     files_crc_ = static_cast<uint32_t>(

@@ -131,8 +131,6 @@ ThriftCompactReader::ListHeader ThriftCompactReader::list(const Field& field) {
   return h;
 }
 
-int32_t ThriftCompactReader::list_i32(const ListHeader& list) { return i32(Field{0, list.element}); }
-
 std::string_view ThriftCompactReader::list_binary(const ListHeader& list) { return binary(Field{0, list.element}); }
 
 void ThriftCompactReader::skip(ThriftType type, int depth) {

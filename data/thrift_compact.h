@@ -62,8 +62,7 @@ class ThriftCompactReader {
   };
   // The header of the list or set in `field`; its size is checked against the bytes left.
   ListHeader list(const Field& field);
-  // One element of a list whose elements are i32 / binary.
-  int32_t list_i32(const ListHeader& list);
+  // One element of a list whose elements are binary.
   std::string_view list_binary(const ListHeader& list);
 
   void skip(ThriftType type) { skip(type, 0); }

@@ -43,7 +43,6 @@ class TiktokenTokenizer : public Tokenizer {
   int32_t vocab_size() const override { return vocab_size_; }
   int32_t eos_id() const override { return eos_id_; }
   std::string_view kind() const override { return kind_; }
-  PretokenizerPattern variant() const { return variant_; }
 
  private:
   PretokenizerPattern variant_ = PretokenizerPattern::cl100k;

@@ -12,8 +12,6 @@ namespace linea::data {
 
 enum class CharClass : uint8_t { other, upper, lower, title, modifier, other_letter, mark, number, space };
 
-inline bool is_letter(CharClass c) { return c >= CharClass::upper && c <= CharClass::other_letter; }
-
 struct CodePointRange {
   uint32_t lo, hi;  // inclusive
   CharClass cls;

@@ -60,7 +60,7 @@ struct DataConfig {
   std::string where;                // row filter, as `linea prepare --where`
   int64_t threads = 2;              // tokenizer threads (and row groups decoded at once)
 
-  // The GLOB of a "parquet:GLOB" path; empty for other paths.
+  // The GLOB of a "parquet:GLOB" path; empty for other paths (parse_data refuses "parquet:" alone).
   std::string parquet_glob() const { return path.rfind("parquet:", 0) == 0 ? path.substr(8) : std::string(); }
 };
 

@@ -124,7 +124,11 @@ data::StreamingConfig streaming_config(const RunConfig& c, const data::LoaderCon
   s.parquet.filter = data::RowFilter::parse(c.data.where.empty() ? std::vector<std::string>{}
                                                                  : std::vector<std::string>{c.data.where});
   s.parquet.threads = static_cast<int>(c.data.threads);
-  s.tokenizer = data::TokenizerChoice::parse(c.data.tokenizer, "data.tokenizer").load();
+  try {
+    s.tokenizer = data::TokenizerChoice::parse(c.data.tokenizer, "").load();
+  } catch (const std::exception& e) {
+    throw std::runtime_error(c.source + ": data.tokenizer: " + e.what());
+  }
   s.val_docs = c.data.val_docs;
   s.threads = static_cast<int>(c.data.threads);
   s.loader = loader;
