@@ -119,6 +119,10 @@ ModelConfig ModelConfig::parse(ConfigSection model) {
   a.head_dim = attention.integer("head_dim", a.head_dim);
   a.window = attention.integer("window", a.window);
   a.rope_theta = attention.number("rope_theta", a.rope_theta);
+  const std::string backend = attention.choice("backend", "auto", {"auto", "cudnn", "own"});
+  a.backend = backend == "cudnn" ? ops::AttentionBackend::cudnn
+              : backend == "own" ? ops::AttentionBackend::own
+                                 : ops::AttentionBackend::automatic;
 
   c.resolve(&model);
   return c;

@@ -8,7 +8,8 @@
 //                      conv), output_gate, allow_neg_eigval, decay_rank and gate_rank (the inner
 //                      width of KDA/GDN-2's low-rank decay and output-gate projections; 0 → d_v)
 //   [model.attention]  heads, kv_heads (default heads), head_dim (default d_model/heads), window
-//                      (0 = full causal), rope_theta
+//                      (0 = full causal), rope_theta, backend (auto | cudnn | own: which CUDA
+//                      implementation runs it, kernels/ops.h)
 // See reference/mixers.md §1 (layers), §4 (reference shapes, hybrid layouts). parse() validates
 // every field and shape; errors name the file and the dotted key.
 #pragma once
@@ -18,6 +19,7 @@
 #include <vector>
 
 #include "data/config_reader.h"
+#include "kernels/ops.h"
 
 namespace linea {
 
@@ -41,6 +43,7 @@ struct AttentionConfig {
   int64_t head_dim = 0;  // 0 → d_model / heads, or 64 when heads is 0 too
   int64_t window = 0;
   double rope_theta = 10000.0;
+  ops::AttentionBackend backend = ops::AttentionBackend::automatic;
 };
 
 struct ModelConfig {

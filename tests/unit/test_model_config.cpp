@@ -155,6 +155,10 @@ TEST(ModelConfig, ParsesAndDerivesDefaults) {
   EXPECT_EQ(t.attention_layers, (std::vector<int64_t>{0, 1, 2, 3}));
   const ModelConfig listed = parse_model(kSmall, {"model.hybrid=[2, 0]"});
   EXPECT_EQ(listed.attention_layers, (std::vector<int64_t>{0, 2}));
+
+  EXPECT_EQ(c.attention.backend, ops::AttentionBackend::automatic);
+  EXPECT_EQ(parse_model(kSmall, {"model.attention.backend=cudnn"}).attention.backend, ops::AttentionBackend::cudnn);
+  EXPECT_EQ(parse_model(kSmall, {"model.attention.backend=own"}).attention.backend, ops::AttentionBackend::own);
 }
 
 TEST(ModelConfig, ErrorsNameTheFileAndKey) {
@@ -171,6 +175,7 @@ TEST(ModelConfig, ErrorsNameTheFileAndKey) {
   EXPECT_TRUE(
       fails({"model.attention.kv_heads=3"}, {"model.attention.kv_heads: heads 4 is not a multiple of kv_heads 3"}));
   EXPECT_TRUE(fails({"model.attention.head_dim=15"}, {"model.attention.head_dim: RoPE needs an even head_dim"}));
+  EXPECT_TRUE(fails({"model.attention.backend=flash"}, {"model.attention.backend: expected one of auto, cudnn, own"}));
   EXPECT_TRUE(fails({"model.linear.conv=-1"}, {"model.linear.conv: expected an integer >= 0"}));
   EXPECT_TRUE(fails({"model.hybrid=3:2"}, {"test.toml: model.hybrid: expected \"pure\", a ratio \"r:1\"", "'3:2'"}));
   EXPECT_TRUE(fails({"model.hybrid=x:1"}, {"model.hybrid", "'x:1'"}));

@@ -1,0 +1,27 @@
+// Routes CUDA attention calls (ops::attention_forward / attention_backward after their argument
+// checks) as shape.backend asks: automatic runs cuDNN's fused flash attention
+// (kernels/cuda/cudnn_attention.h) where it serves the call and the own flash kernels
+// (kernels/cuda/attention.h) elsewhere, logging once per distinct case which one runs and why;
+// cudnn runs cuDNN and throws std::invalid_argument with cuDNN's reason where it cannot; own runs
+// the own kernels. A build without cuDNN routes every call to the own kernels.
+#pragma once
+#include <string>
+
+#include "kernels/ops.h"
+
+namespace linea::cuda {
+
+void route_attention_forward(Tensor out, Tensor lse, const Tensor& q, const Tensor& k, const Tensor& v,
+                             const ops::AttentionShape& shape, const SeqLayout& seqs);
+void route_attention_backward(Tensor dq, Tensor dk, Tensor dv, const Tensor& dout, const Tensor& q, const Tensor& k,
+                              const Tensor& v, const Tensor& out, const Tensor& lse, const ops::AttentionShape& shape,
+                              const SeqLayout& seqs);
+
+// What served the last routed call on this thread: cuDNN or the own kernels, and why the latter.
+struct AttentionRoute {
+  bool cudnn = false;
+  std::string reason;  // empty when cuDNN served it
+};
+AttentionRoute last_attention_route();
+
+}  // namespace linea::cuda
