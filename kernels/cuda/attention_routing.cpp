@@ -27,6 +27,9 @@ std::string cudnn_attention_backward(Tensor, Tensor, Tensor, const Tensor&, cons
   return kNoCudnn;
 }
 std::string cudnn_version_string() { return ""; }
+std::string cudnn_attention_plan_check(const std::string&, bool, const ops::AttentionShape&, const SeqLayout&) {
+  return kNoCudnn;
+}
 #endif
 
 thread_local AttentionRoute last_route;
@@ -75,5 +78,10 @@ void route_attention_backward(Tensor dq, Tensor dk, Tensor dv, const Tensor& dou
 }
 
 AttentionRoute last_attention_route() { return last_route; }
+
+std::string check_cudnn_attention_plan(const std::string& device_json, bool backward, const ops::AttentionShape& shape,
+                                       const SeqLayout& seqs) {
+  return cudnn_attention_plan_check(device_json, backward, shape, seqs);
+}
 
 }  // namespace linea::cuda

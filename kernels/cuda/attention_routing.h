@@ -24,4 +24,11 @@ struct AttentionRoute {
 };
 AttentionRoute last_attention_route();
 
+// Builds, without running, cuDNN's execution plan of the forward (or backward) graph for `shape`
+// and `seqs` against a device described by cuDNN's JSON device properties
+// (cudnn_attention_plan_check in kernels/cuda/cudnn_attention.h): "" or why not, e.g. "linea was
+// built without cuDNN".
+std::string check_cudnn_attention_plan(const std::string& device_json, bool backward, const ops::AttentionShape& shape,
+                                       const SeqLayout& seqs);
+
 }  // namespace linea::cuda

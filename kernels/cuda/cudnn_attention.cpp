@@ -326,6 +326,18 @@ void build_backward(Plan& plan, const Sizes& z) {
   g.pointwise(CUDNN_POINTWISE_IDENTITY, accumulator, nullptr, nullptr, dq);
 }
 
+// The graph of one direction for `z`, with its plan for `target`; throws cudnn::Error.
+std::unique_ptr<Plan> build(bool backward, const Sizes& z, const cudnn::Target& target, const std::string& what) {
+  auto plan = std::make_unique<Plan>();
+  backward ? build_backward(*plan, z) : build_forward(*plan, z);
+  plan->built = plan->graph.build_plan(target, what);
+  return plan;
+}
+
+std::string describe(bool backward, const Sizes& z) {
+  return std::string("cuDNN attention ") + (backward ? "backward" : "forward") + " (" + z.describe() + ")";
+}
+
 // Plans by (device, direction, sizes), built on first sight; a refusal is remembered as well.
 struct PlanEntry {
   std::unique_ptr<Plan> plan;
@@ -339,14 +351,10 @@ PlanEntry& plan_for(bool backward, const Sizes& z) {
   thread_local std::map<decltype(std::tuple_cat(std::make_tuple(0, false), z.key())), PlanEntry> plans;
   PlanEntry& entry = plans[std::tuple_cat(std::make_tuple(device, backward), z.key())];
   if (entry.plan || !entry.refusal.empty()) return entry;
-  const std::string what =
-      std::string("cuDNN attention ") + (backward ? "backward" : "forward") + " (" + z.describe() + ")";
+  const std::string what = describe(backward, z);
   const auto start = std::chrono::steady_clock::now();
   try {
-    auto plan = std::make_unique<Plan>();
-    backward ? build_backward(*plan, z) : build_forward(*plan, z);
-    plan->built = plan->graph.build_plan(h, what);
-    entry.plan = std::move(plan);
+    entry.plan = build(backward, z, {.handle = h}, what);
     const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
     LOG(INFO) << "attention: " << what << ": cuDNN " << cudnn::version_string() << " plan built in "
               << static_cast<int64_t>(ms) << " ms (engine " << entry.plan->built.engine << ", workspace "
@@ -561,5 +569,17 @@ std::string cudnn_attention_backward(Tensor dq, Tensor dk, Tensor dv, const Tens
 }
 
 std::string cudnn_version_string() { return cudnn::version_string(); }
+
+std::string cudnn_attention_plan_check(const std::string& device_json, bool backward, const ops::AttentionShape& shape,
+                                       const SeqLayout& seqs) {
+  const Sizes z = sizes_of(batch_of(seqs), shape, seqs.num_tokens());
+  try {
+    const cudnn::Descriptor device = cudnn::device_description(device_json);
+    build(backward, z, {.device = &device}, describe(backward, z));
+    return "";
+  } catch (const cudnn::Error& e) {
+    return e.what();
+  }
+}
 
 }  // namespace linea::cuda

@@ -33,4 +33,10 @@ std::string cudnn_attention_backward(Tensor dq, Tensor dk, Tensor dv, const Tens
 // The cuDNN library this process runs, e.g. "9.14.0".
 std::string cudnn_version_string();
 
+// Builds, without running, the execution plan of the forward (or backward) graph for `shape` and
+// `seqs` against a device described by cuDNN's JSON device properties (cudnn_graph.h, Target), so
+// that a machine without that GPU checks that cuDNN accepts the graph. Returns "" or why not.
+std::string cudnn_attention_plan_check(const std::string& device_json, bool backward, const ops::AttentionShape& shape,
+                                       const SeqLayout& seqs);
+
 }  // namespace linea::cuda

@@ -60,6 +60,10 @@ Descriptor::Descriptor(cudnnBackendDescriptorType_t type, std::string name) : na
   check(cudnnBackendCreateDescriptor(type, &desc_), "cudnnBackendCreateDescriptor (" + name_ + ")");
 }
 
+Descriptor::Descriptor(Descriptor&& other) noexcept : desc_(other.desc_), name_(std::move(other.name_)) {
+  other.desc_ = nullptr;
+}
+
 Descriptor::~Descriptor() {
   if (desc_) cudnnBackendDestroyDescriptor(desc_);
 }
@@ -181,12 +185,19 @@ TensorRef OpGraph::reshape(const TensorRef& x, const TensorRef& y) {
   return y;
 }
 
-OpGraph::Plan OpGraph::build_plan(cudnnHandle_t h, const std::string& what) {
+Descriptor device_description(const std::string& json) {
+  Descriptor d(CUDNN_BACKEND_DEVICEPROP_DESCRIPTOR, "device description");
+  d.set(CUDNN_ATTR_DEVICEPROP_JSON_REPRESENTATION, CUDNN_TYPE_CHAR, static_cast<int64_t>(json.size()), json.data())
+      .finalize();
+  return d;
+}
+
+OpGraph::Plan OpGraph::build_plan(const Target& target, const std::string& what) {
   Descriptor& graph = keep(CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR, what + " operation graph");
   std::vector<cudnnBackendDescriptor_t> ops;
   for (const Descriptor* op : operations_) ops.push_back(op->get());
-  graph.set(kGraphHandle, CUDNN_TYPE_HANDLE, 1, &h)
-      .set(CUDNN_ATTR_OPERATIONGRAPH_OPS, CUDNN_TYPE_BACKEND_DESCRIPTOR, static_cast<int64_t>(ops.size()), ops.data())
+  if (target.handle) graph.set(kGraphHandle, CUDNN_TYPE_HANDLE, 1, &target.handle);
+  graph.set(CUDNN_ATTR_OPERATIONGRAPH_OPS, CUDNN_TYPE_BACKEND_DESCRIPTOR, static_cast<int64_t>(ops.size()), ops.data())
       .finalize();
 
   std::string refusals;
@@ -195,8 +206,9 @@ OpGraph::Plan OpGraph::build_plan(cudnnHandle_t h, const std::string& what) {
     try {
       Descriptor heuristics(CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR, what + " " + mode_name);
       heuristics.set(CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH, graph)
-          .set(CUDNN_ATTR_ENGINEHEUR_MODE, CUDNN_TYPE_HEUR_MODE, 1, &mode)
-          .finalize();
+          .set(CUDNN_ATTR_ENGINEHEUR_MODE, CUDNN_TYPE_HEUR_MODE, 1, &mode);
+      if (target.device) heuristics.set(CUDNN_ATTR_ENGINEHEUR_DEVICEPROP, *target.device);
+      heuristics.finalize();
       int64_t count = 0;
       check(cudnnBackendGetAttribute(heuristics.get(), CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR, 0,
                                      &count, nullptr),
@@ -218,9 +230,12 @@ OpGraph::Plan OpGraph::build_plan(cudnnHandle_t h, const std::string& what) {
       for (int64_t i = 0; i < returned; ++i) {
         try {
           Descriptor& plan = keep(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR, what + " plan");
-          plan.set(kPlanHandle, CUDNN_TYPE_HANDLE, 1, &h)
-              .set(CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, *configs[static_cast<size_t>(i)])
-              .finalize();
+          if (target.device) {
+            plan.set(CUDNN_ATTR_EXECUTION_PLAN_DEVICEPROP, *target.device);
+          } else {
+            plan.set(kPlanHandle, CUDNN_TYPE_HANDLE, 1, &target.handle);
+          }
+          plan.set(CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, *configs[static_cast<size_t>(i)]).finalize();
           Plan result{&plan};
           check(cudnnBackendGetAttribute(plan.get(), CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE, CUDNN_TYPE_INT64, 1,
                                          nullptr, &result.workspace_bytes),

@@ -34,6 +34,7 @@ class Descriptor {
  public:
   Descriptor(cudnnBackendDescriptorType_t type, std::string name);
   ~Descriptor();
+  Descriptor(Descriptor&& other) noexcept;
   Descriptor(const Descriptor&) = delete;
   Descriptor& operator=(const Descriptor&) = delete;
 
@@ -52,6 +53,15 @@ class Descriptor {
   cudnnBackendDescriptor_t desc_ = nullptr;
   std::string name_;
 };
+
+// What plans are built for: the calling thread's device (its handle), or a device described by
+// cuDNN's JSON device properties (CUDNN_BACKEND_DEVICEPROP_DESCRIPTOR, cuDNN 9.8 and newer) so
+// that a machine without that GPU can build and check them (they cannot run there).
+struct Target {
+  cudnnHandle_t handle = nullptr;
+  const Descriptor* device = nullptr;
+};
+Descriptor device_description(const std::string& json);
 
 // A tensor of an operation graph: its descriptor and what the graph's operations need to know.
 struct TensorRef {
@@ -88,16 +98,16 @@ class OpGraph {
   TensorRef reduction(cudnnReduceTensorOp_t op, const TensorRef& x, const TensorRef& y);
   TensorRef reshape(const TensorRef& x, const TensorRef& y);
 
-  // Finalizes the graph on `h` and returns the plan of the first engine configuration that cuDNN's
-  // heuristics (mode A, then the fallback list) rank and that finalizes; throws Error listing what
-  // each step answered when none does.
+  // Finalizes the graph for `target` and returns the plan of the first engine configuration that
+  // cuDNN's heuristics (mode A, then the fallback list) rank and that finalizes; throws Error
+  // listing what each step answered when none does.
   struct Plan {
     Descriptor* plan = nullptr;
     int64_t workspace_bytes = 0;
     int64_t engine = -1;  // cuDNN's global engine index
     bool nondeterministic = false;
   };
-  Plan build_plan(cudnnHandle_t h, const std::string& what);
+  Plan build_plan(const Target& target, const std::string& what);
 
  private:
   Descriptor& keep(cudnnBackendDescriptorType_t type, std::string name);

@@ -6,8 +6,10 @@
 // layouts both appear). The backward runs on the device's own out and lse, as in training. Also:
 // the own kernels give bit-identical results run to run; `auto` falls back to the own kernels for
 // what cuDNN refuses (f32) and says why, `cudnn` refuses it with an error; an unsupported head dim
-// is a clear error. Every comparison prints its err_ratio and max abs error (with window 1 every
+// is a clear error; without a device, cuDNN accepts and compiles every graph for an H200
+// (CudnnAttentionGraphs). Every comparison prints its err_ratio and max abs error (with window 1 every
 // query sees only itself: dq = dk = 0 exactly, and the device's rounding noise passes by abs_err ≤ 1e-6).
+#include <dlfcn.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -176,6 +178,50 @@ TEST_F(GpuAttentionCudnn, AutoFallsBackAndSaysWhy) {
   }
   run_gpu(c, in, DType::bf16, AttentionBackend::automatic);
   EXPECT_TRUE(cuda::last_attention_route().cudnn) << cuda::last_attention_route().reason;
+}
+
+// cuDNN's JSON description of an H200 (the cudaDeviceProp fields that cuDNN reads: compute
+// capability 9.0, 132 multiprocessors, 227 KB of opt-in shared memory per block, 50 MB of L2,
+// 141 GB of memory): what the graphs below are built for on a machine without one.
+constexpr const char* kH200 =
+    R"({"cudaDeviceId":0,"deviceName":"NVIDIA H200","deviceVer":900,"driverVer":13000,"isTccDriver":0,)"
+    R"("l2CacheSize":52428800,"maxCtasPerSM":32,"maxRegistersPerSM":65536,"maxSharedMemoryPerBlock":49152,)"
+    R"("maxSharedMemoryPerBlockOptin":232448,"maxThreadsPerBlock":1024,"maxThreadsPerSM":2048,)"
+    R"("memClockRateKHz":3201000,"multiProcessorCount":132,"pciDeviceId":0,"regsPerBlock":65536,)"
+    R"("reservedSharedMemoryPerBlock":1024,"smClockRateKHz":1980000,"supportCoopLaunch":1,)"
+    R"("totalGlobalMem":150754820096,"warpSize":32,"maxBlockSize":[1024,1024,64],)"
+    R"("maxGridSize":[2147483647,65535,65535]})";
+
+// cuDNN compiles its fused attention kernels through the CUDA driver library: the real one, or the
+// toolkit's stub (lib64/stubs) on a machine without a GPU.
+bool driver_library_loadable() {
+  return dlopen("libcuda.so.1", RTLD_LAZY) != nullptr || dlopen("libcuda.so", RTLD_LAZY) != nullptr;
+}
+
+// Dense and ragged layouts, GQA, windows, forward and backward: cuDNN's heuristics accept every
+// graph for an H200 and its engines compile their kernels. The plan is then built (a machine with
+// that GPU), or fails only at loading the compiled module into a driver that has no such device
+// (CUDNN_STATUS_EXECUTION_FAILED_CUDA_DRIVER); a graph cuDNN does not take gets no engine at all.
+TEST(CudnnAttentionGraphs, CompileForAnH200WithoutOne) {
+  const std::vector<Case> graphs = {
+      {SeqLayout::uniform(2, 256), 4, 4, 128, 0},    {SeqLayout::uniform(2, 256), 8, 2, 64, 100},
+      {SeqLayout{{0, 15, 100, 300}}, 8, 2, 64, 0},   {SeqLayout{{0, 15, 100, 300}}, 8, 2, 128, 37},
+      {SeqLayout{{0, 0, 70, 70, 201}}, 4, 4, 32, 0}, {SeqLayout{{0, 1, 2, 131}}, 2, 1, 64, 1}};
+  if (cuda::check_cudnn_attention_plan(kH200, false, graphs[0].shape(), graphs[0].seqs).find("built without cuDNN") !=
+      std::string::npos) {
+    GTEST_SKIP() << "built without cuDNN";
+  }
+  if (!driver_library_loadable()) {
+    GTEST_SKIP() << "no CUDA driver library to compile cuDNN's kernels with (without a GPU, "
+                    "LD_LIBRARY_PATH=/usr/local/cuda/lib64/stubs provides one)";
+  }
+  for (const Case& c : graphs) {
+    for (const bool backward : {false, true}) {
+      const std::string refusal = cuda::check_cudnn_attention_plan(kH200, backward, c.shape(), c.seqs);
+      EXPECT_TRUE(refusal.empty() || refusal.find("CUDNN_STATUS_EXECUTION_FAILED_CUDA_DRIVER") != std::string::npos)
+          << (backward ? "backward " : "forward ") << c.name() << ": " << refusal;
+    }
+  }
 }
 
 TEST_P(GpuAttention, RunsAreBitIdentical) {
