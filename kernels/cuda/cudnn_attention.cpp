@@ -5,7 +5,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cstring>
 #include <limits>
 #include <map>
 #include <memory>
@@ -33,6 +32,8 @@ constexpr int64_t kMaxHeadDim = 128;
 // cuDNN up to 9.15 needs a padding mask in the backward unless the sequence length is a multiple
 // of 128: other uniform layouts run as ragged ones.
 constexpr int64_t kDenseMultiple = 128;
+// A ragged batch's bound S on the document length is at least this (cuDNN's backward refuses
+// S = 1, and tiny bounds would only multiply the plans).
 constexpr int64_t kShortestRaggedBound = 64;
 
 // The tensors a call binds, by uid (the graph numbers its own tensors from 1000).
@@ -95,8 +96,8 @@ Batch batch_of(const SeqLayout& seqs) {
 
 // What a graph is built for: the batch shape, heads, head dim, window (0 = none) and layout.
 struct Sizes {
-  bool ragged;
-  int64_t b, s, hq, hk, d, window;
+  bool ragged = false;
+  int64_t b = 0, s = 0, hq = 0, hk = 0, d = 0, window = 0;
   auto key() const { return std::make_tuple(ragged, b, s, hq, hk, d, window); }
   std::string describe() const {
     return std::string(ragged ? "ragged" : "dense") + " B " + std::to_string(b) + " S " + std::to_string(s) +
@@ -503,6 +504,22 @@ Prepared prepare(bool backward, std::initializer_list<const Tensor*> tensors, co
 
 size_t f32_bytes(int64_t count) { return static_cast<size_t>(count) * sizeof(float); }
 
+// What both directions bind: Q, K, V, O, the statistics (at `stats`), the scale, the plan's
+// constants and, for a ragged batch, the layout.
+Bindings common_bindings(const Prepared& p, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
+                         const void* stats, const float* scale, const SeqLayout& seqs) {
+  Bindings bound;
+  bound.bind(kQ, q.raw());
+  bound.bind(kK, k.raw());
+  bound.bind(kV, v.raw());
+  bound.bind(kO, out.raw());
+  bound.bind(kStats, stats);
+  bound.bind(kScale, scale);
+  bound.bind_plan(*p.plan);
+  if (p.sizes.ragged) bound.bind_layout(device_layout(seqs, p.batch, p.sizes));
+  return bound;
+}
+
 }  // namespace
 
 std::string cudnn_attention_forward(Tensor out, Tensor lse, const Tensor& q, const Tensor& k, const Tensor& v,
@@ -515,15 +532,7 @@ std::string cudnn_attention_forward(Tensor out, Tensor lse, const Tensor& q, con
   const std::vector<void*> pieces = scratch({static_cast<size_t>(p.plan->built.workspace_bytes),
                                              z.ragged ? 0 : f32_bytes(n * z.hq)});  // head-major statistics
   const float scale = static_cast<float>(shape.scale);
-  Bindings bound;
-  bound.bind(kQ, q.raw());
-  bound.bind(kK, k.raw());
-  bound.bind(kV, v.raw());
-  bound.bind(kO, out.raw());
-  bound.bind(kStats, z.ragged ? lse.raw() : pieces[1]);
-  bound.bind(kScale, &scale);
-  bound.bind_plan(*p.plan);
-  if (z.ragged) bound.bind_layout(device_layout(seqs, p.batch, z));
+  const Bindings bound = common_bindings(p, q, k, v, out, z.ragged ? lse.raw() : pieces[1], &scale, seqs);
   cudnn::execute(cudnn::handle(), *p.plan->built.plan, bound.uids, bound.pointers, pieces[0],
                  "cuDNN attention forward (" + z.describe() + ")");
   if (!z.ragged)
@@ -548,21 +557,13 @@ std::string cudnn_attention_backward(Tensor dq, Tensor dk, Tensor dv, const Tens
   if (!z.ragged)
     lse_to_head_major(static_cast<float*>(pieces[3]), static_cast<const float*>(lse.raw()), z.b, z.s, z.hq);
   const float scale = static_cast<float>(shape.scale);
-  Bindings bound;
-  bound.bind(kQ, q.raw());
-  bound.bind(kK, k.raw());
-  bound.bind(kV, v.raw());
-  bound.bind(kO, out.raw());
+  Bindings bound = common_bindings(p, q, k, v, out, z.ragged ? lse.raw() : pieces[3], &scale, seqs);
   bound.bind(kDO, dout.raw());
-  bound.bind(kStats, z.ragged ? lse.raw() : pieces[3]);
   bound.bind(kDQ, dq.raw());
   bound.bind(kDK, dk.raw());
   bound.bind(kDV, dv.raw());
-  bound.bind(kScale, &scale);
   bound.bind(kSoftmaxSum, pieces[1]);
   bound.bind(kDQAccum, pieces[2]);
-  bound.bind_plan(*p.plan);
-  if (z.ragged) bound.bind_layout(device_layout(seqs, p.batch, z));
   cudnn::execute(cudnn::handle(), *p.plan->built.plan, bound.uids, bound.pointers, pieces[0],
                  "cuDNN attention backward (" + z.describe() + ")");
   return "";
