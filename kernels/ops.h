@@ -143,4 +143,60 @@ void attention_backward(Tensor dq, Tensor dk, Tensor dv, const Tensor& dout, con
                         const Tensor& v, const Tensor& out, const Tensor& lse, const AttentionShape& shape,
                         const SeqLayout& seqs);
 
+// ---- gates of the gated-linear-attention family and HGRN (reference/mixers.md §1.5–1.10) --------
+// Log forget gate: g = log(lb + (1 − lb) · σ(x)) / normalizer, per channel c of x: [N, C], with the
+// lower bound lb: [C] in [0, 1) (HGRN's, HGRN-2's) or undefined (0: g = logsigmoid(x) / normalizer,
+// GLA's with normalizer 16). Computed in log space, stable for any finite x.
+void log_forget_gate_forward(Tensor g, const Tensor& logits, const Tensor& lower_bound, double normalizer);
+// dlogits overwritten; dlower_bound accumulated (undefined to skip; only with a lower bound).
+void log_forget_gate_backward(Tensor dlogits, Tensor dlower_bound, const Tensor& dg, const Tensor& logits,
+                              const Tensor& lower_bound, double normalizer);
+// HGRN's input: out = silu(i) ⊙ (1 − exp(g)), i, g, out of one shape. di, dg overwritten.
+void forget_input_forward(Tensor out, const Tensor& i, const Tensor& g);
+void forget_input_backward(Tensor di, Tensor dg, const Tensor& dout, const Tensor& i, const Tensor& g);
+// RWKV-6's log decay: g = −exp(w). dw overwritten.
+void exp_decay_forward(Tensor g, const Tensor& w);
+void exp_decay_backward(Tensor dw, const Tensor& dg, const Tensor& g);
+// Mamba-2's step and log decay per head: Δ = softplus(dt + dt_bias), g = −exp(A_log) · Δ.
+// dt, delta, g: [N, H]; A_log, dt_bias: [H]. The backward takes ∂L/∂g and ∂L/∂Δ: ddt overwritten,
+// dA_log and ddt_bias accumulated.
+void ssd_gate_forward(Tensor g, Tensor delta, const Tensor& dt, const Tensor& A_log, const Tensor& dt_bias);
+void ssd_gate_backward(Tensor ddt, Tensor dA_log, Tensor ddt_bias, const Tensor& dg, const Tensor& ddelta,
+                       const Tensor& dt, const Tensor& A_log, const Tensor& dt_bias);
+
+// ---- element-wise activations: out = act(x) ------------------------------------------------------
+// silu(x) = x · σ(x); tanh. The backward takes the forward's input x (silu) or output (tanh) as `saved`.
+enum class Activation { silu, tanh };
+void activation_forward(Tensor out, const Tensor& x, Activation act);
+// dx overwritten; saved = x for silu, out for tanh.
+void activation_backward(Tensor dx, const Tensor& dout, const Tensor& saved, Activation act);
+
+// ---- token shift (RWKV-6): delta_t = x_{t−1} − x_t, x_{t−1} = 0 at the start of t's sequence --------
+// x, delta: [N, C]. The backward: dx_t = −ddelta_t + ddelta_{t+1} (the latter within t's sequence).
+void token_shift_forward(Tensor delta, const Tensor& x, const SeqLayout& seqs);
+void token_shift_backward(Tensor dx, const Tensor& ddelta, const SeqLayout& seqs);
+
+// ---- GroupNorm over the channels of each of G groups (RWKV-6's output norm over heads) ------------
+// y = (x − μ) · rstd · w + b per group of C/G channels, μ and rstd = 1/sqrt(var + eps) over the
+// group. x, out: [N, C]; weight, bias: [C]; mean, rstd: [N, G] (saved for backward).
+void group_norm_forward(Tensor out, Tensor mean, Tensor rstd, const Tensor& x, const Tensor& weight, const Tensor& bias,
+                        int64_t groups, double eps);
+// dx overwritten; dweight, dbias accumulated.
+void group_norm_backward(Tensor dx, Tensor dweight, Tensor dbias, const Tensor& dout, const Tensor& x,
+                         const Tensor& weight, const Tensor& mean, const Tensor& rstd, int64_t groups);
+
+// ---- per-head broadcasts (Mamba-2: B and C shared by the heads, Δ and D per head) ------------------
+// repeat_heads: out[n, h·K + k] = x[n, k] for H heads (x: [N, K], out: [N, H·K]); its backward
+// sum_heads: dx[n, k] = Σ_h dout[n, h·K + k] (overwritten).
+void repeat_heads(Tensor out, const Tensor& x, int64_t heads);
+void sum_heads(Tensor dx, const Tensor& dout, int64_t heads);
+// scale_heads: out[n, h·P + p] = x[n, h·P + p] · s[n, h] (x, out: [N, H·P]; s: [N, H]).
+// Backward: dx = dout · s, ds[n, h] = Σ_p dout · x (both overwritten).
+void scale_heads_forward(Tensor out, const Tensor& x, const Tensor& s);
+void scale_heads_backward(Tensor dx, Tensor ds, const Tensor& dout, const Tensor& x, const Tensor& s);
+// add_scaled_heads: y[n, h·P + p] += D[h] · x[n, h·P + p] (D: [H]). Backward: dx += D · dy
+// (accumulated, as x has other uses), dD[h] += Σ_{n,p} dy · x.
+void add_scaled_heads_forward(Tensor y, const Tensor& x, const Tensor& D);
+void add_scaled_heads_backward(Tensor dx, Tensor dD, const Tensor& dy, const Tensor& x, const Tensor& D);
+
 }  // namespace linea::ops
