@@ -70,8 +70,11 @@ struct ModelConfig {
 };
 
 // The attention layer indices a hybrid rule gives for `layers` layers: "pure" → none; "r:1" → the
-// last layer of every group of r + 1 (24 layers "3:1" → 3, 7, …, 23). Throws std::invalid_argument
-// (without a key name) for a malformed rule or one that places no attention layer.
+// stack cut from its first layer into groups of r + 1, attention at the last layer of every whole
+// group, a trailing partial group all linear (24 layers "3:1" → 3, 7, …, 23; 24 layers "6:1" → 6,
+// 13, 20). A stack shorter than one group is one group: attention at its last layer (21 or 24
+// layers "24:1" → the last layer), so every ratio resolves for every layer count. Throws
+// std::invalid_argument (without a key name) for a malformed rule.
 std::vector<int64_t> hybrid_attention_layers(std::string_view rule, int64_t layers);
 
 // fla's default SwiGLU width: 256 · ceil(int(d · 8/3) / 256).

@@ -175,7 +175,6 @@ TEST(ModelConfig, ErrorsNameTheFileAndKey) {
   EXPECT_TRUE(fails({"model.hybrid=3:2"}, {"test.toml: model.hybrid: expected \"pure\", a ratio \"r:1\"", "'3:2'"}));
   EXPECT_TRUE(fails({"model.hybrid=x:1"}, {"model.hybrid", "'x:1'"}));
   EXPECT_TRUE(fails({"model.hybrid=0:1"}, {"model.hybrid", "'0:1'"}));
-  EXPECT_TRUE(fails({"model.hybrid=4:1"}, {"model.hybrid: ratio 4:1 places no attention layer among 4 layers"}));
   EXPECT_TRUE(fails({"model.hybrid=[1, 4]"}, {"model.hybrid: attention layer 4 is outside [0, 4)"}));
   EXPECT_TRUE(fails({"model.hybrid=[1, 1]"}, {"model.hybrid: attention layer 1 is listed twice"}));
   EXPECT_TRUE(fails({"model.mixer=attention"}, {"model.hybrid: a hybrid layout needs a linear mixer"}));
@@ -190,8 +189,25 @@ TEST(ModelConfig, HybridRules) {
   EXPECT_EQ(hybrid_attention_layers("6:1", 24), (std::vector<int64_t>{6, 13, 20}));
   EXPECT_EQ(hybrid_attention_layers("1:1", 6), (std::vector<int64_t>{1, 3, 5}));
   EXPECT_EQ(hybrid_attention_layers("24:1", 25), (std::vector<int64_t>{24}));
+  EXPECT_EQ(hybrid_attention_layers("12:1", 21), (std::vector<int64_t>{12}));
+  // Shorter than one group: one attention layer, the last.
+  EXPECT_EQ(hybrid_attention_layers("24:1", 24), (std::vector<int64_t>{23}));
+  EXPECT_EQ(hybrid_attention_layers("24:1", 21), (std::vector<int64_t>{20}));
+  EXPECT_EQ(hybrid_attention_layers("3:1", 3), (std::vector<int64_t>{2}));
+  EXPECT_EQ(hybrid_attention_layers("3:1", 1), (std::vector<int64_t>{0}));
+  // Every ratio of seed 001 resolves on every depth from 1 to 48 layers: at least one attention
+  // layer, indices strictly increasing inside the stack, the last group's attention at its end.
+  for (int64_t r : {24, 12, 6, 3}) {
+    for (int64_t layers = 1; layers <= 48; ++layers) {
+      const std::vector<int64_t> at = hybrid_attention_layers(std::to_string(r) + ":1", layers);
+      ASSERT_FALSE(at.empty()) << r << ":1 on " << layers;
+      EXPECT_EQ(static_cast<int64_t>(at.size()), std::max<int64_t>(1, layers / (r + 1))) << r << ":1 on " << layers;
+      for (size_t i = 0; i < at.size(); ++i) {
+        EXPECT_TRUE(at[i] >= 0 && at[i] < layers && (i == 0 || at[i] > at[i - 1])) << r << ":1 on " << layers;
+      }
+    }
+  }
   EXPECT_TRUE(hybrid_attention_layers("pure", 24).empty());
-  EXPECT_THROW(hybrid_attention_layers("3:1", 3), std::invalid_argument);
   EXPECT_THROW(hybrid_attention_layers("3", 24), std::invalid_argument);
   EXPECT_THROW(hybrid_attention_layers("3:1:1", 24), std::invalid_argument);
 }
