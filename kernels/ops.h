@@ -69,13 +69,15 @@ void rope_apply(Tensor x, const Tensor& positions, int64_t heads, double base, b
 void l2norm_forward(Tensor out, Tensor rstd, const Tensor& x, int64_t heads, double eps);
 void l2norm_backward(Tensor dx, const Tensor& dout, const Tensor& out, const Tensor& rstd, int64_t heads);
 
-// ---- short causal depthwise conv (kernel W = weight.dim(1), no bias) + SiLU --------------------
-// pre[t, c] = Σ_{i<W} weight[c, i] · x[t − (W−1) + i, c], x taken as 0 before the start of t's
-// sequence in `seqs`; out = silu(pre). x, out: [N, C]; weight: [C, W].
-void short_conv_silu_forward(Tensor out, const Tensor& x, const Tensor& weight, const SeqLayout& seqs);
-// dx overwritten, dweight accumulated (pre is recomputed)
+// ---- short causal depthwise conv (kernel W = weight.dim(1), optional bias) + SiLU ----------------
+// pre[t, c] = Σ_{i<W} weight[c, i] · x[t − (W−1) + i, c] (+ bias[c]), x taken as 0 before the start
+// of t's sequence in `seqs`; out = silu(pre). x, out: [N, C]; weight: [C, W]; bias: [C] or
+// undefined (no bias: fla's ShortConvolution; Mamba-2's conv has one; CPU only so far).
+void short_conv_silu_forward(Tensor out, const Tensor& x, const Tensor& weight, const SeqLayout& seqs,
+                             const Tensor& bias = Tensor());
+// dx overwritten, dweight and dbias accumulated (pre is recomputed); dbias with bias only.
 void short_conv_silu_backward(Tensor dx, Tensor dweight, const Tensor& dout, const Tensor& x, const Tensor& weight,
-                              const SeqLayout& seqs);
+                              const SeqLayout& seqs, const Tensor& bias = Tensor(), Tensor dbias = Tensor());
 
 // ---- gates -------------------------------------------------------------------------------------
 // β = scale · σ(logits) (scale 2 when negative eigenvalues are allowed). logits, beta: same shape.
