@@ -125,4 +125,28 @@ void ssd_gate_backward(Tensor ddt, Tensor dA_log, Tensor ddt_bias, const Tensor&
   });
 }
 
+void layer_lower_bound_forward(Tensor lower_bound, const Tensor& gamma, int64_t layer) {
+  OpArguments args("layer_lower_bound_forward");
+  args.floating(gamma, "gamma", kMatrix).floating(lower_bound, "lower_bound", {gamma.dim(1)});
+  args.require(layer >= 0 && layer < gamma.dim(0), "layer",
+               "expected a layer in [0, " + std::to_string(gamma.dim(0)) + "), got " + std::to_string(layer));
+  args.dispatch([&](auto zero) {
+    using T = decltype(zero);
+    cpu::layer_lower_bound_forward(lower_bound.data<T>(), gamma.data<T>(), gamma.dim(0), gamma.dim(1), layer);
+  });
+}
+
+void layer_lower_bound_backward(Tensor dgamma, const Tensor& dlower_bound, const Tensor& gamma, int64_t layer) {
+  OpArguments args("layer_lower_bound_backward");
+  args.floating(gamma, "gamma", kMatrix).floating(dgamma, "dgamma", gamma.shape());
+  args.floating(dlower_bound, "dlower_bound", {gamma.dim(1)});
+  args.require(layer >= 0 && layer < gamma.dim(0), "layer",
+               "expected a layer in [0, " + std::to_string(gamma.dim(0)) + "), got " + std::to_string(layer));
+  args.dispatch([&](auto zero) {
+    using T = decltype(zero);
+    cpu::layer_lower_bound_backward(dgamma.data<T>(), dlower_bound.data<T>(), gamma.data<T>(), gamma.dim(0),
+                                    gamma.dim(1), layer);
+  });
+}
+
 }  // namespace linea::ops

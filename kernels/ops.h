@@ -129,22 +129,6 @@ double lm_head_combine_statistics(Tensor lse, const Tensor& gathered_stats, cons
 void lm_head_shard_backward(Tensor dx, Tensor dweight, const Tensor& x, const Tensor& weight, const Tensor& targets,
                             int64_t vocab_begin, const Tensor& lse, double loss_scale);
 
-// ---- causal softmax attention (GQA, optional sliding window) -----------------------------------
-// q: [N, Hq·Dh], k, v: [N, Hkv·Dh] (Hq a multiple of Hkv; query head h reads kv head h/(Hq/Hkv)).
-// o_t = Σ_{s ∈ window(t)} softmax_s(scale · q_t·k_s) v_s, where window(t) = the tokens s ≤ t of t's
-// sequence with t − s < window (window 0 = unlimited). out: [N, Hq·Dh]; lse: f32/f64 [N, Hq]
-// (log-sum-exp of the scaled scores, saved for backward).
-struct AttentionShape {
-  int64_t q_heads = 1, kv_heads = 1, head_dim = 1, window = 0;
-  double scale = 1.0;
-};
-void attention_forward(Tensor out, Tensor lse, const Tensor& q, const Tensor& k, const Tensor& v,
-                       const AttentionShape& shape, const SeqLayout& seqs);
-// dq, dk, dv overwritten
-void attention_backward(Tensor dq, Tensor dk, Tensor dv, const Tensor& dout, const Tensor& q, const Tensor& k,
-                        const Tensor& v, const Tensor& out, const Tensor& lse, const AttentionShape& shape,
-                        const SeqLayout& seqs);
-
 // ---- gates of the gated-linear-attention family and HGRN (reference/mixers.md §1.5–1.10) --------
 // Log forget gate: g = log(lb + (1 − lb) · σ(x)) / normalizer, per channel c of x: [N, C], with the
 // lower bound lb: [C] in [0, 1) (HGRN's, HGRN-2's) or undefined (0: g = logsigmoid(x) / normalizer,
@@ -166,6 +150,13 @@ void ssd_gate_forward(Tensor g, Tensor delta, const Tensor& dt, const Tensor& A_
 void ssd_gate_backward(Tensor ddt, Tensor dA_log, Tensor ddt_bias, const Tensor& dg, const Tensor& ddelta,
                        const Tensor& dt, const Tensor& A_log, const Tensor& dt_bias);
 
+// HGRN's and HGRN-2's lower bounds, shared by the layers: Γ: [L, C] (one row per layer), p = softmax
+// of Γ over the L layers (per channel), lb_ℓ = Σ_{1 ≤ m ≤ ℓ} p_m (so lb_0 = 0, rising with depth).
+// lower_bound: [C], this layer's. The backward accumulates into dgamma: with dp_m = dlb for
+// 1 ≤ m ≤ ℓ (else 0), dΓ_j += p_j ⊙ (dp_j − Σ_m p_m ⊙ dp_m).
+void layer_lower_bound_forward(Tensor lower_bound, const Tensor& gamma, int64_t layer);
+void layer_lower_bound_backward(Tensor dgamma, const Tensor& dlower_bound, const Tensor& gamma, int64_t layer);
+
 // ---- element-wise activations: out = act(x) ------------------------------------------------------
 // silu(x) = x · σ(x); tanh. The backward takes the forward's input x (silu) or output (tanh) as `saved`.
 enum class Activation { silu, tanh };
@@ -177,6 +168,18 @@ void activation_backward(Tensor dx, const Tensor& dout, const Tensor& saved, Act
 // x, delta: [N, C]. The backward: dx_t = −ddelta_t + ddelta_{t+1} (the latter within t's sequence).
 void token_shift_forward(Tensor delta, const Tensor& x, const SeqLayout& seqs);
 void token_shift_backward(Tensor dx, const Tensor& ddelta, const SeqLayout& seqs);
+
+// RWKV-6's lerp: out = x + delta ⊙ mu, mu: [N, C] (data-dependent) or [C] (a parameter, the same
+// for every row). x, delta, out: [N, C]. The backward adds dout ⊙ mu to ddelta, and writes dmu =
+// dout ⊙ delta ([N, C]) or adds Σ_n dout ⊙ delta ([C]); dx = dout is the caller's to add.
+void lerp_forward(Tensor out, const Tensor& x, const Tensor& delta, const Tensor& mu);
+void lerp_backward(Tensor ddelta, Tensor dmu, const Tensor& dout, const Tensor& delta, const Tensor& mu);
+
+// ---- column blocks of [N, C] tensors -------------------------------------------------------------
+// column_slice: out = x[:, begin, begin + c) (out: [N, c]); column_place: out[:, begin, begin + c) = x
+// (x: [N, c]; the other columns of out untouched).
+void column_slice(Tensor out, const Tensor& x, int64_t begin);
+void column_place(Tensor out, const Tensor& x, int64_t begin);
 
 // ---- GroupNorm over the channels of each of G groups (RWKV-6's output norm over heads) ------------
 // y = (x − μ) · rstd · w + b per group of C/G channels, μ and rstd = 1/sqrt(var + eps) over the

@@ -1,4 +1,4 @@
-// bench_gpu_delta_rule: times the CUDA delta rule (kernels/cuda/delta_rule.h) at the shapes of
+// bench_gpu_delta_rule: times the CUDA delta rule (model/mixers/delta_rule/cuda/delta_rule.h) at the shapes of
 // shared/ANCHORS.md (B·T = 32768 tokens, H = 16, K = V = 128; T = 4096, 16384, 32768 with B = 8, 2,
 // 1), bf16 operands and f32 gates, for DeltaNet, GDN, KDA and GDN-2: one JSON line per (mixer, T)
 // with the forward and forward+backward milliseconds (CUDA events, mean over the timed launches),
@@ -14,8 +14,9 @@
 #include <string>
 
 #include "bench/cuda/gpu_bench.h"
-#include "kernels/delta_rule.h"
 #include "kernels/random.h"
+#include "model/mixers/delta_rule/delta_rule.h"
+#include "model/mixers/delta_rule/delta_rule_config.h"
 
 namespace {
 
@@ -36,12 +37,6 @@ Reference anchors(const std::string& mixer, int64_t T) {
 }
 
 nlohmann::json optional_json(const std::optional<double>& v) { return v ? nlohmann::json(*v) : nlohmann::json(); }
-
-struct Mixer {
-  const char* name;
-  ops::DecayKind decay;
-  ops::GateKind gate;
-};
 
 constexpr int64_t kTokens = 32768, kHeads = 16, kKeyDim = 128, kValueDim = 128, kChunk = 64;
 
@@ -66,7 +61,7 @@ struct Operands {
   }
 };
 
-void bench_mixer(const Mixer& m, int64_t batch, int iterations, const Operands& x) {
+void bench_mixer(const DeltaRulePreset& m, int64_t batch, int iterations, const Operands& x) {
   const int64_t T = kTokens / batch, N = kTokens, H = kHeads, K = kKeyDim, V = kValueDim, C = kChunk;
   const ops::DeltaRuleSpec spec{m.decay, m.gate, 1 / std::sqrt(static_cast<double>(K))};
   const SeqLayout seqs = SeqLayout::uniform(batch, T);
@@ -122,12 +117,8 @@ int main(int argc, char** argv) {
   emit_device();
   Rng rng(2026);
   const Operands operands(rng);
-  const Mixer mixers[] = {{"deltanet", ops::DecayKind::none, ops::GateKind::beta},
-                          {"gdn", ops::DecayKind::scalar, ops::GateKind::beta},
-                          {"kda", ops::DecayKind::channel, ops::GateKind::beta},
-                          {"gdn2", ops::DecayKind::channel, ops::GateKind::erase_write}};
   bool known = only_mixer.empty();
-  for (const Mixer& m : mixers) {
+  for (const DeltaRulePreset& m : delta_rule_presets()) {
     if (!only_mixer.empty() && only_mixer != m.name) continue;
     known = true;
     for (const int64_t batch : {8, 2, 1}) {

@@ -1,7 +1,9 @@
 #include "kernels/cpu/forget_gates.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
+#include <vector>
 
 #include "kernels/cpu/activations.h"
 #include "kernels/cpu/parallel.h"
@@ -146,15 +148,55 @@ void ssd_gate_backward(T* ddt, T* dA_log, T* ddt_bias, const T* dg, const T* dde
   });
 }
 
-#define LINEA_FORGET_GATES(T)                                                                           \
-  template void log_forget_gate_forward<T>(T*, const T*, const T*, int64_t, int64_t, T);                \
-  template void log_forget_gate_backward<T>(T*, T*, const T*, const T*, const T*, int64_t, int64_t, T); \
-  template void forget_input_forward<T>(T*, const T*, const T*, int64_t);                               \
-  template void forget_input_backward<T>(T*, T*, const T*, const T*, const T*, int64_t);                \
-  template void exp_decay_forward<T>(T*, const T*, int64_t);                                            \
-  template void exp_decay_backward<T>(T*, const T*, const T*, int64_t);                                 \
-  template void ssd_gate_forward<T>(T*, T*, const T*, const T*, const T*, int64_t, int64_t);            \
-  template void ssd_gate_backward<T>(T*, T*, T*, const T*, const T*, const T*, const T*, const T*, int64_t, int64_t);
+namespace {
+// p[m] = softmax over the L layers of channel c of Γ, into p (L values).
+template <class T>
+void layer_softmax(const T* gamma, int64_t layers, int64_t width, int64_t c, T* p) {
+  T top = gamma[c];
+  for (int64_t m = 1; m < layers; ++m) top = std::max(top, gamma[m * width + c]);
+  T sum = 0;
+  for (int64_t m = 0; m < layers; ++m) sum += p[m] = std::exp(gamma[m * width + c] - top);
+  for (int64_t m = 0; m < layers; ++m) p[m] /= sum;
+}
+}  // namespace
+
+template <class T>
+void layer_lower_bound_forward(T* lower_bound, const T* gamma, int64_t layers, int64_t width, int64_t layer) {
+  std::vector<T> p(static_cast<size_t>(layers));
+  for (int64_t c = 0; c < width; ++c) {
+    layer_softmax(gamma, layers, width, c, p.data());
+    T sum = 0;
+    for (int64_t m = 1; m <= layer; ++m) sum += p[m];
+    lower_bound[c] = sum;
+  }
+}
+
+template <class T>
+void layer_lower_bound_backward(T* dgamma, const T* dlower_bound, const T* gamma, int64_t layers, int64_t width,
+                                int64_t layer) {
+  std::vector<T> p(static_cast<size_t>(layers));
+  for (int64_t c = 0; c < width; ++c) {
+    layer_softmax(gamma, layers, width, c, p.data());
+    T weighted = 0;  // Σ_m p_m dp_m
+    for (int64_t m = 1; m <= layer; ++m) weighted += p[m] * dlower_bound[c];
+    for (int64_t j = 0; j < layers; ++j) {
+      const T dp = j >= 1 && j <= layer ? dlower_bound[c] : T(0);
+      dgamma[j * width + c] += p[j] * (dp - weighted);
+    }
+  }
+}
+
+#define LINEA_FORGET_GATES(T)                                                                                         \
+  template void log_forget_gate_forward<T>(T*, const T*, const T*, int64_t, int64_t, T);                              \
+  template void log_forget_gate_backward<T>(T*, T*, const T*, const T*, const T*, int64_t, int64_t, T);               \
+  template void forget_input_forward<T>(T*, const T*, const T*, int64_t);                                             \
+  template void forget_input_backward<T>(T*, T*, const T*, const T*, const T*, int64_t);                              \
+  template void exp_decay_forward<T>(T*, const T*, int64_t);                                                          \
+  template void exp_decay_backward<T>(T*, const T*, const T*, int64_t);                                               \
+  template void ssd_gate_forward<T>(T*, T*, const T*, const T*, const T*, int64_t, int64_t);                          \
+  template void ssd_gate_backward<T>(T*, T*, T*, const T*, const T*, const T*, const T*, const T*, int64_t, int64_t); \
+  template void layer_lower_bound_forward<T>(T*, const T*, int64_t, int64_t, int64_t);                                \
+  template void layer_lower_bound_backward<T>(T*, const T*, const T*, int64_t, int64_t, int64_t);
 LINEA_FORGET_GATES(float)
 LINEA_FORGET_GATES(double)
 #undef LINEA_FORGET_GATES

@@ -7,6 +7,8 @@
 //   ssd gate         Δ = softplus(dt + dt_bias_h), g = −exp(A_log_h) Δ:
 //                    ddt = (ddelta − exp(A_log_h) dg) σ(dt + dt_bias_h),  ddt_bias_h += Σ_n ddt,
 //                    dA_log_h += Σ_n dg · g
+//   lower bounds     p = softmax over the L rows of Γ (per channel), lb_ℓ = Σ_{1≤m≤ℓ} p_m;
+//                    dΓ_j += p_j (dp_j − Σ_m p_m dp_m), dp_m = dlb for 1 ≤ m ≤ ℓ
 // Rows of `width` channels (forget gate) or `heads` values (ssd gate). Parameter gradients are
 // accumulated in fixed row blocks (kernels/cpu/row_blocks.h).
 #pragma once
@@ -35,5 +37,11 @@ void ssd_gate_forward(T* g, T* delta, const T* dt, const T* A_log, const T* dt_b
 template <class T>
 void ssd_gate_backward(T* ddt, T* dA_log, T* ddt_bias, const T* dg, const T* ddelta, const T* dt, const T* A_log,
                        const T* dt_bias, int64_t rows, int64_t heads);
+
+template <class T>
+void layer_lower_bound_forward(T* lower_bound, const T* gamma, int64_t layers, int64_t width, int64_t layer);
+template <class T>
+void layer_lower_bound_backward(T* dgamma, const T* dlower_bound, const T* gamma, int64_t layers, int64_t width,
+                                int64_t layer);
 
 }  // namespace linea::cpu

@@ -3,6 +3,7 @@
 #include <vector>
 
 #include "kernels/cpu/parallel.h"
+#include "kernels/cpu/row_blocks.h"
 
 namespace linea::cpu {
 
@@ -45,6 +46,40 @@ void token_shift_backward(T* dx, const T* ddelta, const SeqLayout& seqs, int64_t
   }
 }
 
+template <class T>
+void lerp_forward(T* out, const T* x, const T* delta, const T* mu, bool mu_per_row, int64_t rows, int64_t width) {
+#pragma omp parallel for schedule(static) if (worth_parallel(rows * width))
+  for (int64_t n = 0; n < rows; ++n) {
+    const T* m = mu_per_row ? mu + n * width : mu;
+    for (int64_t c = 0; c < width; ++c) out[n * width + c] = x[n * width + c] + delta[n * width + c] * m[c];
+  }
+}
+
+template <class T>
+void lerp_backward(T* ddelta, T* dmu, const T* dout, const T* delta, const T* mu, bool mu_per_row, int64_t rows,
+                   int64_t width) {
+  if (mu_per_row) {
+#pragma omp parallel for schedule(static) if (worth_parallel(rows * width))
+    for (int64_t i = 0; i < rows * width; ++i) dmu[i] = dout[i] * delta[i];
+  } else {
+    accumulate_over_row_blocks(rows, width, dmu, [&](int64_t begin, int64_t end, T* partial) {
+      for (int64_t n = begin; n < end; ++n) {
+        for (int64_t c = 0; c < width; ++c) partial[c] += dout[n * width + c] * delta[n * width + c];
+      }
+    });
+  }
+#pragma omp parallel for schedule(static) if (worth_parallel(rows * width))
+  for (int64_t n = 0; n < rows; ++n) {
+    const T* m = mu_per_row ? mu + n * width : mu;
+    for (int64_t c = 0; c < width; ++c) ddelta[n * width + c] += dout[n * width + c] * m[c];
+  }
+}
+
+template void lerp_forward<float>(float*, const float*, const float*, const float*, bool, int64_t, int64_t);
+template void lerp_forward<double>(double*, const double*, const double*, const double*, bool, int64_t, int64_t);
+template void lerp_backward<float>(float*, float*, const float*, const float*, const float*, bool, int64_t, int64_t);
+template void lerp_backward<double>(double*, double*, const double*, const double*, const double*, bool, int64_t,
+                                    int64_t);
 template void token_shift_forward<float>(float*, const float*, const SeqLayout&, int64_t);
 template void token_shift_forward<double>(double*, const double*, const SeqLayout&, int64_t);
 template void token_shift_backward<float>(float*, const float*, const SeqLayout&, int64_t);

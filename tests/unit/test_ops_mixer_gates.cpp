@@ -235,5 +235,70 @@ TEST(HeadBroadcast, BackwardsMatchFiniteDifferences) {
   EXPECT_TRUE(gradient_matches("add_scaled_heads dD", skip_loss, D, dD));
 }
 
+TEST(LayerLowerBound, RisesWithDepthAndBackwardMatchesFiniteDifferences) {
+  Rng rng(10);
+  const int64_t layers = 5, width = 3;
+  Tensor gamma = random_tensor({layers, width}, rng, -1, 1);
+  Tensor lb = Tensor::empty({width}, DType::f64);
+  double previous = -1;
+  for (int64_t layer = 0; layer < layers; ++layer) {
+    ops::layer_lower_bound_forward(lb, gamma, layer);
+    EXPECT_GT(lb.data<double>()[1], previous);
+    previous = lb.data<double>()[1];
+  }
+  ops::layer_lower_bound_forward(lb, gamma, 0);
+  for (int64_t c = 0; c < width; ++c) EXPECT_EQ(lb.data<double>()[c], 0.0);
+  // Γ = 0 (fla's init): p = 1/L, lb_ℓ = ℓ/L.
+  const Tensor zero = Tensor::zeros({layers, width}, DType::f64);
+  ops::layer_lower_bound_forward(lb, zero, 3);
+  EXPECT_NEAR(lb.data<double>()[2], 3.0 / layers, 1e-15);
+  const Tensor dlb = random_tensor({width}, rng);
+  for (int64_t layer : {1, 3, 4}) {
+    auto loss = [&] {
+      ops::layer_lower_bound_forward(lb, gamma, layer);
+      return dot(lb, dlb);
+    };
+    Tensor dgamma = Tensor::zeros({layers, width}, DType::f64);
+    ops::layer_lower_bound_backward(dgamma, dlb, gamma, layer);
+    EXPECT_TRUE(gradient_matches("dgamma layer " + std::to_string(layer), loss, gamma, dgamma));
+  }
+}
+
+TEST(Lerp, BackwardMatchesFiniteDifferencesForSharedAndPerRowMu) {
+  Rng rng(11);
+  const int64_t n = 6, c = 4;
+  Tensor x = random_tensor({n, c}, rng), delta = random_tensor({n, c}, rng);
+  const Tensor dout = random_tensor({n, c}, rng);
+  for (bool per_row : {false, true}) {
+    Tensor mu = per_row ? random_tensor({n, c}, rng) : random_tensor({c}, rng);
+    Tensor out = Tensor::empty({n, c}, DType::f64);
+    auto loss = [&] {
+      ops::lerp_forward(out, x, delta, mu);
+      return dot(out, dout);
+    };
+    loss();
+    const double m = mu.data<double>()[per_row ? 2 * c + 1 : 1];
+    EXPECT_DOUBLE_EQ(out.data<double>()[2 * c + 1], x.data<double>()[2 * c + 1] + delta.data<double>()[2 * c + 1] * m);
+    Tensor ddelta = Tensor::zeros({n, c}, DType::f64), dmu = Tensor::zeros(mu.shape(), DType::f64);
+    ops::lerp_backward(ddelta, dmu, dout, delta, mu);
+    EXPECT_TRUE(gradient_matches("ddelta", loss, delta, ddelta));
+    EXPECT_TRUE(gradient_matches("dmu", loss, mu, dmu));
+  }
+}
+
+TEST(Columns, SliceAndPlaceAreInverse) {
+  Rng rng(12);
+  const Tensor x = random_tensor({3, 7}, rng);
+  Tensor block = Tensor::empty({3, 2}, DType::f64), back = Tensor::zeros({3, 7}, DType::f64);
+  ops::column_slice(block, x, 4);
+  ops::column_place(back, block, 4);
+  for (int64_t r = 0; r < 3; ++r) {
+    for (int64_t c = 0; c < 7; ++c) {
+      EXPECT_EQ(back.data<double>()[r * 7 + c], c == 4 || c == 5 ? x.data<double>()[r * 7 + c] : 0.0);
+    }
+  }
+  EXPECT_TRUE(testing::throws_invalid_argument([&] { ops::column_slice(block, x, 6); }, {"column_slice", "begin"}));
+}
+
 }  // namespace
 }  // namespace linea

@@ -1,10 +1,10 @@
-// Dense products on the row-major Blocks of the chunked CPU kernels (kernels/cpu/delta_rule_operands.h),
+// Dense products on the row-major Blocks of the chunked CPU kernels (kernels/chunk/cpu/blocks.h),
 // through OpenBLAS (kernels/cpu/gemm.h). Blocks have at most one chunk of rows and K or V columns;
 // inside the OpenMP loops over (sequence, head) OpenBLAS runs on the calling thread.
 #pragma once
 #include <cstdint>
 
-#include "kernels/cpu/delta_rule_operands.h"
+#include "kernels/chunk/cpu/blocks.h"
 #include "kernels/cpu/gemm.h"
 
 namespace linea::cpu {

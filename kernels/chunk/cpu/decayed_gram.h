@@ -26,7 +26,7 @@
 #include <vector>
 
 #include "kernels/chunk/cpu/block_products.h"
-#include "kernels/cpu/delta_rule_operands.h"
+#include "kernels/chunk/cpu/blocks.h"
 #include "kernels/cpu/gemm.h"
 
 namespace linea::cpu {

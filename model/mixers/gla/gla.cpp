@@ -32,28 +32,24 @@ struct OperandSet {
   const Tensor &q, &k, &v, &g, &u, &h0;
 };
 
-void check_absent(const OpArguments& args, const Tensor& t, const std::string& name, const std::string& why) {
-  args.require(!t.defined(), name, "must be undefined " + why + ", got " + t.describe());
-}
-
 void check_operand_set(OpArguments& args, const GlaSpec& spec, const Dims& d, const OperandSet& s,
                        const std::string& prefix, bool gradients) {
   args.floating(s.q, prefix + "q", {d.tokens, d.heads, d.key_dim});
   if (spec.key == GlaKey::given) {
     args.floating(s.k, prefix + "k", {d.tokens, d.heads, d.key_dim});
   } else {
-    check_absent(args, s.k, prefix + "k", "when the key is tied to the decay (k = 1 − exp(g))");
+    args.absent(s.k, prefix + "k", "when the key is tied to the decay (k = 1 − exp(g))");
   }
   args.floating(s.v, prefix + "v", {d.tokens, d.heads, d.value_dim});
   if (gradients && spec.decay == GlaDecay::head) {
-    check_absent(args, s.g, prefix + "g", "for a fixed per-head decay (it has no gradient)");
+    args.absent(s.g, prefix + "g", "for a fixed per-head decay (it has no gradient)");
   } else {
     args.floating(s.g, prefix + "g", decay_shape(spec, d));
   }
   if (spec.readout == GlaReadout::before_write_bonus) {
     args.floating(s.u, prefix + "u", {d.heads, d.key_dim});
   } else {
-    check_absent(args, s.u, prefix + "u", "without the bonus readout");
+    args.absent(s.u, prefix + "u", "without the bonus readout");
   }
   args.optional_floating(s.h0, prefix + "h0", {d.seqs, d.heads, d.key_dim, d.value_dim});
 }
@@ -90,7 +86,7 @@ cpu::GlaOperands<T> operands(const GlaSpec& spec, const GlaInputs& in, const Dim
   switch (spec.decay) {
     case GlaDecay::channel: x.log_decay = Rows::dense(g, d.heads, d.key_dim); break;
     case GlaDecay::scalar: x.log_decay = Rows::broadcast(g, d.heads); break;
-    case GlaDecay::head: x.log_decay = Rows{g, 0, 1, 0}; break;  // one value per head for every token
+    case GlaDecay::head: x.log_decay = Rows::per_head(g); break;
   }
   if (in.u.defined()) x.u = in.u.data<T>();
   if (in.h0.defined()) x.h0 = in.h0.data<T>();

@@ -1,6 +1,6 @@
 // How the CPU kernels of the gated-linear-attention family see their operands (the math is in
 // model/mixers/gla/gla.h). Per-token operands are Rows views of [N, H, C] buffers, as for the delta
-// rule (kernels/cpu/delta_rule_operands.h): a scalar decay [N, H] is a view that broadcasts over the
+// rule (kernels/chunk/cpu/blocks.h): a scalar decay [N, H] is a view that broadcasts over the
 // K channels, a fixed per-head decay [H] one that broadcasts over tokens as well. Gradients are
 // accumulated through the same views (a broadcasting view sums its gradient). A key tied to the
 // decay (k = 1 − exp(g)) has no buffer: key() computes it, and its gradient goes into dg.
@@ -9,7 +9,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "kernels/cpu/delta_rule_operands.h"
+#include "kernels/chunk/cpu/blocks.h"
 #include "model/mixers/gla/gla.h"
 
 namespace linea::cpu {

@@ -1,0 +1,53 @@
+// How the CPU delta-rule kernels see their operands (the math is in model/mixers/delta_rule/delta_rule.h).
+//
+// Every per-token operand is a Rows view (kernels/chunk/cpu/blocks.h): this is how β becomes the
+// erase gate b = β·1 and the write gate w = β·1, and how a scalar decay becomes a per-channel one;
+// gradients accumulate through the same views (dβ = Σ_d db_d + Σ_e dw_e, dg = Σ_d dg_d).
+#pragma once
+#include <algorithm>
+#include <cstdint>
+#include <vector>
+
+#include "kernels/chunk/cpu/blocks.h"
+#include "kernels/seq_layout.h"
+#include "model/mixers/delta_rule/delta_rule.h"
+
+namespace linea::cpu {
+
+// The inputs of one call in the general (GDN-2) form: erase gate b ∈ R^K, write gate w ∈ R^V and
+// per-channel log decay g ∈ R^K per token and head (log_decay undefined for DecayKind::none).
+template <class T>
+struct DeltaRuleOperands {
+  int64_t heads = 0, key_dim = 0, value_dim = 0;
+  ops::DecayKind decay = ops::DecayKind::none;  // chooses the chunked kernel's Gram path (per-channel or not)
+  T scale = 1;
+  Rows<const T> q, k, v, erase, write, log_decay;
+  const T* h0 = nullptr;  // [S, H, K, V] or null (zeros)
+};
+
+// Gradients, accumulated (+=). dh0 may be null. dlog_decay is undefined for DecayKind::none.
+template <class T>
+struct DeltaRuleGradients {
+  Rows<T> dq, dk, dv, derase, dwrite, dlog_decay;
+  T* dh0 = nullptr;
+};
+
+// Whether a call has enough work (tokens·H·K·V) for the OpenMP loop over (sequence, head) to pay
+// for starting threads; tiny calls (finite-difference tests) run on the calling thread.
+template <class T>
+bool worth_threads(const DeltaRuleOperands<T>& in, const SeqLayout& seqs) {
+  return seqs.num_seqs() * in.heads > 1 && seqs.num_tokens() * in.heads * in.key_dim * in.value_dim >= (1 << 16);
+}
+
+// The state entering sequence `seq` for head `head`: h0's, or zeros.
+template <class T>
+Block<T> initial_state(const DeltaRuleOperands<T>& in, int64_t seq, int64_t head) {
+  Block<T> S(in.key_dim, in.value_dim);
+  if (in.h0) {
+    const T* h0 = in.h0 + state_offset(seq, head, in.heads, in.key_dim, in.value_dim);
+    std::copy_n(h0, in.key_dim * in.value_dim, S.data());
+  }
+  return S;
+}
+
+}  // namespace linea::cpu
