@@ -195,6 +195,7 @@ ModelConfig ModelConfig::parse(ConfigSection model) {
   }
   c.tie_embeddings = model.boolean("tie_embeddings", c.tie_embeddings);
   c.mlp_hidden = model.integer("mlp_hidden", c.mlp_hidden);
+  c.mlp = model.boolean("mlp", c.mlp);
   c.norm_eps = model.number("norm_eps", c.norm_eps);
   c.init_std = model.number("init_std", c.init_std);
 

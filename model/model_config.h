@@ -1,10 +1,11 @@
 // ModelConfig: the shape of a decoder-only LM, read from the [model] table of a TOML config.
 //
 //   [model]          d_model, layers, vocab (required); tie_embeddings, mlp_hidden (0 →
-//                    256·ceil(int(8d/3)/256), as fla), norm_eps, init_std; and the layers' mixers,
+//                    256·ceil(int(8d/3)/256), as fla), mlp (default true; false: blocks of a mixer
+//                    alone, as flame's Mamba-2 stack), norm_eps, init_std; and the layers' mixers,
 //                    given in one of two ways:
-//                      mixer (deltanet | gdn | kda | gdn2 | attention: every mixer name of the
-//                      registry) and hybrid ("pure"; "r:1" = r layers of `mixer` then 1 softmax
+//                      mixer (deltanet | gdn | kda | gdn2 | attention | gla | retnet | hgrn2 |
+//                      mamba2 | rwkv6 | hgrn: every mixer name of the registry) and hybrid ("pure"; "r:1" = r layers of `mixer` then 1 softmax
 //                      attention layer, repeated; or a list of attention layer indices); or
 //                      layer_mixers: a list of mixer names, one per layer, or a pattern string that
 //                      repeats to fill the layers; both made of terms "name" or "N*name", e.g.

@@ -260,8 +260,9 @@ TEST_F(MixerCommand, HelpDescribesTheCommand) {
   ::testing::internal::CaptureStdout();
   EXPECT_EQ(run_mixer_command({"--help"}), 0);
   const std::string help = ::testing::internal::GetCapturedStdout();
-  for (const char* needle : {"usage: linea mixer --mixer deltanet|gdn|kda|gdn2 --impl recurrent|chunked", "cu_seqlens",
-                             "computed in f64", "computed in f32", "dbeta"}) {
+  for (const char* needle :
+       {"usage: linea mixer --mixer deltanet|gdn|kda|gdn2|gla|retnet|hgrn2|mamba2|rwkv6|hgrn --impl recurrent|chunked",
+        "cu_seqlens", "computed in f64", "computed in f32", "dbeta", "u           [H, K]", "x, g (log decay"}) {
     EXPECT_NE(help.find(needle), std::string::npos) << needle;
   }
 }
@@ -470,8 +471,9 @@ TEST_F(MixerCommand, BadArgumentsAreReported) {
   const fs::path in = dir_ / "in.h5";
   write_datasets(in, input_datasets(make_case(testing::named_mixers()[0], Layout::batched_full, 5)));
   const std::string out = dir_ / "out.h5";
-  expect_rejected({"--mixer", "mamba", "--impl", "chunked", "--in", in, "--out", out},
-                  {"--mixer: unknown mixer 'mamba'; expected deltanet, gdn, kda or gdn2"});
+  expect_rejected(
+      {"--mixer", "mamba", "--impl", "chunked", "--in", in, "--out", out},
+      {"--mixer: unknown mixer 'mamba'; expected deltanet, gdn, kda, gdn2, gla, retnet, hgrn2, mamba2, rwkv6 or hgrn"});
   expect_rejected({"--mixer", "gdn", "--impl", "parallel", "--in", in, "--out", out},
                   {"--impl: unknown implementation 'parallel'; expected recurrent, chunked or cuda"});
   expect_rejected({"--mixer", "gdn", "--impl", "chunked", "--dtype", "bf16", "--in", in, "--out", out},

@@ -17,8 +17,11 @@ namespace linea {
 namespace {
 
 TEST(MixerRegistry, OneListOfNames) {
-  EXPECT_EQ(mixer_names(), (std::vector<std::string>{"deltanet", "gdn", "kda", "gdn2", "attention"}));
+  EXPECT_EQ(mixer_names(), (std::vector<std::string>{"deltanet", "gdn", "kda", "gdn2", "attention", "gla", "retnet",
+                                                     "hgrn2", "mamba2", "rwkv6", "hgrn"}));
   EXPECT_EQ(mixer_family("kda").name(), "delta_rule");
+  EXPECT_EQ(mixer_family("mamba2").name(), "gla");
+  EXPECT_EQ(mixer_family("hgrn").name(), "hgrn");
   EXPECT_EQ(mixer_family("attention").name(), "attention");
   EXPECT_EQ(find_mixer_family("mamba"), nullptr);
   EXPECT_TRUE(testing::throws_invalid_argument([] { mixer_family("mamba"); },

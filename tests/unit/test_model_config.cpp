@@ -12,6 +12,8 @@
 #include "data/config_reader.h"
 #include "model/mixers/attention/attention_config.h"
 #include "model/mixers/delta_rule/delta_rule_config.h"
+#include "model/mixers/gla/gla_configs.h"
+#include "model/mixers/hgrn/hgrn_config.h"
 #include "model/model_config.h"
 #include "model/parameter_count.h"
 #include "tests/testing/kernel_test.h"
@@ -297,12 +299,54 @@ TEST(ModelConfig, HybridRules) {
 int64_t expected_parameters(const ModelConfig& c) {
   const int64_t d = c.d_model;
   int64_t total = c.vocab * d * (c.tie_embeddings ? 1 : 2) + d;  // embedding, head, final norm
+  bool lower_bounds = false;  // HGRN's and HGRN-2's Γ, one per stack: [layers, channels]
   for (int64_t layer = 0; layer < c.layers; ++layer) {
-    total += 2 * d + 3 * d * c.mlp_hidden;  // two RMSNorms, SwiGLU
+    total += d + (c.mlp ? d + 3 * d * c.mlp_hidden : 0);  // attn_norm; mlp_norm and SwiGLU
     const std::string& mixer = c.layer_mixers[size_t(layer)];
+    const MixerConfig& config = c.layer_config(layer);
     if (mixer == "attention") {
-      const auto& a = dynamic_cast<const AttentionConfig&>(c.layer_config(layer));
+      const auto& a = dynamic_cast<const AttentionConfig&>(config);
       total += 2 * d * a.heads * a.head_dim + 2 * d * a.kv_heads * a.head_dim;
+      continue;
+    }
+    if (mixer == "gla" || mixer == "retnet") {  // q, k, v, g, o, the per-head norm; GLA's low-rank decay
+      const bool gla = mixer == "gla";
+      const HeadWidths& w =
+          gla ? dynamic_cast<const GlaConfig&>(config).widths : dynamic_cast<const RetNetConfig&>(config).widths;
+      const int64_t HK = w.heads * w.d_k, HV = w.heads * w.d_v;
+      const bool gate = !gla || dynamic_cast<const GlaConfig&>(config).output_gate;
+      total += 2 * d * HK + d * HV + (gate ? d * HV : 0) + HV * d + w.d_v;
+      if (gla) {
+        const int64_t rank = dynamic_cast<const GlaConfig&>(config).gate_rank;
+        total += d * rank + rank * HK + HK;  // gk_proj.0, gk_proj.1 and its bias
+      }
+      continue;
+    }
+    if (mixer == "hgrn2") {  // q, f, i, the norm over H·V, o
+      const auto& h = dynamic_cast<const Hgrn2Config&>(config);
+      const int64_t HK = h.heads * h.expand_ratio, HV = h.heads * h.d_v;
+      total += 2 * d * HK + d * HV + HV + HV * d;
+      if (h.lower_bound && !lower_bounds) total += c.layers * HK, lower_bounds = true;
+      continue;
+    }
+    if (mixer == "hgrn") {  // i, f, g, the norm over W, o
+      const auto& h = dynamic_cast<const HgrnConfig&>(config);
+      total += 3 * d * h.width + h.width + h.width * d;
+      if (h.lower_bound && !lower_bounds) total += c.layers * h.width, lower_bounds = true;
+      continue;
+    }
+    if (mixer == "mamba2") {  // z, x, B, C, dt; the convs with bias; A_log, dt_bias, D; norm; out
+      const auto& m = dynamic_cast<const Mamba2Config&>(config);
+      const int64_t conv_channels = m.inner + 2 * m.state_size;
+      total +=
+          d * (conv_channels + m.inner + m.heads) + conv_channels * (m.conv + 1) + 3 * m.heads + m.inner + m.inner * d;
+      continue;
+    }
+    if (mixer == "rwkv6") {  // μ, five lerp LoRAs with biases, r, k, v, g, w's LoRA, u, GroupNorm, o
+      const auto& r = dynamic_cast<const Rwkv6Config&>(config);
+      const int64_t HK = r.widths.heads * r.widths.d_k, HV = r.widths.heads * r.widths.d_v;
+      total += d + 5 * (2 * d * r.proj_rank + d) + 2 * d * HK + 2 * d * HV + d * r.decay_rank + r.decay_rank * HK + HK +
+               HK + 2 * HV + HV * d;
       continue;
     }
     const auto& l = dynamic_cast<const DeltaRuleConfig&>(c.layer_config(layer));
