@@ -11,7 +11,10 @@
 #pragma once
 #include <algorithm>
 #include <cstdint>
+#include <type_traits>
 #include <vector>
+
+#include "kernels/seq_layout.h"
 
 namespace linea::cpu {
 
@@ -94,6 +97,45 @@ void store(const Rows<T>& rows, int64_t first, int64_t head, const Block<T>& b) 
 // Offset of the (sequence, head) state in an [S, H, K, V] buffer.
 inline int64_t state_offset(int64_t seq, int64_t head, int64_t heads, int64_t key_dim, int64_t value_dim) {
   return (seq * heads + head) * key_dim * value_dim;
+}
+
+// What the kernels of a family need of its operands below: heads, key_dim, value_dim, and h0 (an
+// [S, H, K, V] buffer or null).
+
+// The (seq, head) state of an [S, H, K, V] buffer, or zeros for a null one.
+template <class T>
+Block<T> load_state(const T* states, int64_t seq, int64_t head, int64_t heads, int64_t key_dim, int64_t value_dim) {
+  Block<T> S(key_dim, value_dim);
+  if (states) std::copy_n(states + state_offset(seq, head, heads, key_dim, value_dim), key_dim * value_dim, S.data());
+  return S;
+}
+
+// The state entering sequence `seq` for head `head`: h0's, or zeros.
+template <class Operands>
+auto initial_state(const Operands& in, int64_t seq, int64_t head) {
+  return load_state(in.h0, seq, head, in.heads, in.key_dim, in.value_dim);
+}
+
+// states[seq, head] = S (store) or += S (add), for an [S, H, K, V] buffer.
+template <class T>
+void store_state(const Block<T>& S, T* states, int64_t seq, int64_t head, int64_t heads) {
+  std::copy_n(S.data(), S.rows() * S.cols(), states + state_offset(seq, head, heads, S.rows(), S.cols()));
+}
+template <class T>
+void add_state(const Block<T>& S, T* states, int64_t seq, int64_t head, int64_t heads) {
+  T* out = states + state_offset(seq, head, heads, S.rows(), S.cols());
+  for (int64_t i = 0; i < S.rows() * S.cols(); ++i) out[i] += S.data()[i];
+}
+
+// Runs task(seq, head) for every (sequence, head) pair, over OpenMP threads when the call has
+// enough work (tokens·H·K·V ≥ 2^16) for starting them to pay; tiny calls (finite-difference tests)
+// run on the calling thread.
+template <class Operands, class Task>
+void for_each_sequence_head(const Operands& in, const SeqLayout& seqs, Task task) {
+  const int64_t tasks = seqs.num_seqs() * in.heads;
+  const bool parallel = tasks > 1 && seqs.num_tokens() * in.heads * in.key_dim * in.value_dim >= (int64_t{1} << 16);
+#pragma omp parallel for schedule(dynamic) if (parallel)
+  for (int64_t i = 0; i < tasks; ++i) task(i / in.heads, i % in.heads);
 }
 
 }  // namespace linea::cpu

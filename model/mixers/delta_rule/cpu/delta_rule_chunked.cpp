@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "kernels/chunk/cpu/block_products.h"
+#include "kernels/chunk/cpu/chunk_state.h"
 #include "kernels/chunk/cpu/decayed_gram.h"
 #include "kernels/cpu/vector_math.h"
 
@@ -86,12 +87,7 @@ Block<T> chunk_output(const Chunk<T, kPerChannel>& c, const Block<T>& S0, const 
 // S ← Diag(γ_L) S + (K ⊙ exp(G_L − G))ᵀ Ũ
 template <class T, bool kPerChannel>
 void advance_state(Block<T>& S, const Chunk<T, kPerChannel>& c, const Block<T>& Ut) {
-  const T* gamma_end = c.decay.gamma.row(c.len() - 1);
-  for (int64_t d = 0; d < S.rows(); ++d) {
-    T* s = S.row(d);
-    for (int64_t e = 0; e < S.cols(); ++e) s[e] *= gamma_end[d];
-  }
-  add_atb(S, hadamard(c.k, c.decay.to_end), Ut);
+  advance_chunk_state(S, c.k, c.decay, Ut);
 }
 
 template <class T, bool kPerChannel>
@@ -104,7 +100,7 @@ void forward_head(const DeltaRuleOperands<T>& in, const SeqLayout& seqs, int64_t
     store(out, first, h, chunk_output(c, S, Ut, in.scale));
     advance_state(S, c, Ut);
   }
-  if (ht) std::copy_n(S.data(), S.rows() * S.cols(), ht + state_offset(seq, h, in.heads, in.key_dim, in.value_dim));
+  if (ht) store_state(S, ht, seq, h, in.heads);
 }
 
 // Backward through one chunk. dS holds ∂L/∂S_end on entry and ∂L/∂S0 on exit; S0 is the state
@@ -118,8 +114,7 @@ void backward_chunk(const DeltaRuleOperands<T>& in, const Chunk<T, kPerChannel>&
   const T scale = in.scale;
   const Block<T>& gamma = c.decay.gamma;
   const Block<T> Ut = written(c, S0);
-  const Block<T> q_decayed = hadamard(c.q, gamma);          // Q ⊙ γ
-  const Block<T> k_to_end = hadamard(c.k, c.decay.to_end);  // K ⊙ exp(G_L − G)
+  const Block<T> q_decayed = hadamard(c.q, gamma);  // Q ⊙ γ
   Block<T> dq(L, K), dk(L, K), dv(L, V), db(L, K), dw(L, V), dG(L, K), dUt(L, V), dS0(K, V);
 
   // O = scale · [(Q ⊙ γ) S0 + P Ũ]
@@ -132,29 +127,7 @@ void backward_chunk(const DeltaRuleOperands<T>& in, const Chunk<T, kPerChannel>&
   add_hadamard(dG, dq_decayed, q_decayed);
 
   // S_end = Diag(γ_L) S0 + (K ⊙ exp(G_L − G))ᵀ Ũ
-  Block<T> dk_to_end(L, K);
-  add_ab(dUt, k_to_end, dS);
-  add_abt(dk_to_end, Ut, dS);
-  add_hadamard(dk, dk_to_end, c.decay.to_end);
-  // Through exp(G_L − G_t): + at G_L, − at G_t. At t = L the two cancel exactly and are skipped,
-  // so that no rounding residue of them reaches dg.
-  T* dG_end = dG.row(L - 1);
-  for (int64_t t = 0; t + 1 < L; ++t) {
-    for (int64_t d = 0; d < K; ++d) {
-      const T through_to_end = dk_to_end(t, d) * k_to_end(t, d);
-      dG(t, d) -= through_to_end;
-      dG_end[d] += through_to_end;
-    }
-  }
-  for (int64_t d = 0; d < K; ++d) {
-    const T g_end = gamma(L - 1, d);
-    T state_dot = 0;
-    for (int64_t e = 0; e < V; ++e) {
-      state_dot += S0(d, e) * dS(d, e);
-      dS0(d, e) += g_end * dS(d, e);
-    }
-    dG_end[d] += g_end * state_dot;
-  }
+  advance_chunk_state_backward(dS, S0, c.k, c.decay, Ut, dUt, dk, dG, dS0);
 
   // Ũ = U − W S0
   Block<T> dW(L, K);
@@ -213,48 +186,40 @@ void backward_head(const DeltaRuleOperands<T>& in, const SeqLayout& seqs, int64_
   }
 
   const auto d_out = Rows<const T>::dense(d_o, in.heads, V);
-  Block<T> dS(K, V);
-  if (dht) std::copy_n(dht + state_offset(seq, h, in.heads, K, V), K * V, dS.data());
+  Block<T> dS = load_state(dht, seq, h, in.heads, K, V);
   for (int64_t n = static_cast<int64_t>(chunk_start.size()) - 1; n >= 0; --n) {
     const int64_t first = begin + n * kDeltaRuleChunk;
     const Chunk<T, kPerChannel> c(in, first, chunk_len(first), h);
     backward_chunk(in, c, chunk_start[static_cast<size_t>(n)], gather<T>(d_out, first, c.len(), h, V), h, dS, grads);
   }
-  if (grads.dh0) {
-    T* dh0 = grads.dh0 + state_offset(seq, h, in.heads, K, V);
-    for (int64_t i = 0; i < K * V; ++i) dh0[i] += dS.data()[i];
-  }
+  if (grads.dh0) add_state(dS, grads.dh0, seq, h, in.heads);
 }
 
 }  // namespace
 
 template <class T>
 void delta_rule_chunked_forward(const DeltaRuleOperands<T>& in, const SeqLayout& seqs, T* o, T* ht) {
-  const int64_t tasks = seqs.num_seqs() * in.heads;
   const bool per_channel = in.decay == ops::DecayKind::channel;
-#pragma omp parallel for schedule(dynamic) if (worth_threads(in, seqs))
-  for (int64_t i = 0; i < tasks; ++i) {
+  for_each_sequence_head(in, seqs, [&](int64_t seq, int64_t h) {
     if (per_channel) {
-      forward_head<T, true>(in, seqs, i / in.heads, i % in.heads, o, ht);
+      forward_head<T, true>(in, seqs, seq, h, o, ht);
     } else {
-      forward_head<T, false>(in, seqs, i / in.heads, i % in.heads, o, ht);
+      forward_head<T, false>(in, seqs, seq, h, o, ht);
     }
-  }
+  });
 }
 
 template <class T>
 void delta_rule_chunked_backward(const DeltaRuleOperands<T>& in, const SeqLayout& seqs, const T* d_o, const T* dht,
                                  const DeltaRuleGradients<T>& grads) {
-  const int64_t tasks = seqs.num_seqs() * in.heads;
   const bool per_channel = in.decay == ops::DecayKind::channel;
-#pragma omp parallel for schedule(dynamic) if (worth_threads(in, seqs))
-  for (int64_t i = 0; i < tasks; ++i) {
+  for_each_sequence_head(in, seqs, [&](int64_t seq, int64_t h) {
     if (per_channel) {
-      backward_head<T, true>(in, seqs, i / in.heads, i % in.heads, d_o, dht, grads);
+      backward_head<T, true>(in, seqs, seq, h, d_o, dht, grads);
     } else {
-      backward_head<T, false>(in, seqs, i / in.heads, i % in.heads, d_o, dht, grads);
+      backward_head<T, false>(in, seqs, seq, h, d_o, dht, grads);
     }
-  }
+  });
 }
 
 template void delta_rule_chunked_forward<float>(const DeltaRuleOperands<float>&, const SeqLayout&, float*, float*);

@@ -32,22 +32,4 @@ struct DeltaRuleGradients {
   T* dh0 = nullptr;
 };
 
-// Whether a call has enough work (tokens·H·K·V) for the OpenMP loop over (sequence, head) to pay
-// for starting threads; tiny calls (finite-difference tests) run on the calling thread.
-template <class T>
-bool worth_threads(const DeltaRuleOperands<T>& in, const SeqLayout& seqs) {
-  return seqs.num_seqs() * in.heads > 1 && seqs.num_tokens() * in.heads * in.key_dim * in.value_dim >= (1 << 16);
-}
-
-// The state entering sequence `seq` for head `head`: h0's, or zeros.
-template <class T>
-Block<T> initial_state(const DeltaRuleOperands<T>& in, int64_t seq, int64_t head) {
-  Block<T> S(in.key_dim, in.value_dim);
-  if (in.h0) {
-    const T* h0 = in.h0 + state_offset(seq, head, in.heads, in.key_dim, in.value_dim);
-    std::copy_n(h0, in.key_dim * in.value_dim, S.data());
-  }
-  return S;
-}
-
 }  // namespace linea::cpu

@@ -41,23 +41,6 @@ struct GlaGradients {
   T* dh0 = nullptr;
 };
 
-// Whether a call has enough work (tokens·H·K·V) for the OpenMP loop over (sequence, head) to pay.
-template <class T>
-bool worth_threads(const GlaOperands<T>& in, const SeqLayout& seqs) {
-  return seqs.num_seqs() * in.heads > 1 && seqs.num_tokens() * in.heads * in.key_dim * in.value_dim >= (1 << 16);
-}
-
-// The state entering sequence `seq` for head `head`: h0's, or zeros.
-template <class T>
-Block<T> initial_state(const GlaOperands<T>& in, int64_t seq, int64_t head) {
-  Block<T> S(in.key_dim, in.value_dim);
-  if (in.h0) {
-    const T* h0 = in.h0 + state_offset(seq, head, in.heads, in.key_dim, in.value_dim);
-    std::copy_n(h0, in.key_dim * in.value_dim, S.data());
-  }
-  return S;
-}
-
 // u is shared by the sequences of a head, so each (sequence, head) task adds its part of du into its
 // own row of du_parts ([S, H, K]); du[h] = Σ_s du_parts[s, h] is then summed in sequence order, so
 // that no two threads write one entry and the sum does not depend on the number of threads.

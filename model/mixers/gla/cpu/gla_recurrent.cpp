@@ -57,7 +57,7 @@ T bonus_weight(const GlaOperands<T>& in, const Token<T>& x, int64_t h) {
 
 template <class T>
 void forward_head(const GlaOperands<T>& in, const SeqLayout& seqs, int64_t seq, int64_t h, T* o, T* ht) {
-  const int64_t K = in.key_dim, V = in.value_dim;
+  const int64_t V = in.value_dim;
   Block<T> S = initial_state(in, seq, h);
   for (int64_t t = seqs.begin(seq); t < seqs.end(seq); ++t) {
     const Token<T> x = load_token(in, t, h);
@@ -72,7 +72,7 @@ void forward_head(const GlaOperands<T>& in, const SeqLayout& seqs, int64_t seq, 
       read(S, x.q, in.scale, out);
     }
   }
-  if (ht) std::copy_n(S.data(), K * V, ht + state_offset(seq, h, in.heads, K, V));
+  if (ht) store_state(S, ht, seq, h, in.heads);
 }
 
 // Reverse pass over one token. dS holds ∂L/∂S_t on entry and ∂L/∂S_{t−1} on exit; S_prev = S_{t−1}.
@@ -163,8 +163,7 @@ void backward_head(const GlaOperands<T>& in, const SeqLayout& seqs, int64_t seq,
   }
 
   std::vector<T> du(in.bonus() ? K : 0, T(0));
-  Block<T> dS(K, V);
-  if (dht) std::copy_n(dht + state_offset(seq, h, in.heads, K, V), K * V, dS.data());
+  Block<T> dS = load_state(dht, seq, h, in.heads, K, V);
   for (int64_t segment = static_cast<int64_t>(segment_start.size()) - 1; segment >= 0; --segment) {
     const int64_t first = begin + segment * kGlaRecurrentSegment;
     const int64_t last = std::min(first + kGlaRecurrentSegment, end);
@@ -180,27 +179,20 @@ void backward_head(const GlaOperands<T>& in, const SeqLayout& seqs, int64_t seq,
     }
   }
   if (grads.du_parts) std::copy(du.begin(), du.end(), grads.du_parts + (seq * in.heads + h) * K);
-  if (grads.dh0) {
-    T* dh0 = grads.dh0 + state_offset(seq, h, in.heads, K, V);
-    for (int64_t i = 0; i < K * V; ++i) dh0[i] += dS.data()[i];
-  }
+  if (grads.dh0) add_state(dS, grads.dh0, seq, h, in.heads);
 }
 
 }  // namespace
 
 template <class T>
 void gla_recurrent_forward(const GlaOperands<T>& in, const SeqLayout& seqs, T* o, T* ht) {
-  const int64_t tasks = seqs.num_seqs() * in.heads;
-#pragma omp parallel for schedule(dynamic) if (worth_threads(in, seqs))
-  for (int64_t i = 0; i < tasks; ++i) forward_head(in, seqs, i / in.heads, i % in.heads, o, ht);
+  for_each_sequence_head(in, seqs, [&](int64_t seq, int64_t h) { forward_head(in, seqs, seq, h, o, ht); });
 }
 
 template <class T>
 void gla_recurrent_backward(const GlaOperands<T>& in, const SeqLayout& seqs, const T* d_o, const T* dht,
                             const GlaGradients<T>& grads) {
-  const int64_t tasks = seqs.num_seqs() * in.heads;
-#pragma omp parallel for schedule(dynamic) if (worth_threads(in, seqs))
-  for (int64_t i = 0; i < tasks; ++i) backward_head(in, seqs, i / in.heads, i % in.heads, d_o, dht, grads);
+  for_each_sequence_head(in, seqs, [&](int64_t seq, int64_t h) { backward_head(in, seqs, seq, h, d_o, dht, grads); });
 }
 
 template void gla_recurrent_forward<float>(const GlaOperands<float>&, const SeqLayout&, float*, float*);
