@@ -4,6 +4,8 @@
 #include <cmath>
 #include <vector>
 
+#include "kernels/chunk/cpu/checkpointed_reverse.h"
+
 namespace linea::cpu {
 
 namespace {
@@ -152,32 +154,14 @@ template <class T>
 void backward_head(const GlaOperands<T>& in, const SeqLayout& seqs, int64_t seq, int64_t h, const T* d_o, const T* dht,
                    const GlaGradients<T>& grads) {
   const int64_t K = in.key_dim, V = in.value_dim;
-  const int64_t begin = seqs.begin(seq), end = seqs.end(seq);
-
-  // States at the start of every segment.
-  std::vector<Block<T>> segment_start;
-  Block<T> S = initial_state(in, seq, h);
-  for (int64_t t = begin; t < end; ++t) {
-    if ((t - begin) % kGlaRecurrentSegment == 0) segment_start.push_back(S);
-    step(S, load_token(in, t, h));
-  }
-
   std::vector<T> du(in.bonus() ? K : 0, T(0));
   Block<T> dS = load_state(dht, seq, h, in.heads, K, V);
-  for (int64_t segment = static_cast<int64_t>(segment_start.size()) - 1; segment >= 0; --segment) {
-    const int64_t first = begin + segment * kGlaRecurrentSegment;
-    const int64_t last = std::min(first + kGlaRecurrentSegment, end);
-    std::vector<Block<T>> state_before;  // S_{t−1} for t in [first, last)
-    S = segment_start[static_cast<size_t>(segment)];
-    for (int64_t t = first; t < last; ++t) {
-      state_before.push_back(S);
-      step(S, load_token(in, t, h));
-    }
-    for (int64_t t = last - 1; t >= first; --t) {
-      backward_token(in, grads, t, h, state_before[static_cast<size_t>(t - first)], d_o + (t * in.heads + h) * V, dS,
-                     du.data());
-    }
-  }
+  reverse_by_segments(
+      initial_state(in, seq, h), seqs.begin(seq), seqs.end(seq), kGlaRecurrentSegment,
+      [&](Block<T>& S, int64_t t) { step(S, load_token(in, t, h)); },
+      [&](int64_t t, const Block<T>& S_prev) {
+        backward_token(in, grads, t, h, S_prev, d_o + (t * in.heads + h) * V, dS, du.data());
+      });
   if (grads.du_parts) std::copy(du.begin(), du.end(), grads.du_parts + (seq * in.heads + h) * K);
   if (grads.dh0) add_state(dS, grads.dh0, seq, h, in.heads);
 }
