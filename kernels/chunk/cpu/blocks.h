@@ -7,7 +7,9 @@
 // decay). Gradients are ACCUMULATED through the same kind of view, so a broadcasting view sums its
 // gradient (dβ = Σ_d db_d, dg = Σ_d dg_d): the chain rule of the broadcast.
 // Block: a dense row-major matrix; the kernels gather a run of tokens of one head into Blocks,
-// compute on Blocks, and store or add the results back.
+// compute on Blocks, and store or add the results back. And what every family's kernels do per
+// (sequence, head): load, store and add states of [S, H, K, V] buffers, and the OpenMP loop over
+// the pairs (for_each_sequence_head).
 #pragma once
 #include <algorithm>
 #include <cstdint>
