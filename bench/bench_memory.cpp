@@ -53,7 +53,8 @@ std::vector<ModuleBytes> block_modules(const ModelConfig& c, const SeqLayout& se
   ParameterSet params(DType::f32);
   RMSNorm attn_norm(params, "attn_norm", c.d_model, c.norm_eps);
   const std::unique_ptr<Mixer> mixer =
-      mixer_family(c.layer_mixers.front()).make_layer(params, "mixer", c.d_model, c.norm_eps, c.layer_config(0), {});
+      mixer_family(c.layer_mixers.front())
+          .make_layer(params, "mixer", c.d_model, c.norm_eps, c.layer_config(0), {}, {0, c.layers});
   RMSNorm mlp_norm(params, "mlp_norm", c.d_model, c.norm_eps);
   SwiGLUMLP mlp(params, "mlp", c.d_model, c.mlp_hidden);
   params.finalize();

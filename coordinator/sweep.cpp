@@ -24,12 +24,14 @@ constexpr std::string_view kSweepKeys[] = {"name", "base", "dir", "baseline", "s
 struct AxisValue {
   std::vector<std::pair<std::string, const toml::node*>> settings;  // dotted key, value
   std::string label;
+  std::string config;  // the run's config file, when the value is a bundle naming its `base`
 };
 
 struct Axis {
   std::string key;  // dotted, as written under [sweep.grid]
   std::string label;
-  bool bundled = false;  // values are tables of several settings
+  bool bundled = false;     // values are tables of several settings
+  bool gives_base = false;  // bundles that each name their run's config file (`base`)
   std::vector<AxisValue> values;
   toml::source_position position;
 };
@@ -271,7 +273,7 @@ SweepPlan SweepReader::read(std::string_view text) {
     const std::string where = "sweep.grid." + key;
     const toml::array* values = node->as_array();
     if (!values || values->empty()) fail(where, "expected a non-empty array of values");
-    Axis axis{key, key.substr(key.rfind('.') + 1), false, {}, node->source().begin};
+    Axis axis{key, key.substr(key.rfind('.') + 1), false, false, {}, node->source().begin};
     axis.bundled = values->front().is_table();
     for (const toml::node& value : *values) {
       if (value.is_table() != axis.bundled)
@@ -281,17 +283,34 @@ SweepPlan SweepReader::read(std::string_view text) {
         flatten(*value.as_table(), "", where, v.settings);
         std::string given_label;
         for (auto it = v.settings.begin(); it != v.settings.end();) {
-          if (it->first != "label") {
+          if (it->first != "label" && it->first != "base") {
             ++it;
             continue;
           }
           const auto* text = it->second->as_string();
-          if (!text || sanitize(text->get()).empty()) fail(where + ".label", "expected a non-empty string");
-          given_label = sanitize(text->get());
+          if (!text || sanitize(text->get()).empty()) {
+            fail(where + "." + it->first,
+                 it->first == "base" ? "expected a config file path" : "expected a non-empty string");
+          }
+          if (it->first == "base") {
+            v.config = text->get();
+          } else {
+            given_label = sanitize(text->get());
+          }
           it = v.settings.erase(it);
         }
-        if (v.settings.empty()) fail(where, "expected tables with at least one \"section.key\" = value");
+        if (&value != &values->front() && v.config.empty() == axis.gives_base) {
+          fail(where, "expected every table of the axis to name its `base` config, or none");
+        }
+        axis.gives_base = !v.config.empty();
+        if (v.settings.empty() && !axis.gives_base) {
+          fail(where, "expected tables with at least one \"section.key\" = value");
+        }
         for (const auto& [k, setting] : v.settings) v.label += (v.label.empty() ? "" : "-") + label_of(*setting, where);
+        if (axis.gives_base) {
+          const std::string stem = sanitize(fs::path(v.config).stem().string());
+          v.label = v.label.empty() ? stem : stem + "-" + v.label;
+        }
         if (!given_label.empty()) v.label = given_label;
       } else {
         v.settings.emplace_back(key, &value);
@@ -312,7 +331,11 @@ SweepPlan SweepReader::read(std::string_view text) {
   for (Axis& a : axes)
     if (label_count[a.label] > 1) a.label = sanitize(a.key);
 
-  const bool base_axis = std::any_of(axes.begin(), axes.end(), [](const Axis& a) { return a.key == "base"; });
+  const auto gives_base = [](const Axis& a) { return a.key == "base" || a.gives_base; };
+  const bool base_axis = std::any_of(axes.begin(), axes.end(), gives_base);
+  if (std::count_if(axes.begin(), axes.end(), gives_base) > 1) {
+    fail("sweep.grid", "expected at most one axis that gives the runs' base config");
+  }
   if (base_axis && !base.empty()) fail("sweep.grid.base", "conflicts with sweep.base: give one or the other");
   if (!base_axis && base.empty()) fail("sweep.base", "expected the path of the config file every run starts from");
 
@@ -341,7 +364,9 @@ SweepPlan SweepReader::read(std::string_view text) {
         label += (label.empty() ? "" : "_") + sanitize(fs::path(config).stem().string());
         continue;
       }
-      label += (label.empty() ? "" : "_") + axis.label + "-" + value.label;
+      if (axis.gives_base) config = value.config;
+      // A bundle naming its base config is labelled like a base axis: by its value alone.
+      label += (label.empty() ? "" : "_") + (axis.gives_base ? value.label : axis.label + "-" + value.label);
       for (const auto& [key, node] : value.settings) overrides.push_back(key + "=" + literal_of(*node, key));
     }
     if (label.empty()) label = "run";

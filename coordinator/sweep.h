@@ -15,9 +15,14 @@
 //
 // An axis whose values are tables sets several keys together (a zipped axis, e.g. context length
 // with the batch that keeps tokens per step fixed); its optional `label` names the value in run
-// names (else the values joined by '-'). Each run is named "<sweep>/<label>", the label
+// names (else the values joined by '-'). A table may name the run's config file as `base` (every
+// table of that axis then does, and no other axis nor sweep.base gives one): an axis of such tables
+// lists runs whose configs differ, e.g. {label = "gla-3to1", base = "configs/models/gla-340m.toml",
+// "model.hybrid" = "3:1"}; without a label it is named by the file's stem and its other values.
+// Each run is named "<sweep>/<label>", the label
 // joining "<axis>-<value>" with '_' (the axis is the key's last component, or the whole key where
-// two axes share it; a "base" axis contributes the config's file stem), e.g. "mixers-340m/mixer-gdn_lr-0.001".
+// two axes share it; a "base" axis contributes the config's file stem, an axis of tables naming
+// their base its values' labels alone), e.g. "mixers-340m/mixer-gdn_lr-0.001".
 // Every run gets the overrides run.dir=DIR/NAME and run.name=<label>, and its process count from
 // the resolved config: parallel.tp × parallel.dp (each 1 when absent).
 // Relative paths (base, dir) are taken from the current directory. Every error is a

@@ -69,13 +69,15 @@ void rope_apply(Tensor x, const Tensor& positions, int64_t heads, double base, b
 void l2norm_forward(Tensor out, Tensor rstd, const Tensor& x, int64_t heads, double eps);
 void l2norm_backward(Tensor dx, const Tensor& dout, const Tensor& out, const Tensor& rstd, int64_t heads);
 
-// ---- short causal depthwise conv (kernel W = weight.dim(1), no bias) + SiLU --------------------
-// pre[t, c] = Σ_{i<W} weight[c, i] · x[t − (W−1) + i, c], x taken as 0 before the start of t's
-// sequence in `seqs`; out = silu(pre). x, out: [N, C]; weight: [C, W].
-void short_conv_silu_forward(Tensor out, const Tensor& x, const Tensor& weight, const SeqLayout& seqs);
-// dx overwritten, dweight accumulated (pre is recomputed)
+// ---- short causal depthwise conv (kernel W = weight.dim(1), optional bias) + SiLU ----------------
+// pre[t, c] = Σ_{i<W} weight[c, i] · x[t − (W−1) + i, c] (+ bias[c]), x taken as 0 before the start
+// of t's sequence in `seqs`; out = silu(pre). x, out: [N, C]; weight: [C, W]; bias: [C] or
+// undefined (no bias: fla's ShortConvolution; Mamba-2's conv has one; CPU only so far).
+void short_conv_silu_forward(Tensor out, const Tensor& x, const Tensor& weight, const SeqLayout& seqs,
+                             const Tensor& bias = Tensor());
+// dx overwritten, dweight and dbias accumulated (pre is recomputed); dbias with bias only.
 void short_conv_silu_backward(Tensor dx, Tensor dweight, const Tensor& dout, const Tensor& x, const Tensor& weight,
-                              const SeqLayout& seqs);
+                              const SeqLayout& seqs, const Tensor& bias = Tensor(), Tensor dbias = Tensor());
 
 // ---- gates -------------------------------------------------------------------------------------
 // β = scale · σ(logits) (scale 2 when negative eigenvalues are allowed). logits, beta: same shape.
@@ -126,5 +128,80 @@ void lm_head_shard_statistics(Tensor stats, const Tensor& x, const Tensor& weigh
 double lm_head_combine_statistics(Tensor lse, const Tensor& gathered_stats, const Tensor& targets);
 void lm_head_shard_backward(Tensor dx, Tensor dweight, const Tensor& x, const Tensor& weight, const Tensor& targets,
                             int64_t vocab_begin, const Tensor& lse, double loss_scale);
+
+// ---- gates of the gated-linear-attention family and HGRN (reference/mixers.md §1.5–1.10) --------
+// Log forget gate: g = log(lb + (1 − lb) · σ(x)) / normalizer, per channel c of x: [N, C], with the
+// lower bound lb: [C] in [0, 1) (HGRN's, HGRN-2's) or undefined (0: g = logsigmoid(x) / normalizer,
+// GLA's with normalizer 16). Computed in log space, stable for any finite x.
+void log_forget_gate_forward(Tensor g, const Tensor& logits, const Tensor& lower_bound, double normalizer);
+// dlogits overwritten; dlower_bound accumulated (undefined to skip; only with a lower bound).
+void log_forget_gate_backward(Tensor dlogits, Tensor dlower_bound, const Tensor& dg, const Tensor& logits,
+                              const Tensor& lower_bound, double normalizer);
+// HGRN's input: out = silu(i) ⊙ (1 − exp(g)), i, g, out of one shape. di, dg overwritten.
+void forget_input_forward(Tensor out, const Tensor& i, const Tensor& g);
+void forget_input_backward(Tensor di, Tensor dg, const Tensor& dout, const Tensor& i, const Tensor& g);
+// RWKV-6's log decay: g = −exp(w). dw overwritten.
+void exp_decay_forward(Tensor g, const Tensor& w);
+void exp_decay_backward(Tensor dw, const Tensor& dg, const Tensor& g);
+// Mamba-2's step and log decay per head: Δ = softplus(dt + dt_bias), g = −exp(A_log) · Δ.
+// dt, delta, g: [N, H]; A_log, dt_bias: [H]. The backward takes ∂L/∂g and ∂L/∂Δ: ddt overwritten,
+// dA_log and ddt_bias accumulated.
+void ssd_gate_forward(Tensor g, Tensor delta, const Tensor& dt, const Tensor& A_log, const Tensor& dt_bias);
+void ssd_gate_backward(Tensor ddt, Tensor dA_log, Tensor ddt_bias, const Tensor& dg, const Tensor& ddelta,
+                       const Tensor& dt, const Tensor& A_log, const Tensor& dt_bias);
+
+// HGRN's and HGRN-2's lower bounds, shared by the layers: Γ: [L, C] (one row per layer), p = softmax
+// of Γ over the L layers (per channel), lb_ℓ = Σ_{1 ≤ m ≤ ℓ} p_m (so lb_0 = 0, rising with depth).
+// lower_bound: [C], this layer's. The backward accumulates into dgamma: with dp_m = dlb for
+// 1 ≤ m ≤ ℓ (else 0), dΓ_j += p_j ⊙ (dp_j − Σ_m p_m ⊙ dp_m).
+void layer_lower_bound_forward(Tensor lower_bound, const Tensor& gamma, int64_t layer);
+void layer_lower_bound_backward(Tensor dgamma, const Tensor& dlower_bound, const Tensor& gamma, int64_t layer);
+
+// ---- element-wise activations: out = act(x) ------------------------------------------------------
+// silu(x) = x · σ(x); tanh. The backward takes the forward's input x (silu) or output (tanh) as `saved`.
+enum class Activation { silu, tanh };
+void activation_forward(Tensor out, const Tensor& x, Activation act);
+// dx overwritten; saved = x for silu, out for tanh.
+void activation_backward(Tensor dx, const Tensor& dout, const Tensor& saved, Activation act);
+
+// ---- token shift (RWKV-6): delta_t = x_{t−1} − x_t, x_{t−1} = 0 at the start of t's sequence --------
+// x, delta: [N, C]. The backward: dx_t = −ddelta_t + ddelta_{t+1} (the latter within t's sequence).
+void token_shift_forward(Tensor delta, const Tensor& x, const SeqLayout& seqs);
+void token_shift_backward(Tensor dx, const Tensor& ddelta, const SeqLayout& seqs);
+
+// RWKV-6's lerp: out = x + delta ⊙ mu, mu: [N, C] (data-dependent) or [C] (a parameter, the same
+// for every row). x, delta, out: [N, C]. The backward adds dout ⊙ mu to ddelta, and writes dmu =
+// dout ⊙ delta ([N, C]) or adds Σ_n dout ⊙ delta ([C]); dx = dout is the caller's to add.
+void lerp_forward(Tensor out, const Tensor& x, const Tensor& delta, const Tensor& mu);
+void lerp_backward(Tensor ddelta, Tensor dmu, const Tensor& dout, const Tensor& delta, const Tensor& mu);
+
+// ---- column blocks of [N, C] tensors -------------------------------------------------------------
+// column_slice: out = x[:, begin, begin + c) (out: [N, c]); column_place: out[:, begin, begin + c) = x
+// (x: [N, c]; the other columns of out untouched).
+void column_slice(Tensor out, const Tensor& x, int64_t begin);
+void column_place(Tensor out, const Tensor& x, int64_t begin);
+
+// ---- GroupNorm over the channels of each of G groups (RWKV-6's output norm over heads) ------------
+// y = (x − μ) · rstd · w + b per group of C/G channels, μ and rstd = 1/sqrt(var + eps) over the
+// group. x, out: [N, C]; weight, bias: [C]; mean, rstd: [N, G] (saved for backward).
+void group_norm_forward(Tensor out, Tensor mean, Tensor rstd, const Tensor& x, const Tensor& weight, const Tensor& bias,
+                        int64_t groups, double eps);
+// dx overwritten; dweight, dbias accumulated.
+void group_norm_backward(Tensor dx, Tensor dweight, Tensor dbias, const Tensor& dout, const Tensor& x,
+                         const Tensor& weight, const Tensor& mean, const Tensor& rstd, int64_t groups);
+
+// ---- per-head broadcasts (Mamba-2: B and C shared by the heads, Δ and D per head) ------------------
+// repeat_heads: out[n, h·K + k] = x[n, k] for H heads (x: [N, K], out: [N, H·K]); its backward
+// sum_heads: dx[n, k] = Σ_h dout[n, h·K + k] (overwritten).
+void repeat_heads(Tensor out, const Tensor& x, int64_t heads);
+void sum_heads(Tensor dx, const Tensor& dout, int64_t heads);
+// scale_heads: out[n, h·P + p] = x[n, h·P + p] · s[n, h] (x, out: [N, H·P]; s: [N, H]).
+// Backward: dx = dout · s, ds[n, h] = Σ_p dout · x (both overwritten).
+void scale_heads_forward(Tensor out, const Tensor& x, const Tensor& s);
+void scale_heads_backward(Tensor dx, Tensor ds, const Tensor& dout, const Tensor& x, const Tensor& s);
+// add_scaled_heads: y[n, h·P + p] += D[h] · x[n, h·P + p] (D: [H]). Backward: dx += D · dy
+// (accumulated, as x has other uses), dD[h] += Σ_{n,p} dy · x.
+void add_scaled_heads_forward(Tensor y, const Tensor& x, const Tensor& D);
+void add_scaled_heads_backward(Tensor dx, Tensor dD, const Tensor& dy, const Tensor& x, const Tensor& D);
 
 }  // namespace linea::ops

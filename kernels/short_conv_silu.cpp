@@ -21,31 +21,42 @@ void check_conv_arguments(OpArguments& args, const Tensor& x, const Tensor& weig
 }
 }  // namespace
 
-void short_conv_silu_forward(Tensor out, const Tensor& x, const Tensor& weight, const SeqLayout& seqs) {
+void short_conv_silu_forward(Tensor out, const Tensor& x, const Tensor& weight, const SeqLayout& seqs,
+                             const Tensor& bias) {
   OpArguments args("short_conv_silu_forward");
   check_conv_arguments(args, x, weight, seqs);
-  args.floating(out, "out", x.shape());
+  args.floating(out, "out", x.shape()).optional_floating(bias, "bias", {x.dim(1)});
 #ifdef LINEA_WITH_CUDA
-  if (args.on_cuda()) return cuda::short_conv_silu_forward(out, x, weight, seqs);
+  if (args.on_cuda()) {
+    args.require(!bias.defined(), "bias", "the CUDA kernel has no conv bias yet");
+    return cuda::short_conv_silu_forward(out, x, weight, seqs);
+  }
 #endif
   args.dispatch([&](auto zero) {
     using T = decltype(zero);
-    cpu::short_conv_silu_forward(out.data<T>(), x.data<T>(), weight.data<T>(), seqs, x.dim(1), weight.dim(1));
+    cpu::short_conv_silu_forward(out.data<T>(), x.data<T>(), weight.data<T>(),
+                                 bias.defined() ? bias.data<T>() : nullptr, seqs, x.dim(1), weight.dim(1));
   });
 }
 
 void short_conv_silu_backward(Tensor dx, Tensor dweight, const Tensor& dout, const Tensor& x, const Tensor& weight,
-                              const SeqLayout& seqs) {
+                              const SeqLayout& seqs, const Tensor& bias, Tensor dbias) {
   OpArguments args("short_conv_silu_backward");
   check_conv_arguments(args, x, weight, seqs);
   args.floating(dout, "dout", x.shape()).floating(dx, "dx", x.shape()).floating(dweight, "dweight", weight.shape());
+  args.optional_floating(bias, "bias", {x.dim(1)}).optional_floating(dbias, "dbias", {x.dim(1)});
+  args.require(bias.defined() == dbias.defined(), "dbias", "expected exactly when there is a bias");
 #ifdef LINEA_WITH_CUDA
-  if (args.on_cuda()) return cuda::short_conv_silu_backward(dx, dweight, dout, x, weight, seqs);
+  if (args.on_cuda()) {
+    args.require(!bias.defined(), "bias", "the CUDA kernel has no conv bias yet");
+    return cuda::short_conv_silu_backward(dx, dweight, dout, x, weight, seqs);
+  }
 #endif
   args.dispatch([&](auto zero) {
     using T = decltype(zero);
-    cpu::short_conv_silu_backward(dx.data<T>(), dweight.data<T>(), dout.data<T>(), x.data<T>(), weight.data<T>(), seqs,
-                                  x.dim(1), weight.dim(1));
+    T* db = dbias.defined() ? dbias.data<T>() : nullptr;
+    cpu::short_conv_silu_backward(dx.data<T>(), dweight.data<T>(), db, dout.data<T>(), x.data<T>(), weight.data<T>(),
+                                  bias.defined() ? bias.data<T>() : nullptr, seqs, x.dim(1), weight.dim(1));
   });
 }
 

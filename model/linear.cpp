@@ -41,4 +41,9 @@ void Linear::backward(const Tensor& x, const Tensor& dy, Tensor dx, bool accumul
                        accumulate_dx);
 }
 
+void Linear::set_partial_grad(bool partial) {
+  weight_->partial_grad = partial;
+  if (bias_) bias_->partial_grad = partial;
+}
+
 }  // namespace linea

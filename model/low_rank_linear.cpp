@@ -14,8 +14,9 @@ LinearSplit checked_split(LinearSplit split, const std::string& name) {
 }  // namespace
 
 LowRankLinear::LowRankLinear(ParameterSet& params, const std::string& name, int64_t in, int64_t rank, int64_t out,
-                             bool bias, LinearSplit split, ShardRange range)
+                             bool bias, LinearSplit split, ShardRange range, std::optional<ops::Activation> inner)
     : rank_(rank),
+      activation_(inner),
       down_(params, name + ".0", in, rank, false),
       up_(params, name + ".1", rank, out, bias, ParamRole::matrix, checked_split(split, name), range) {
   down_.weight().partial_grad = up_.weight().shard_dim >= 0;
@@ -32,14 +33,27 @@ Tensor LowRankLinear::forward(StepContext& ctx, const Tensor& x) {
   return y;
 }
 
+void LowRankLinear::set_partial_grad(bool partial) {
+  down_.weight().partial_grad = partial;
+  up_.set_partial_grad(partial);
+}
+
 void LowRankLinear::forward(StepContext& ctx, const Tensor& x, Tensor y) {
   inner_ = down_.forward(ctx, x);
-  up_.forward(inner_, y);
+  activated_ = inner_;
+  if (activation_) {
+    activated_ = ctx.activation(inner_.shape());
+    ops::activation_forward(activated_, inner_, *activation_);
+  }
+  up_.forward(activated_, y);
 }
 
 void LowRankLinear::backward(StepContext& ctx, const Tensor& x, const Tensor& dy, Tensor dx, bool accumulate_dx) {
   Tensor dinner = ctx.temporary({dy.dim(0), rank_});
-  up_.backward(inner_, dy, dinner, false);
+  up_.backward(activated_, dy, dinner, false);
+  if (activation_) {  // tanh's backward reads its output, silu's its input
+    ops::activation_backward(dinner, dinner, *activation_ == ops::Activation::tanh ? activated_ : inner_, *activation_);
+  }
   down_.backward(x, dinner, dx, accumulate_dx);
 }
 

@@ -1,22 +1,30 @@
-// LowRankLinear: y = W₂ (W₁ x) (+ b), W₁: [rank, in], W₂: [out, rank] — KDA/GDN-2's decay
-// projection f_proj and output-gate projection g_proj (reference/mixers.md §1.3). The factors are
-// named NAME.0 and NAME.1 (fla's nn.Sequential); the bias, if any, belongs to the second.
+// LowRankLinear: y = W₂ a(W₁ x) (+ b), W₁: [rank, in], W₂: [out, rank], a the identity or an
+// activation between the factors — KDA/GDN-2's decay projection f_proj and output-gate projection
+// g_proj (reference/mixers.md §1.3), RWKV-6's tanh LoRAs (§1.10). The factors are named NAME.0 and
+// NAME.1 (fla's nn.Sequential); the bias, if any, belongs to the second.
 // Under tensor parallelism (split = outputs) W₂ and b hold rows `range` (column-parallel) and W₁
 // is whole on every rank; each rank's backward then gives only its part of W₁'s gradient (through
 // its rows of W₂), so W₁ is marked partial_grad (summed over the group by Model).
-// forward keeps the inner W₁ x ([N, rank], small) in ctx.activations; backward takes x again.
+// forward keeps the inner W₁ x (and its activation; [N, rank], small) in ctx.activations; backward
+// takes x again.
 #pragma once
+#include <optional>
 #include <string>
 
+#include "kernels/ops.h"
 #include "model/linear.h"
 
 namespace linea {
 
 class LowRankLinear {
  public:
-  // split: none or outputs.
+  // split: none or outputs; inner: the activation between the factors (none: the identity).
   LowRankLinear(ParameterSet& params, const std::string& name, int64_t in, int64_t rank, int64_t out, bool bias,
-                LinearSplit split = LinearSplit::none, ShardRange range = {});
+                LinearSplit split = LinearSplit::none, ShardRange range = {},
+                std::optional<ops::Activation> inner = std::nullopt);
+  // Marks every factor (and the bias) as taking only this rank's part of its gradient: for a
+  // replicated projection whose output feeds only this rank's heads (RWKV-6's token-shift LoRAs).
+  void set_partial_grad(bool partial);
 
   void init(Rng& rng, double std);
   // y in ctx.activations, or into a given y: [N, out].
@@ -27,8 +35,10 @@ class LowRankLinear {
 
  private:
   int64_t rank_;
+  std::optional<ops::Activation> activation_;
   Linear down_, up_;
-  Tensor inner_;  // W₁ x
+  Tensor inner_;      // W₁ x
+  Tensor activated_;  // a(W₁ x), or inner_ without activation
 };
 
 }  // namespace linea

@@ -27,6 +27,12 @@ namespace linea {
 
 class MixerProblemFormat;
 
+// Where a layer sits: its index in the stack of `count` layers.
+struct LayerPlace {
+  int64_t index = 0;
+  int64_t count = 1;
+};
+
 class MixerFamily {
  public:
   virtual ~MixerFamily() = default;
@@ -48,9 +54,12 @@ class MixerFamily {
   // The defaults of `mixer` (one of mixers()), to be read from the table `section`.
   virtual std::unique_ptr<MixerConfig> make_config(std::string_view mixer, std::string section) const = 0;
   // One layer, x: [N, d_model] → y: [N, d_model], parameters named PREFIX.*; config resolved.
+  // `place` is the layer's index in the stack and the stack's depth. A layer may also use
+  // parameters shared by the layers of the stack (HGRN's lower bounds), named "<mixer>.…" and
+  // declared by the first layer that asks for them.
   virtual std::unique_ptr<Mixer> make_layer(ParameterSet& params, const std::string& prefix, int64_t d_model,
-                                            double norm_eps, const MixerConfig& config,
-                                            const TensorParallel& tp) const = 0;
+                                            double norm_eps, const MixerConfig& config, const TensorParallel& tp,
+                                            const LayerPlace& place) const = 0;
 
   // Memory model: per token and layer, how many of the values forward keeps stay 4 bytes wide in a
   // bf16 step (f32 gates, statistics); and the bytes of the CUDA workspaces one layer's backward

@@ -121,10 +121,7 @@ std::vector<int64_t> hybrid_attention_layers(std::string_view rule, int64_t laye
   const char* end = rule.data() + colon;
   const auto [ptr, ec] = std::from_chars(begin, end, r);
   if (ec != std::errc() || ptr != end || r < 1) throw malformed();
-  if (r + 1 > layers) {
-    throw std::invalid_argument("ratio " + std::string(rule) + " places no attention layer among " +
-                                std::to_string(layers) + " layers (it needs at least " + std::to_string(r + 1) + ")");
-  }
+  if (r + 1 > layers) return {layers - 1};  // shorter than one group: the stack is one group
   std::vector<int64_t> indices;
   for (int64_t i = r; i < layers; i += r + 1) indices.push_back(i);
   return indices;
@@ -198,6 +195,7 @@ ModelConfig ModelConfig::parse(ConfigSection model) {
   }
   c.tie_embeddings = model.boolean("tie_embeddings", c.tie_embeddings);
   c.mlp_hidden = model.integer("mlp_hidden", c.mlp_hidden);
+  c.mlp = model.boolean("mlp", c.mlp);
   c.norm_eps = model.number("norm_eps", c.norm_eps);
   c.init_std = model.number("init_std", c.init_std);
 

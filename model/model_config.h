@@ -1,10 +1,11 @@
 // ModelConfig: the shape of a decoder-only LM, read from the [model] table of a TOML config.
 //
 //   [model]          d_model, layers, vocab (required); tie_embeddings, mlp_hidden (0 →
-//                    256·ceil(int(8d/3)/256), as fla), norm_eps, init_std; and the layers' mixers,
+//                    256·ceil(int(8d/3)/256), as fla), mlp (default true; false: blocks of a mixer
+//                    alone, as flame's Mamba-2 stack), norm_eps, init_std; and the layers' mixers,
 //                    given in one of two ways:
-//                      mixer (deltanet | gdn | kda | gdn2 | attention: every mixer name of the
-//                      registry) and hybrid ("pure"; "r:1" = r layers of `mixer` then 1 softmax
+//                      mixer (deltanet | gdn | kda | gdn2 | attention | gla | retnet | hgrn2 |
+//                      mamba2 | rwkv6 | hgrn: every mixer name of the registry) and hybrid ("pure"; "r:1" = r layers of `mixer` then 1 softmax
 //                      attention layer, repeated; or a list of attention layer indices); or
 //                      layer_mixers: a list of mixer names, one per layer, or a pattern string that
 //                      repeats to fill the layers; both made of terms "name" or "N*name", e.g.
@@ -99,8 +100,11 @@ struct ModelConfig {
 };
 
 // The attention layer indices a hybrid rule gives for `layers` layers: "pure" → none; "r:1" → the
-// last layer of every group of r + 1 (24 layers "3:1" → 3, 7, …, 23). Throws std::invalid_argument
-// (without a key name) for a malformed rule or one that places no attention layer.
+// stack cut from its first layer into groups of r + 1, attention at the last layer of every whole
+// group, a trailing partial group all linear (24 layers "3:1" → 3, 7, …, 23; 24 layers "6:1" → 6,
+// 13, 20). A stack shorter than one group is one group: attention at its last layer (21 or 24
+// layers "24:1" → the last layer), so every ratio resolves for every layer count. Throws
+// std::invalid_argument (without a key name) for a malformed rule.
 std::vector<int64_t> hybrid_attention_layers(std::string_view rule, int64_t layers);
 
 // The mixer of every one of `layers` layers from layer_mixers terms ("name" or "N*name"): a list

@@ -27,11 +27,14 @@ std::vector<std::string> group_names() {
   return names;
 }
 
-// "layers.{i}.mixer.*" → the group of layer i's mixer family; "layers.{i}.mlp.*" → mlp; other
-// "layers.*", "norm.*" → norms.
+// "layers.{i}.mixer.*" → the group of layer i's mixer family, "<mixer>.*" (shared by a stack's
+// layers) that of the mixer's family; "layers.{i}.mlp.*" → mlp; other "layers.*", "norm.*" → norms.
 std::string_view group_of(const Parameter& p, const ModelConfig& config) {
   if (p.name.rfind("embedding.", 0) == 0) return "embedding";
   if (p.name.rfind("head.", 0) == 0) return "head";
+  if (const MixerFamily* family = find_mixer_family(p.name.substr(0, p.name.find('.')))) {
+    return family->parameter_group();
+  }
   if (p.name.rfind("layers.", 0) == 0) {
     const size_t dot = p.name.find('.', 7);
     const int64_t layer = std::stoll(p.name.substr(7, dot - 7));

@@ -6,22 +6,35 @@
 namespace linea {
 
 ShortConv::ShortConv(ParameterSet& params, const std::string& name, int64_t channels, int64_t kernel,
-                     std::optional<ShardRange> shard)
+                     std::optional<ShardRange> shard, bool bias)
     : channels_(shard ? shard->size : channels) {
   weight_ = params.declare(name + ".weight", {channels, kernel}, ParamRole::conv, /*weight_decay=*/true, shard ? 0 : -1,
                            shard.value_or(ShardRange{}));
+  if (bias) {
+    bias_ = params.declare(name + ".bias", {channels}, ParamRole::vector, /*weight_decay=*/false, shard ? 0 : -1,
+                           shard.value_or(ShardRange{}));
+  }
 }
 
-void ShortConv::init(Rng& rng, double std) { init_normal(*weight_, rng, std); }
+void ShortConv::set_partial_grad(bool partial) {
+  weight_->partial_grad = partial;
+  if (bias_) bias_->partial_grad = partial;
+}
+
+void ShortConv::init(Rng& rng, double std) {
+  init_normal(*weight_, rng, std);
+  if (bias_) fill_constant(bias_->value, 0.0);
+}
 
 Tensor ShortConv::forward(StepContext& ctx, const Tensor& x) {
   Tensor y = ctx.temporary({x.dim(0), channels_});
-  ops::short_conv_silu_forward(y, x, weight_->compute, ctx.seqs);
+  ops::short_conv_silu_forward(y, x, weight_->compute, ctx.seqs, bias_ ? bias_->compute : Tensor());
   return y;
 }
 
 void ShortConv::backward(StepContext& ctx, const Tensor& x, const Tensor& dy, Tensor dx) {
-  ops::short_conv_silu_backward(dx, weight_->compute_grad, dy, x, weight_->compute, ctx.seqs);
+  ops::short_conv_silu_backward(dx, weight_->compute_grad, dy, x, weight_->compute, ctx.seqs,
+                                bias_ ? bias_->compute : Tensor(), bias_ ? bias_->compute_grad : Tensor());
 }
 
 }  // namespace linea

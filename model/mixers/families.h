@@ -3,3 +3,5 @@
 // mixer_names() (and so of help texts and error messages).
 LINEA_MIXER_FAMILY(delta_rule)
 LINEA_MIXER_FAMILY(attention)
+LINEA_MIXER_FAMILY(gla)
+LINEA_MIXER_FAMILY(hgrn)

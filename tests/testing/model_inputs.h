@@ -13,6 +13,7 @@
 #include "model/mixers/delta_rule/delta_rule_config.h"
 #include "model/model_config.h"
 #include "tests/testing/kernel_test.h"
+#include "tests/testing/mixers/gla_family_sizes.h"
 
 namespace linea::testing {
 
@@ -35,13 +36,17 @@ inline ModelConfig tiny_hybrid_config(const std::string& mixer, bool tied, const
   if (mixer != "attention") {
     c.hybrid = "[1]";
     c.attention_layers = {1};
-    DeltaRuleConfig& l = c.mixer_config<DeltaRuleConfig>(mixer);
-    l.heads = s.linear_heads;
-    l.d_k = s.d_k;
-    l.d_v = s.d_v;
-    l.conv = s.conv;
-    l.decay_rank = s.decay_rank;
-    l.gate_rank = s.gate_rank;
+    MixerConfig& config = c.mixer_configs.get(mixer);
+    if (auto* l = dynamic_cast<DeltaRuleConfig*>(&config)) {
+      l->heads = s.linear_heads;
+      l->d_k = s.d_k;
+      l->d_v = s.d_v;
+      l->conv = s.conv;
+      l->decay_rank = s.decay_rank;
+      l->gate_rank = s.gate_rank;
+    } else {
+      set_gla_family_sizes(config, s.d_model, s.linear_heads, s.d_k, s.d_v, s.decay_rank);
+    }
   }
   AttentionConfig& a = c.mixer_config<AttentionConfig>("attention");
   a.heads = s.attention_heads;

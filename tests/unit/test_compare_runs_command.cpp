@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "cli/command.h"
+#include "tests/testing/run_command.h"
 #include "tests/testing/temp_dir.h"
 
 namespace linea {
@@ -21,16 +21,7 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-int run_command(const std::string& name, std::vector<std::string> args) {
-  const auto& registry = cli::command_registry();
-  const auto command =
-      std::find_if(registry.begin(), registry.end(), [&](const cli::Command& c) { return c.name == name; });
-  if (command == registry.end()) throw std::logic_error("the " + name + " command is not registered");
-  args.insert(args.begin(), name);
-  std::vector<char*> argv;
-  for (std::string& s : args) argv.push_back(s.data());
-  return command->run(static_cast<int>(argv.size()), argv.data());
-}
+using testing::run_command;
 
 // A run directory whose metrics.jsonl logs these losses at steps 1, 2, ..., 1000 tokens a step,
 // each step taking 0.5 s.

@@ -94,6 +94,40 @@ parallel.dp = [1, 3]
   EXPECT_EQ(plan.runs[4].config, dir_ / "configs/tp2.toml");
 }
 
+// Runs whose configs differ in file and overrides together (seed 001's mixers × ratios beside a
+// transformer that takes no ratio): one axis of tables naming their base.
+TEST_F(SweepTest, BundlesMayNameTheirBaseConfig) {
+  const SweepPlan plan = expand(R"(
+[sweep]
+baseline = "tp2_lr-0.001"
+[sweep.grid]
+run = [{base = "configs/tp2.toml"},
+       {label = "gdn-3to1", base = "configs/gdn.toml", "model.hybrid" = "3:1"},
+       {base = "configs/gdn.toml", "model.hybrid" = "6:1"}]
+"optimizer.lr" = [1e-3]
+)");
+  ASSERT_EQ(plan.runs.size(), 3u);
+  EXPECT_EQ(plan.runs[0].name, "study/tp2_lr-0.001");
+  EXPECT_EQ(plan.runs[0].config, dir_ / "configs/tp2.toml");
+  EXPECT_EQ(plan.runs[0].processes, 4);  // tp 2 × dp 2 from the file
+  EXPECT_EQ(plan.runs[0].overrides[0], "optimizer.lr=0.001");
+  EXPECT_EQ(plan.runs[1].name, "study/gdn-3to1_lr-0.001");
+  EXPECT_EQ(plan.runs[1].config, dir_ / "configs/gdn.toml");
+  EXPECT_EQ(plan.runs[1].overrides[0], "model.hybrid=\"3:1\"");
+  EXPECT_EQ(plan.runs[2].name, "study/gdn-6-1_lr-0.001");  // the file's stem and the values
+  EXPECT_EQ(plan.sweep.baseline, "study/tp2_lr-0.001");
+
+  const std::string grid = "[sweep]\n[sweep.grid]\n";
+  expect_error(grid + "run = [{base = \"configs/gdn.toml\"}, {\"model.hybrid\" = \"3:1\"}]\n",
+               {"sweep.grid.run", "every table of the axis to name its `base` config, or none"});
+  expect_error(grid + "run = [{base = 3}]\n", {"sweep.grid.run.base", "expected a config file path"});
+  expect_error("[sweep]\nbase = \"configs/gdn.toml\"\n[sweep.grid]\nrun = [{base = \"configs/gdn.toml\"}]\n",
+               {"sweep.grid.base", "conflicts with sweep.base"});
+  expect_error(grid + "base = [\"configs/gdn.toml\"]\nrun = [{base = \"configs/gdn.toml\"}]\n",
+               {"sweep.grid", "at most one axis that gives the runs' base config"});
+  expect_error(grid + "run = [{base = \"configs/missing.toml\"}]\n", {"configs/missing.toml"});
+}
+
 TEST_F(SweepTest, ValuesBecomeTomlLiteralsAndSafeNames) {
   const SweepPlan plan = expand(R"(
 [sweep]
@@ -153,11 +187,14 @@ TEST_F(SweepTest, ExampleSweepsExpand) {
   for (const char* model :
        {"gdn-340m", "kda-340m", "kda-h-340m", "deltanet-340m", "gdn2-340m", "transformer-340m", "tiny"})
     write_text(dir_ / (std::string("configs/models/") + model + ".toml"), "[model]\n");
-  const std::vector<std::pair<std::string, size_t>> expected = {{"optimizer-lr-340m", 18},
-                                                                {"hybrid-ratio-340m", 5},
-                                                                {"mixers-340m", 6},
-                                                                {"context-length-340m", 10},
-                                                                {"tiny-smoke", 2}};
+  for (const char* mixer : {"gla", "retnet", "hgrn", "hgrn2", "mamba2", "rwkv6", "transformer"}) {
+    for (const char* size : {"340m", "1.3b"}) {
+      write_text(dir_ / (std::string("configs/models/") + mixer + "-" + size + ".toml"), "[model]\n");
+    }
+  }
+  const std::vector<std::pair<std::string, size_t>> expected = {
+      {"optimizer-lr-340m", 18}, {"hybrid-ratio-340m", 5}, {"mixers-340m", 6},   {"context-length-340m", 10},
+      {"tiny-smoke", 2},         {"seed001-340m", 31},     {"seed001-1.3b", 31}, {"seed001-reduced", 31}};
   for (const auto& [name, runs] : expected) {
     const std::string path = source + "/configs/sweeps/" + name + ".toml";
     const SweepPlan plan = expand_sweep(read_text(path), path, dir_.path());

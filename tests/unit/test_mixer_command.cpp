@@ -15,11 +15,11 @@
 #include <vector>
 
 #include "checkpoint/hdf5_file.h"
-#include "cli/command.h"
 #include "kernels/device_memory.h"
 #include "model/mixers/delta_rule/delta_rule.h"
 #include "tests/testing/assert_close.h"
 #include "tests/testing/mixers/delta_rule_problem.h"
+#include "tests/testing/run_command.h"
 
 namespace linea {
 namespace {
@@ -29,17 +29,7 @@ using ops::DeltaRuleImpl;
 using testing::DeltaRuleProblem;
 using Datasets = std::map<std::string, Tensor>;
 
-int run_mixer_command(const std::vector<std::string>& args) {
-  const auto& registry = cli::command_registry();
-  const auto command =
-      std::find_if(registry.begin(), registry.end(), [](const cli::Command& c) { return c.name == "mixer"; });
-  if (command == registry.end()) throw std::logic_error("the mixer command is not registered");
-  std::vector<std::string> argv_strings{"mixer"};
-  argv_strings.insert(argv_strings.end(), args.begin(), args.end());
-  std::vector<char*> argv;
-  for (std::string& s : argv_strings) argv.push_back(s.data());
-  return command->run(static_cast<int>(argv.size()), argv.data());
-}
+int run_mixer_command(const std::vector<std::string>& args) { return testing::run_command("mixer", args); }
 
 // Batch layouts: B = 2 sequences of T = 70 tokens (two chunks, the second partial), or B = 1 with
 // packed sequences of 15, 65 and 70 tokens. `full` files carry h0, do and dht; bare ones do not.
@@ -260,8 +250,9 @@ TEST_F(MixerCommand, HelpDescribesTheCommand) {
   ::testing::internal::CaptureStdout();
   EXPECT_EQ(run_mixer_command({"--help"}), 0);
   const std::string help = ::testing::internal::GetCapturedStdout();
-  for (const char* needle : {"usage: linea mixer --mixer deltanet|gdn|kda|gdn2 --impl recurrent|chunked", "cu_seqlens",
-                             "computed in f64", "computed in f32", "dbeta"}) {
+  for (const char* needle :
+       {"usage: linea mixer --mixer deltanet|gdn|kda|gdn2|gla|retnet|hgrn2|mamba2|rwkv6|hgrn --impl recurrent|chunked",
+        "cu_seqlens", "computed in f64", "computed in f32", "dbeta", "u           [H, K]", "x, g (log decay"}) {
     EXPECT_NE(help.find(needle), std::string::npos) << needle;
   }
 }
@@ -470,8 +461,9 @@ TEST_F(MixerCommand, BadArgumentsAreReported) {
   const fs::path in = dir_ / "in.h5";
   write_datasets(in, input_datasets(make_case(testing::named_mixers()[0], Layout::batched_full, 5)));
   const std::string out = dir_ / "out.h5";
-  expect_rejected({"--mixer", "mamba", "--impl", "chunked", "--in", in, "--out", out},
-                  {"--mixer: unknown mixer 'mamba'; expected deltanet, gdn, kda or gdn2"});
+  expect_rejected(
+      {"--mixer", "mamba", "--impl", "chunked", "--in", in, "--out", out},
+      {"--mixer: unknown mixer 'mamba'; expected deltanet, gdn, kda, gdn2, gla, retnet, hgrn2, mamba2, rwkv6 or hgrn"});
   expect_rejected({"--mixer", "gdn", "--impl", "parallel", "--in", in, "--out", out},
                   {"--impl: unknown implementation 'parallel'; expected recurrent, chunked or cuda"});
   expect_rejected({"--mixer", "gdn", "--impl", "chunked", "--dtype", "bf16", "--in", in, "--out", out},

@@ -17,8 +17,11 @@ namespace linea {
 namespace {
 
 TEST(MixerRegistry, OneListOfNames) {
-  EXPECT_EQ(mixer_names(), (std::vector<std::string>{"deltanet", "gdn", "kda", "gdn2", "attention"}));
+  EXPECT_EQ(mixer_names(), (std::vector<std::string>{"deltanet", "gdn", "kda", "gdn2", "attention", "gla", "retnet",
+                                                     "hgrn2", "mamba2", "rwkv6", "hgrn"}));
   EXPECT_EQ(mixer_family("kda").name(), "delta_rule");
+  EXPECT_EQ(mixer_family("mamba2").name(), "gla");
+  EXPECT_EQ(mixer_family("hgrn").name(), "hgrn");
   EXPECT_EQ(mixer_family("attention").name(), "attention");
   EXPECT_EQ(find_mixer_family("mamba"), nullptr);
   EXPECT_TRUE(testing::throws_invalid_argument([] { mixer_family("mamba"); },
@@ -39,10 +42,13 @@ TEST(MixerRegistry, EveryMixerBuildsFromItsDefaults) {
     EXPECT_EQ(config->mixer, mixer);
     config->resolve(d_model, ConfigFieldError{nullptr, config->section});
     ParameterSet params(DType::f64);
-    const std::unique_ptr<Mixer> layer = family.make_layer(params, "mixer", d_model, 1e-6, *config, {});
+    const std::unique_ptr<Mixer> layer = family.make_layer(params, "mixer", d_model, 1e-6, *config, {}, {1, 2});
     params.finalize();
     EXPECT_GT(params.params().size(), 0u);
-    for (const Parameter& p : params.params()) EXPECT_EQ(p.name.rfind("mixer.", 0), 0u) << p.name;
+    // The layer's own parameters, or ones its stack shares ("<mixer>.…").
+    for (const Parameter& p : params.params()) {
+      EXPECT_TRUE(p.name.rfind("mixer.", 0) == 0 || p.name.rfind(mixer + ".", 0) == 0) << p.name;
+    }
     Rng rng(1);
     layer->init(rng, 0.02);
     Arena activations, scratch;

@@ -12,6 +12,8 @@
 #include "data/config_reader.h"
 #include "model/mixers/attention/attention_config.h"
 #include "model/mixers/delta_rule/delta_rule_config.h"
+#include "model/mixers/gla/gla_configs.h"
+#include "model/mixers/hgrn/hgrn_config.h"
 #include "model/model_config.h"
 #include "model/parameter_count.h"
 #include "tests/testing/kernel_test.h"
@@ -195,7 +197,6 @@ TEST(ModelConfig, ErrorsNameTheFileAndKey) {
   EXPECT_TRUE(fails({"model.hybrid=3:2"}, {"test.toml: model.hybrid: expected \"pure\", a ratio \"r:1\"", "'3:2'"}));
   EXPECT_TRUE(fails({"model.hybrid=x:1"}, {"model.hybrid", "'x:1'"}));
   EXPECT_TRUE(fails({"model.hybrid=0:1"}, {"model.hybrid", "'0:1'"}));
-  EXPECT_TRUE(fails({"model.hybrid=4:1"}, {"model.hybrid: ratio 4:1 places no attention layer among 4 layers"}));
   EXPECT_TRUE(fails({"model.hybrid=[1, 4]"}, {"model.hybrid: attention layer 4 is outside [0, 4)"}));
   EXPECT_TRUE(fails({"model.hybrid=[1, 1]"}, {"model.hybrid: attention layer 1 is listed twice"}));
   EXPECT_TRUE(fails({"model.mixer=attention"}, {"model.hybrid: a hybrid layout needs a linear mixer"}));
@@ -277,8 +278,25 @@ TEST(ModelConfig, HybridRules) {
   EXPECT_EQ(hybrid_attention_layers("6:1", 24), (std::vector<int64_t>{6, 13, 20}));
   EXPECT_EQ(hybrid_attention_layers("1:1", 6), (std::vector<int64_t>{1, 3, 5}));
   EXPECT_EQ(hybrid_attention_layers("24:1", 25), (std::vector<int64_t>{24}));
+  EXPECT_EQ(hybrid_attention_layers("12:1", 21), (std::vector<int64_t>{12}));
+  // Shorter than one group: one attention layer, the last.
+  EXPECT_EQ(hybrid_attention_layers("24:1", 24), (std::vector<int64_t>{23}));
+  EXPECT_EQ(hybrid_attention_layers("24:1", 21), (std::vector<int64_t>{20}));
+  EXPECT_EQ(hybrid_attention_layers("3:1", 3), (std::vector<int64_t>{2}));
+  EXPECT_EQ(hybrid_attention_layers("3:1", 1), (std::vector<int64_t>{0}));
+  // Every ratio of seed 001 resolves on every depth from 1 to 48 layers: at least one attention
+  // layer, indices strictly increasing inside the stack, the last group's attention at its end.
+  for (int64_t r : {24, 12, 6, 3}) {
+    for (int64_t layers = 1; layers <= 48; ++layers) {
+      const std::vector<int64_t> at = hybrid_attention_layers(std::to_string(r) + ":1", layers);
+      ASSERT_FALSE(at.empty()) << r << ":1 on " << layers;
+      EXPECT_EQ(static_cast<int64_t>(at.size()), std::max<int64_t>(1, layers / (r + 1))) << r << ":1 on " << layers;
+      for (size_t i = 0; i < at.size(); ++i) {
+        EXPECT_TRUE(at[i] >= 0 && at[i] < layers && (i == 0 || at[i] > at[i - 1])) << r << ":1 on " << layers;
+      }
+    }
+  }
   EXPECT_TRUE(hybrid_attention_layers("pure", 24).empty());
-  EXPECT_THROW(hybrid_attention_layers("3:1", 3), std::invalid_argument);
   EXPECT_THROW(hybrid_attention_layers("3", 24), std::invalid_argument);
   EXPECT_THROW(hybrid_attention_layers("3:1:1", 24), std::invalid_argument);
 }
@@ -289,12 +307,54 @@ TEST(ModelConfig, HybridRules) {
 int64_t expected_parameters(const ModelConfig& c) {
   const int64_t d = c.d_model;
   int64_t total = c.vocab * d * (c.tie_embeddings ? 1 : 2) + d;  // embedding, head, final norm
+  bool lower_bounds = false;  // HGRN's and HGRN-2's Γ, one per stack: [layers, channels]
   for (int64_t layer = 0; layer < c.layers; ++layer) {
-    total += 2 * d + 3 * d * c.mlp_hidden;  // two RMSNorms, SwiGLU
+    total += d + (c.mlp ? d + 3 * d * c.mlp_hidden : 0);  // attn_norm; mlp_norm and SwiGLU
     const std::string& mixer = c.layer_mixers[size_t(layer)];
+    const MixerConfig& config = c.layer_config(layer);
     if (mixer == "attention") {
-      const auto& a = dynamic_cast<const AttentionConfig&>(c.layer_config(layer));
+      const auto& a = dynamic_cast<const AttentionConfig&>(config);
       total += 2 * d * a.heads * a.head_dim + 2 * d * a.kv_heads * a.head_dim;
+      continue;
+    }
+    if (mixer == "gla" || mixer == "retnet") {  // q, k, v, g, o, the per-head norm; GLA's low-rank decay
+      const bool gla = mixer == "gla";
+      const HeadWidths& w =
+          gla ? dynamic_cast<const GlaConfig&>(config).widths : dynamic_cast<const RetNetConfig&>(config).widths;
+      const int64_t HK = w.heads * w.d_k, HV = w.heads * w.d_v;
+      const bool gate = !gla || dynamic_cast<const GlaConfig&>(config).output_gate;
+      total += 2 * d * HK + d * HV + (gate ? d * HV : 0) + HV * d + w.d_v;
+      if (gla) {
+        const int64_t rank = dynamic_cast<const GlaConfig&>(config).gate_rank;
+        total += d * rank + rank * HK + HK;  // gk_proj.0, gk_proj.1 and its bias
+      }
+      continue;
+    }
+    if (mixer == "hgrn2") {  // q, f, i, the norm over H·V, o
+      const auto& h = dynamic_cast<const Hgrn2Config&>(config);
+      const int64_t HK = h.heads * h.expand_ratio, HV = h.heads * h.d_v;
+      total += 2 * d * HK + d * HV + HV + HV * d;
+      if (h.lower_bound && !lower_bounds) total += c.layers * HK, lower_bounds = true;
+      continue;
+    }
+    if (mixer == "hgrn") {  // i, f, g, the norm over W, o
+      const auto& h = dynamic_cast<const HgrnConfig&>(config);
+      total += 3 * d * h.width + h.width + h.width * d;
+      if (h.lower_bound && !lower_bounds) total += c.layers * h.width, lower_bounds = true;
+      continue;
+    }
+    if (mixer == "mamba2") {  // z, x, B, C, dt; the convs with bias; A_log, dt_bias, D; norm; out
+      const auto& m = dynamic_cast<const Mamba2Config&>(config);
+      const int64_t conv_channels = m.inner + 2 * m.state_size;
+      total +=
+          d * (conv_channels + m.inner + m.heads) + conv_channels * (m.conv + 1) + 3 * m.heads + m.inner + m.inner * d;
+      continue;
+    }
+    if (mixer == "rwkv6") {  // μ, five lerp LoRAs with biases, r, k, v, g, w's LoRA, u, GroupNorm, o
+      const auto& r = dynamic_cast<const Rwkv6Config&>(config);
+      const int64_t HK = r.widths.heads * r.widths.d_k, HV = r.widths.heads * r.widths.d_v;
+      total += d + 5 * (2 * d * r.proj_rank + d) + 2 * d * HK + 2 * d * HV + d * r.decay_rank + r.decay_rank * HK + HK +
+               HK + 2 * HV + HV * d;
       continue;
     }
     const auto& l = dynamic_cast<const DeltaRuleConfig&>(c.layer_config(layer));

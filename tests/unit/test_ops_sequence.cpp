@@ -170,6 +170,34 @@ TEST(ShortConv, BackwardMatchesFiniteDifferencesOnPackedSequences) {
   EXPECT_TRUE(gradient_matches("dweight", loss, w, dw));
 }
 
+// Mamba-2's conv has a bias: pre = conv(x) + b before the SiLU.
+TEST(ShortConv, BiasIsAddedBeforeTheSiluAndItsGradientMatchesFiniteDifferences) {
+  Rng rng(15);
+  const SeqLayout seqs{{0, 3, 4, 4, 10}};
+  const int64_t n = 10, c = 5, width = 4;
+  Tensor x = random_tensor({n, c}, rng, -2, 2), w = random_tensor({c, width}, rng), b = random_tensor({c}, rng);
+  const Tensor dout = random_tensor({n, c}, rng);
+  Tensor out = Tensor::empty({n, c}, DType::f64), plain = Tensor::empty({n, c}, DType::f64);
+  ops::short_conv_silu_forward(out, x, w, seqs, b);
+  // Token 3 is a sequence of one: pre = w[c, W−1] x[3, c] + b[c].
+  for (int64_t ch = 0; ch < c; ++ch) {
+    const double pre = w.data<double>()[ch * width + width - 1] * x.data<double>()[3 * c + ch] + b.data<double>()[ch];
+    EXPECT_NEAR(out.data<double>()[3 * c + ch], silu(pre), 1e-15) << ch;
+  }
+  auto loss = [&] {
+    ops::short_conv_silu_forward(out, x, w, seqs, b);
+    return dot(out, dout);
+  };
+  Tensor dx = Tensor::empty({n, c}, DType::f64), dw = Tensor::zeros({c, width}, DType::f64);
+  Tensor db = Tensor::zeros({c}, DType::f64);
+  ops::short_conv_silu_backward(dx, dw, dout, x, w, seqs, b, db);
+  EXPECT_TRUE(gradient_matches("dx", loss, x, dx));
+  EXPECT_TRUE(gradient_matches("dweight", loss, w, dw));
+  EXPECT_TRUE(gradient_matches("dbias", loss, b, db));
+  EXPECT_TRUE(throws_invalid_argument([&] { ops::short_conv_silu_backward(dx, dw, dout, x, w, seqs, b); },
+                                      {"short_conv_silu_backward", "dbias"}));
+}
+
 TEST(ShortConv, F32AgreesWithF64AndWeightGradientAccumulates) {
   Rng rng(6);
   const SeqLayout seqs{{0, 100, 101, 300}};

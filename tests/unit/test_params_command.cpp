@@ -9,11 +9,11 @@
 #include <string>
 #include <vector>
 
-#include "cli/command.h"
 #include "data/config_reader.h"
 #include "model/model_config.h"
 #include "model/parameter_count.h"
 #include "tests/testing/kernel_test.h"
+#include "tests/testing/run_command.h"
 
 namespace linea {
 namespace {
@@ -25,16 +25,7 @@ std::filesystem::path tiny_config() {
   return root / "configs" / "models" / "tiny.toml";
 }
 
-int run_params(std::vector<std::string> args) {
-  const auto& registry = cli::command_registry();
-  const auto command =
-      std::find_if(registry.begin(), registry.end(), [](const cli::Command& c) { return c.name == "params"; });
-  if (command == registry.end()) throw std::logic_error("the params command is not registered");
-  args.insert(args.begin(), "params");
-  std::vector<char*> argv;
-  for (std::string& s : args) argv.push_back(s.data());
-  return command->run(static_cast<int>(argv.size()), argv.data());
-}
+int run_params(std::vector<std::string> args) { return testing::run_command("params", std::move(args)); }
 
 TEST(ParamsCommand, PrintsTheCountOfTheConfig) {
   const std::string path = tiny_config().string();

@@ -36,7 +36,8 @@ class AttentionFamily final : public MixerFamily {
     return std::make_unique<AttentionConfig>(std::move(section));
   }
   std::unique_ptr<Mixer> make_layer(ParameterSet& params, const std::string& prefix, int64_t d_model, double,
-                                    const MixerConfig& config, const TensorParallel& tp) const override {
+                                    const MixerConfig& config, const TensorParallel& tp,
+                                    const LayerPlace&) const override {
     return std::make_unique<AttentionLayer>(params, prefix, d_model, config_as<AttentionConfig>(config), tp);
   }
 

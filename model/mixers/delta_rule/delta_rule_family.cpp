@@ -33,7 +33,8 @@ class DeltaRuleFamily final : public MixerFamily {
     return std::make_unique<DeltaRuleConfig>(mixer, std::move(section));
   }
   std::unique_ptr<Mixer> make_layer(ParameterSet& params, const std::string& prefix, int64_t d_model, double norm_eps,
-                                    const MixerConfig& config, const TensorParallel& tp) const override {
+                                    const MixerConfig& config, const TensorParallel& tp,
+                                    const LayerPlace&) const override {
     return std::make_unique<DeltaRuleLayer>(params, prefix, d_model, config_as<DeltaRuleConfig>(config), norm_eps, tp);
   }
 

@@ -5,7 +5,7 @@
 #include <vector>
 
 #include "kernels/random.h"
-#include "model/parameter_shard.h"
+#include "model/decay_gate_init.h"
 
 namespace linea {
 
@@ -15,19 +15,6 @@ constexpr double kL2NormEps = 1e-6;  // fla's l2norm: x / sqrt(Σx² + 1e-6)
 
 // GDN-2's erase and write gates (b: D → H·K, a matrix; w: D → H·V) instead of β (D → H, a gate).
 bool erase_write(const DeltaRuleConfig& config) { return config.preset.gate == ops::GateKind::erase_write; }
-
-// Sets p to its shard of the full tensor `values` (element i of the logical tensor = values[i]).
-void set_values(Parameter& p, const std::vector<double>& values) {
-  Tensor full = Tensor::empty(p.full_shape, p.value.dtype());
-  for (size_t i = 0; i < values.size(); ++i) {
-    if (full.dtype() == DType::f64) {
-      full.data<double>()[i] = values[i];
-    } else {
-      full.data<float>()[i] = static_cast<float>(values[i]);
-    }
-  }
-  assign_from_full(p, full);
-}
 
 }  // namespace
 
@@ -96,23 +83,9 @@ void DeltaRuleLayer::init(Rng& rng, double std) {
   if (a_proj_) a_proj_->init(rng, std);
   if (f_proj_) f_proj_->init(rng, std);
   if (A_log_) {
-    // A ~ U(0, 16) for a scalar decay (GDN), U(1, 16) per channel (KDA, GDN-2); A_log = log A (A = 0
-    // is redrawn).
-    const double a_min = spec_.decay == ops::DecayKind::scalar ? 0.0 : 1.0;
-    std::vector<double> A_log(static_cast<size_t>(config_.heads));
-    for (double& value : A_log) {
-      double a = 0;
-      while (a <= 0) a = a_min + (16.0 - a_min) * rng.uniform();
-      value = std::log(a);
-    }
-    set_values(*A_log_, A_log);
-    // dt = exp(U(log 1e-3, log 1e-1)) clamped to ≥ 1e-4; dt_bias = softplus⁻¹(dt) = dt + log(−expm1(−dt)).
-    std::vector<double> dt_bias(static_cast<size_t>(shape_numel(dt_bias_->full_shape)));
-    for (double& value : dt_bias) {
-      const double dt = std::max(std::exp(std::log(1e-3) + (std::log(1e-1) - std::log(1e-3)) * rng.uniform()), 1e-4);
-      value = dt + std::log(-std::expm1(-dt));
-    }
-    set_values(*dt_bias_, dt_bias);
+    // A ~ U(0, 16) for a scalar decay (GDN), U(1, 16) per channel (KDA, GDN-2).
+    init_a_log(*A_log_, rng, spec_.decay == ops::DecayKind::scalar ? 0.0 : 1.0);
+    init_dt_bias(*dt_bias_, rng);
   }
   if (q_conv_) {
     q_conv_->init(rng, std);

@@ -6,136 +6,23 @@
 #include <utility>
 #include <vector>
 
-#include "checkpoint/hdf5_file.h"
+#include "model/mixer_problem_file.h"
 
 namespace linea {
-
-namespace {
-
-// What the command expects of one dataset of IN.
-enum class Presence { required, optional, forbidden };
-struct DatasetRule {
-  std::string name;
-  Presence presence;
-  Shape shape;         // in fla's layout (unused when forbidden)
-  std::string layout;  // the shape in letters, e.g. "[B, T, H, K]"; for forbidden: why
-};
-
-// "[1, 0, 3]": the position of element `flat` of a row-major tensor of this shape.
-std::string index_string(const Shape& shape, int64_t flat) {
-  Shape index(shape.size());
-  for (size_t d = shape.size(); d-- > 0;) {
-    index[d] = flat % shape[d];
-    flat /= shape[d];
-  }
-  return shape_string(index);
-}
-
-// The first element that is not finite (or, for log decays, positive) and its value; index −1 if none.
-template <class T>
-std::pair<int64_t, double> first_invalid(const Tensor& t, bool log_decay) {
-  const T* x = t.data<T>();
-  for (int64_t i = 0; i < t.numel(); ++i) {
-    if (!std::isfinite(x[i]) || (log_decay && x[i] > 0)) return {i, static_cast<double>(x[i])};
-  }
-  return {-1, 0.0};
-}
-
-std::string describe(DType dtype, const Shape& shape) { return std::string(dtype_name(dtype)) + shape_string(shape); }
-
-// Checks the datasets of one open input file, with messages naming the file and the dataset.
-class InputChecker {
- public:
-  InputChecker(const Hdf5File& file, const DeltaRulePreset& preset) : file_(file), preset_(preset) {}
-
-  [[noreturn]] void fail(std::string_view dataset, std::string_view problem) const {
-    throw std::invalid_argument("mixer input '" + file_.path().string() + "', dataset '" + std::string(dataset) +
-                                "': " + std::string(problem));
-  }
-
-  // Info of a dataset that must exist with `dtype`; `expected` describes it for the message.
-  Hdf5DatasetInfo require(const std::string& name, DType dtype, std::string_view expected) const {
-    if (!file_.has_dataset(name)) fail(name, "missing; " + mixer() + " needs " + std::string(expected));
-    const Hdf5DatasetInfo info = file_.dataset_info(name);
-    if (info.dtype != dtype) {
-      fail(name, "expected " + std::string(expected) + ", got " + describe(info.dtype, info.shape));
-    }
-    return info;
-  }
-
-  // Throws unless the dataset is present or absent, and shaped, as the rule says.
-  void check(const DatasetRule& rule) const {
-    const bool present = file_.has_dataset(rule.name);
-    if (rule.presence == Presence::forbidden) {
-      if (present) fail(rule.name, "does not belong to " + mixer() + ": " + rule.layout);
-      return;
-    }
-    const std::string expected = describe(DType::f32, rule.shape) + " (" + rule.layout + ")";
-    if (!present) {
-      if (rule.presence == Presence::required) fail(rule.name, "missing; " + mixer() + " needs " + expected);
-      return;
-    }
-    const Hdf5DatasetInfo info = file_.dataset_info(rule.name);
-    if (info.dtype != DType::f32 || info.shape != rule.shape) {
-      fail(rule.name, "expected " + expected + ", got " + describe(info.dtype, info.shape));
-    }
-  }
-
- private:
-  std::string mixer() const { return preset_.name; }
-  const Hdf5File& file_;
-  const DeltaRulePreset& preset_;
-};
-
-}  // namespace
 
 DeltaRuleFileProblem read_delta_rule_problem(const std::filesystem::path& path, const DeltaRulePreset& preset,
                                              DType compute) {
   if (compute != DType::f32 && compute != DType::f64) {
     throw std::invalid_argument("read_delta_rule_problem: compute dtype must be f32 or f64");
   }
-  const Hdf5File file = Hdf5File::open(path);
-  const InputChecker checker(file, preset);
+  const MixerProblemFile file(path, preset.name);
   DeltaRuleFileProblem p;
 
-  // q fixes B, T, H, K; v adds V; cu_seqlens (optional) the sequences.
-  const Hdf5DatasetInfo q = checker.require("q", DType::f32, "f32[B, T, H, K]");
-  if (q.shape.size() != 4) checker.fail("q", "expected rank 4 [B, T, H, K], got " + describe(q.dtype, q.shape));
-  for (int64_t d : q.shape) {
-    if (d <= 0) checker.fail("q", "every dimension of [B, T, H, K] must be positive, got " + shape_string(q.shape));
-  }
-  p.batch = q.shape[0], p.seq_len = q.shape[1], p.heads = q.shape[2], p.key_dim = q.shape[3];
-  const std::string v_expected = "f32[" + std::to_string(p.batch) + ", " + std::to_string(p.seq_len) + ", " +
-                                 std::to_string(p.heads) + ", V] ([B, T, H, V] with B, T, H from q)";
-  const Hdf5DatasetInfo v = checker.require("v", DType::f32, v_expected);
-  if (v.shape.size() != 4 || v.shape[0] != p.batch || v.shape[1] != p.seq_len || v.shape[2] != p.heads ||
-      v.shape[3] <= 0) {
-    checker.fail("v", "expected " + v_expected + ", got " + describe(v.dtype, v.shape));
-  }
-  p.value_dim = v.shape[3];
-
-  p.packed = file.has_dataset("cu_seqlens");
-  if (p.packed) {
-    const Hdf5DatasetInfo cu = checker.require("cu_seqlens", DType::i64, "i64[S + 1]");
-    if (cu.shape.size() != 1 || cu.shape[0] < 2) {
-      checker.fail("cu_seqlens", "expected i64[S + 1] with S ≥ 1, got " + describe(cu.dtype, cu.shape));
-    }
-    if (p.batch != 1) {
-      checker.fail("cu_seqlens", "packed sequences need B = 1, but q is " + shape_string(q.shape));
-    }
-    const Tensor offsets = file.read("cu_seqlens");
-    p.seqs.cu_seqlens.assign(offsets.data<int64_t>(), offsets.data<int64_t>() + offsets.numel());
-    try {
-      p.seqs.validate(p.seq_len);
-    } catch (const std::invalid_argument& e) {
-      checker.fail("cu_seqlens", std::string(e.what()) + " (T of q)");
-    }
-  } else {
-    p.seqs = SeqLayout::uniform(p.batch, p.seq_len);
-  }
-
-  const int64_t b = p.batch, t = p.seq_len, h = p.heads, k = p.key_dim, vd = p.value_dim, s = p.num_states();
-  const std::string state_layout = p.packed ? "[S, H, K, V], S from cu_seqlens" : "[B, H, K, V]";
+  p.shape = file.head_problem_shape();
+  const HeadProblemShape& shape = p.shape;
+  const int64_t b = shape.batch, t = shape.seq_len, h = shape.heads, k = shape.key_dim, vd = shape.value_dim;
+  const int64_t s = shape.num_states();
+  const std::string state_layout = shape.state_layout();
   p.spec = {preset.decay, preset.gate, 1.0 / std::sqrt(static_cast<double>(k))};
   const ops::DeltaRuleSpec& spec = p.spec;
   const bool beta_gate = spec.gate == ops::GateKind::beta;
@@ -162,20 +49,12 @@ DeltaRuleFileProblem read_delta_rule_problem(const std::filesystem::path& path, 
       {"do", Presence::optional, {b, t, h, vd}, "[B, T, H, V]"},
       {"dht", Presence::optional, {s, h, k, vd}, state_layout},
   };
-  for (const DatasetRule& rule : rules) checker.check(rule);
+  for (const DatasetRule& rule : rules) file.check(rule);
 
   // The layout is valid: read (checking the values), convert to the compute dtype, flatten tokens.
-  const int64_t n = p.num_tokens();
+  const int64_t n = shape.num_tokens();
   auto read = [&](const char* name, Shape flat) {
-    const Tensor t = file.read(name, compute);
-    const bool log_decay = std::string_view(name) == "g";
-    const auto [index, value] =
-        compute == DType::f32 ? first_invalid<float>(t, log_decay) : first_invalid<double>(t, log_decay);
-    if (index >= 0) {
-      checker.fail(name, std::string(log_decay ? "log decays must be finite and ≤ 0" : "values must be finite") +
-                             ", got " + std::to_string(value) + " at " + index_string(t.shape(), index));
-    }
-    return t.reshape(std::move(flat));
+    return file.read(name, compute, std::move(flat), std::string_view(name) == "g");
   };
   p.in.q = read("q", {n, h, k});
   p.in.k = read("k", {n, h, k});
@@ -188,9 +67,9 @@ DeltaRuleFileProblem read_delta_rule_problem(const std::filesystem::path& path, 
   }
   if (spec.decay == ops::DecayKind::scalar) p.in.g = read("g", {n, h});
   if (spec.decay == ops::DecayKind::channel) p.in.g = read("g", {n, h, k});
-  if (file.has_dataset("h0")) p.in.h0 = read("h0", {s, h, k, vd});
-  p.d_o = file.has_dataset("do") ? read("do", {n, h, vd}) : Tensor::zeros({n, h, vd}, compute);
-  if (file.has_dataset("dht")) p.dht = read("dht", {s, h, k, vd});
+  if (file.has("h0")) p.in.h0 = read("h0", {s, h, k, vd});
+  p.d_o = file.has("do") ? read("do", {n, h, vd}) : Tensor::zeros({n, h, vd}, compute);
+  if (file.has("dht")) p.dht = read("dht", {s, h, k, vd});
   return p;
 }
 
@@ -226,33 +105,6 @@ OUT: f32 datasets in the same layouts: o [B, T, H, V], ht (like h0), and the gra
   File attributes mixer, impl and compute_dtype say how OUT was made.
 )";
 
-// A host copy in f32 of a tensor of any floating dtype on any device.
-Tensor as_f32(const Tensor& t) {
-  if (t.dtype() == DType::f32 && t.device() == Device::cpu) return t;
-  const Tensor host = t.clone();
-  if (host.dtype() == DType::f32) return host;
-  Tensor out = Tensor::empty(t.shape(), DType::f32);
-  float* dst = out.data<float>();
-  for (int64_t i = 0; i < t.numel(); ++i) {
-    dst[i] = host.dtype() == DType::bf16 ? static_cast<float>(host.data<bf16>()[i])
-                                         : static_cast<float>(host.data<double>()[i]);
-  }
-  return out;
-}
-
-// A host f32 tensor copied to the GPU in `dtype` (f32 or bf16); undefined stays undefined.
-Tensor to_gpu(const Tensor& t, DType dtype) {
-  if (!t.defined()) return t;
-  Tensor staged = t;
-  if (dtype == DType::bf16) {
-    staged = Tensor::empty(t.shape(), DType::bf16);
-    for (int64_t i = 0; i < t.numel(); ++i) staged.data<bf16>()[i] = bf16(t.data<float>()[i]);
-  }
-  Tensor out = Tensor::empty(t.shape(), dtype, Device::cuda);
-  out.copy_from(staged);
-  return out;
-}
-
 // The problem on the GPU: token operands and do in `dtype`, g, h0 and dht in f32.
 DeltaRuleFileProblem on_gpu(const DeltaRuleFileProblem& p, DType dtype) {
   DeltaRuleFileProblem g = p;
@@ -266,27 +118,25 @@ DeltaRuleFileProblem on_gpu(const DeltaRuleFileProblem& p, DType dtype) {
 std::vector<std::pair<std::string, Tensor>> forward_backward(const DeltaRuleFileProblem& p, ops::DeltaRuleImpl impl) {
   const Device device = p.in.q.device();
   const DType dtype = p.in.q.dtype(), state = device == Device::cuda ? DType::f32 : dtype;
-  const int64_t n = p.num_tokens(), h = p.heads, k = p.key_dim, v = p.value_dim, s = p.num_states();
+  const HeadProblemShape& shape = p.shape;
+  const int64_t n = shape.num_tokens(), h = shape.heads, k = shape.key_dim, v = shape.value_dim;
+  const int64_t s = shape.num_states();
 
   Tensor o = Tensor::empty({n, h, v}, dtype, device), ht = Tensor::empty({s, h, k, v}, state, device);
-  ops::delta_rule_forward(impl, p.spec, p.seqs, p.in, o, ht);
+  ops::delta_rule_forward(impl, p.spec, shape.seqs, p.in, o, ht);
 
   ops::DeltaRuleGrads grads;
   auto like = [&](const Tensor& t) { return t.defined() ? Tensor::empty(t.shape(), t.dtype(), device) : Tensor(); };
   grads.dq = like(p.in.q), grads.dk = like(p.in.k), grads.dv = like(p.in.v);
   grads.dbeta = like(p.in.beta), grads.db = like(p.in.b), grads.dw = like(p.in.w), grads.dg = like(p.in.g);
   grads.dh0 = Tensor::empty({s, h, k, v}, state, device);
-  ops::delta_rule_backward(impl, p.spec, p.seqs, p.in, p.d_o, p.dht, grads);
+  ops::delta_rule_backward(impl, p.spec, shape.seqs, p.in, p.d_o, p.dht, grads);
 
   // Tensors over tokens go back from [N, ...] to [B, T, ...]; states stay [S, H, K, V].
-  auto tokens = [&](const Tensor& t) {
-    Shape shape{p.batch, p.seq_len};
-    shape.insert(shape.end(), t.shape().begin() + 1, t.shape().end());
-    return as_f32(t).reshape(shape);
-  };
-  std::vector<std::pair<std::string, Tensor>> out = {{"o", tokens(o)},         {"ht", as_f32(ht)},
+  auto tokens = [&](const Tensor& t) { return tokens_to_batch(t, shape.batch, shape.seq_len); };
+  std::vector<std::pair<std::string, Tensor>> out = {{"o", tokens(o)},         {"ht", host_f32(ht)},
                                                      {"dq", tokens(grads.dq)}, {"dk", tokens(grads.dk)},
-                                                     {"dv", tokens(grads.dv)}, {"dh0", as_f32(grads.dh0)}};
+                                                     {"dv", tokens(grads.dv)}, {"dh0", host_f32(grads.dh0)}};
   for (const auto& [name, grad] :
        {std::pair{"dbeta", grads.dbeta}, {"db", grads.db}, {"dw", grads.dw}, {"dg", grads.dg}}) {
     if (grad.defined()) out.emplace_back(name, tokens(grad));
@@ -306,9 +156,7 @@ class DeltaRuleProblemFormat final : public MixerProblemFormat {
     MixerRun run;
     run.datasets = forward_backward(impl == MixerImpl::cuda ? on_gpu(p, gpu_dtype) : p,
                                     recurrent ? ops::DeltaRuleImpl::recurrent : ops::DeltaRuleImpl::chunked);
-    run.shape = "B=" + std::to_string(p.batch) + " T=" + std::to_string(p.seq_len) + " H=" + std::to_string(p.heads) +
-                " K=" + std::to_string(p.key_dim) + " V=" + std::to_string(p.value_dim) + ", " +
-                std::to_string(p.num_states()) + " sequences";
+    run.shape = p.shape.summary();
     return run;
   }
 };

@@ -4,239 +4,14 @@
 #include <cmath>
 #include <vector>
 
-#include "kernels/cpu/gemm.h"
+#include "kernels/chunk/cpu/block_products.h"
+#include "kernels/chunk/cpu/chunk_state.h"
+#include "kernels/chunk/cpu/decayed_gram.h"
 #include "kernels/cpu/vector_math.h"
 
 namespace linea::cpu {
 
 namespace {
-
-// ---- dense products on Blocks ------------------------------------------------------------------
-// Through OpenBLAS (kernels/cpu/gemm.h): blocks have at most 64 rows and K or V columns, and inside
-// the OpenMP loop over (sequence, head) OpenBLAS runs on the calling thread.
-
-// C += α · op(A) op(B), op(X) = X or Xᵀ
-template <class T>
-void add_product(Block<T>& C, bool transpose_a, const Block<T>& A, bool transpose_b, const Block<T>& B, T alpha) {
-  const int64_t m = transpose_a ? A.cols() : A.rows(), k = transpose_a ? A.rows() : A.cols();
-  const int64_t n = transpose_b ? B.rows() : B.cols();
-  gemm<T>(transpose_a, transpose_b, m, n, k, alpha, A.data(), A.cols(), B.data(), B.cols(), T(1), C.data(), C.cols());
-}
-
-// C += α · A B
-template <class T>
-void add_ab(Block<T>& C, const Block<T>& A, const Block<T>& B, T alpha = 1) {
-  add_product(C, false, A, false, B, alpha);
-}
-
-// C += α · Aᵀ B
-template <class T>
-void add_atb(Block<T>& C, const Block<T>& A, const Block<T>& B, T alpha = 1) {
-  add_product(C, true, A, false, B, alpha);
-}
-
-// C += α · A Bᵀ
-template <class T>
-void add_abt(Block<T>& C, const Block<T>& A, const Block<T>& B, T alpha = 1) {
-  add_product(C, false, A, true, B, alpha);
-}
-
-// A ⊙ B
-template <class T>
-Block<T> hadamard(const Block<T>& A, const Block<T>& B) {
-  Block<T> C(A.rows(), A.cols());
-  for (int64_t i = 0; i < A.rows() * A.cols(); ++i) C.data()[i] = A.data()[i] * B.data()[i];
-  return C;
-}
-
-// C += α · A ⊙ B
-template <class T>
-void add_hadamard(Block<T>& C, const Block<T>& A, const Block<T>& B, T alpha = 1) {
-  for (int64_t i = 0; i < A.rows() * A.cols(); ++i) C.data()[i] += alpha * A.data()[i] * B.data()[i];
-}
-
-// Rows [first, first + count) of X ⊙ F.
-template <class T>
-Block<T> rows_times(const Block<T>& X, const Block<T>& F, int64_t first, int64_t count) {
-  Block<T> C(count, X.cols());
-  const T *x = X.row(first), *f = F.row(first);
-  for (int64_t i = 0; i < count * X.cols(); ++i) C.data()[i] = x[i] * f[i];
-  return C;
-}
-
-// ---- the decay of one chunk ---------------------------------------------------------------------
-// G_t = Σ_{s≤t} g_s from the chunk start ([L, K]; without decay G = 0), γ = exp(G) and
-// to_end = exp(G_L − G). The pair factors exp(G_i − G_j), j ≤ i, go by sub-chunks of kSubChunk
-// rows (reference/mixers.md §2.3). With n the first row of i's sub-chunk:
-//   j in i's sub-chunk:  pair(i, j) = exp(G_i − G_j), one per pair for a scalar decay (or none),
-//                        one per pair and channel for a per-channel decay;
-//   j < n:               exp(G_i − G_j) = from_ref_i · to_ref(n)_j with from_ref_i = exp(G_i − G_n)
-//                        and to_ref(n)_j = exp(G_n − G_j),
-// so that sums over the pairs of different sub-chunks are matmuls of rescaled rows. Every exponent
-// is ≤ 0: no factor overflows.
-inline constexpr int64_t kSubChunk = 16;
-
-template <class T, bool kPerChannel>
-class ChunkDecay {
- public:
-  ChunkDecay(const DeltaRuleOperands<T>& in, int64_t first, int64_t len, int64_t head)
-      : G(len, in.key_dim),
-        gamma(len, in.key_dim),
-        to_end(len, in.key_dim),
-        from_ref(len, in.key_dim),
-        key_dim_(in.key_dim) {
-    const int64_t K = in.key_dim;
-    if (in.log_decay.defined()) {
-      for (int64_t t = 0; t < len; ++t) {
-        for (int64_t d = 0; d < K; ++d) G(t, d) = (t > 0 ? G(t - 1, d) : T(0)) + in.log_decay.at(first + t, head, d);
-      }
-    }
-    // row[d] = exp(exponent(d)); for a scalar decay (or none) every channel has channel 0's exponent.
-    const auto exp_row = [K](T* row, auto exponent) {
-      if constexpr (kPerChannel) {
-#pragma omp simd
-        for (int64_t d = 0; d < K; ++d) row[d] = std::exp(exponent(d));
-      } else {
-        std::fill_n(row, K, std::exp(exponent(0)));
-      }
-    };
-    for (int64_t t = 0; t < len; ++t) {
-      const T *g = G.row(t), *g_end = G.row(len - 1), *g_ref = G.row(t - t % kSubChunk);
-      exp_row(gamma.row(t), [=](int64_t d) { return g[d]; });
-      exp_row(to_end.row(t), [=](int64_t d) { return g_end[d] - g[d]; });
-      exp_row(from_ref.row(t), [=](int64_t d) { return g[d] - g_ref[d]; });
-    }
-    for (int64_t n = 0; n < len; n += kSubChunk) {
-      Block<T>& f = to_ref_.emplace_back(n, K);
-      for (int64_t j = 0; j < n; ++j) {
-        const T *g_n = G.row(n), *g_j = G.row(j);
-        exp_row(f.row(j), [=](int64_t d) { return g_n[d] - g_j[d]; });
-      }
-    }
-    const int64_t width = kPerChannel ? K : 1;
-    pair_.resize(static_cast<size_t>(len * kSubChunk * width));
-    for (int64_t i = 0; i < len; ++i) {
-      for (int64_t j = i - i % kSubChunk; j <= i; ++j) {
-        T* f = pair_.data() + pair_index(i, j) * width;
-#pragma omp simd
-        for (int64_t d = 0; d < width; ++d) f[d] = std::exp(G(i, d) - G(j, d));
-      }
-    }
-  }
-  // exp(G_i − G_j) for j ≤ i in i's sub-chunk: kPerChannel ? K factors : one factor.
-  const T* pair(int64_t i, int64_t j) const { return pair_.data() + pair_index(i, j) * (kPerChannel ? key_dim_ : 1); }
-  // exp(G_n − G_j) for j < n, n the first row of a sub-chunk: [n, K].
-  const Block<T>& to_ref(int64_t n) const { return to_ref_[static_cast<size_t>(n / kSubChunk)]; }
-
-  Block<T> G, gamma, to_end;
-  Block<T> from_ref;  // exp(G_i − G_n(i)), n(i) the first row of i's sub-chunk
-
- private:
-  static int64_t pair_index(int64_t i, int64_t j) { return i * kSubChunk + j % kSubChunk; }
-  int64_t key_dim_;
-  std::vector<Block<T>> to_ref_;
-  std::vector<T> pair_;
-};
-
-enum class Causal { strict, inclusive };  // pairs j < i, or j ≤ i
-int64_t last_pair(int64_t i, Causal mask) { return mask == Causal::strict ? i - 1 : i; }
-
-// M_ij = Σ_d X_id Y_jd exp(G_id − G_jd) for the pairs of `mask`, 0 elsewhere. X, Y: [L, K].
-// For the sub-chunk I starting at row n, the pairs with every earlier row are one matmul,
-// M_{I,<n} = (X_I ⊙ from_ref_I) (Y_{<n} ⊙ to_ref(n))ᵀ; the pairs inside I go element by element.
-template <class T, bool kPerChannel>
-Block<T> decayed_gram(const Block<T>& X, const Block<T>& Y, const ChunkDecay<T, kPerChannel>& decay, Causal mask) {
-  const int64_t L = X.rows(), K = X.cols();
-  Block<T> M(L, L);
-  for (int64_t n = 0; n < L; n += kSubChunk) {
-    const int64_t rows = std::min(kSubChunk, L - n);
-    if (n > 0) {
-      const Block<T> x = rows_times(X, decay.from_ref, n, rows), y = rows_times(Y, decay.to_ref(n), 0, n);
-      gemm<T>(false, true, rows, n, K, T(1), x.data(), K, y.data(), K, T(0), M.row(n), L);
-    }
-    for (int64_t i = n; i < n + rows; ++i) {
-      const T* x = X.row(i);
-      for (int64_t j = n; j <= last_pair(i, mask); ++j) {
-        const T* y = Y.row(j);
-        const T* f = decay.pair(i, j);
-        T s = 0;
-        if constexpr (kPerChannel) {
-#pragma omp simd reduction(+ : s)
-          for (int64_t d = 0; d < K; ++d) s += x[d] * y[d] * f[d];
-        } else {
-#pragma omp simd reduction(+ : s)
-          for (int64_t d = 0; d < K; ++d) s += x[d] * y[d];
-          s *= f[0];
-        }
-        M(i, j) = s;
-      }
-    }
-  }
-  return M;
-}
-
-// Backward of decayed_gram, reading dM only at the pairs of `mask`. With e_ijd = exp(G_id − G_jd)
-// and c_ijd = dM_ij X_id Y_jd e_ijd:
-//   dX_id += Σ_j dM_ij Y_jd e_ijd,   dY_jd += Σ_i dM_ij X_id e_ijd,
-//   dG_id += Σ_j c_ijd,  dG_jd −= Σ_i c_ijd   (G_i enters e_ij with +, G_j with −).
-// Across sub-chunks (j < n ≤ i, x̃ = X_I ⊙ from_ref_I, ỹ = Y_{<n} ⊙ to_ref(n)): dx̃ = dM_{I,<n} ỹ and
-// dỹ = dM_{I,<n}ᵀ x̃ are matmuls, dX_I += dx̃ ⊙ from_ref_I, and Σ_j c_ijd = X_id (dx̃ ⊙ from_ref)_id
-// (likewise for Y). A diagonal pair (e = 1) adds and removes the same c_iid, so it is skipped in dG:
-// exact cancelling terms would only leave rounding residue, which under strong decay can exceed dg
-// itself. For a scalar decay dG is summed over channels later.
-template <class T, bool kPerChannel>
-void decayed_gram_backward(const Block<T>& dM, const Block<T>& X, const Block<T>& Y,
-                           const ChunkDecay<T, kPerChannel>& decay, Causal mask, Block<T>& dX, Block<T>& dY,
-                           Block<T>& dG) {
-  const int64_t L = X.rows(), K = X.cols();
-  for (int64_t n = 0; n < L; n += kSubChunk) {
-    const int64_t rows = std::min(kSubChunk, L - n);
-    if (n > 0) {
-      const Block<T>& to_ref = decay.to_ref(n);
-      const Block<T> x = rows_times(X, decay.from_ref, n, rows), y = rows_times(Y, to_ref, 0, n);
-      Block<T> dx(rows, K), dy(n, K);
-      gemm<T>(false, false, rows, K, n, T(1), dM.row(n), L, y.data(), K, T(0), dx.data(), K);
-      gemm<T>(true, false, n, K, rows, T(1), dM.row(n), L, x.data(), K, T(0), dy.data(), K);
-      for (int64_t i = 0; i < rows; ++i) {
-        for (int64_t d = 0; d < K; ++d) {
-          const T through_pairs = dx(i, d) * decay.from_ref(n + i, d);
-          dX(n + i, d) += through_pairs;
-          dG(n + i, d) += X(n + i, d) * through_pairs;
-        }
-      }
-      for (int64_t j = 0; j < n; ++j) {
-        for (int64_t d = 0; d < K; ++d) {
-          const T through_pairs = dy(j, d) * to_ref(j, d);
-          dY(j, d) += through_pairs;
-          dG(j, d) -= Y(j, d) * through_pairs;
-        }
-      }
-    }
-    for (int64_t i = n; i < n + rows; ++i) {
-      const T* x = X.row(i);
-      T* dx = dX.row(i);
-      T* dG_i = dG.row(i);
-      for (int64_t j = n; j <= last_pair(i, mask); ++j) {
-        const T m = dM(i, j);
-        if (m == T(0)) continue;
-        const T* y = Y.row(j);
-        T* dy = dY.row(j);
-        T* dG_j = dG.row(j);
-        const T* f = decay.pair(i, j);
-        const T through_dG = i == j ? T(0) : T(1);  // a diagonal pair adds exactly 0 to dG
-#pragma omp simd
-        for (int64_t d = 0; d < K; ++d) {
-          const T mf = kPerChannel ? m * f[d] : m * f[0];
-          dx[d] += mf * y[d];
-          dy[d] += mf * x[d];
-          const T c = through_dG * mf * x[d] * y[d];
-          dG_i[d] += c;
-          dG_j[d] -= c;
-        }
-      }
-    }
-  }
-}
 
 // T = (I + A)^{-1} for a strictly lower triangular A, by forward substitution on T = I − A T, row
 // by row: T_i = e_i − Σ_{m < i} A_im T_m (rows m < i are final, and T_mj = 0 for j > m).
@@ -267,7 +42,7 @@ struct Chunk {
         v(gather<T>(in.v, first, len, head, in.value_dim)),
         b(gather<T>(in.erase, first, len, head, in.key_dim)),
         w(gather<T>(in.write, first, len, head, in.value_dim)),
-        decay(in, first, len, head),
+        decay(in.log_decay, first, len, head, in.key_dim),
         erase_key(hadamard(b, k)),
         A(decayed_gram(erase_key, k, decay, Causal::strict)),
         P(decayed_gram(q, k, decay, Causal::inclusive)),
@@ -312,12 +87,7 @@ Block<T> chunk_output(const Chunk<T, kPerChannel>& c, const Block<T>& S0, const 
 // S ← Diag(γ_L) S + (K ⊙ exp(G_L − G))ᵀ Ũ
 template <class T, bool kPerChannel>
 void advance_state(Block<T>& S, const Chunk<T, kPerChannel>& c, const Block<T>& Ut) {
-  const T* gamma_end = c.decay.gamma.row(c.len() - 1);
-  for (int64_t d = 0; d < S.rows(); ++d) {
-    T* s = S.row(d);
-    for (int64_t e = 0; e < S.cols(); ++e) s[e] *= gamma_end[d];
-  }
-  add_atb(S, hadamard(c.k, c.decay.to_end), Ut);
+  advance_chunk_state(S, c.k, c.decay, Ut);
 }
 
 template <class T, bool kPerChannel>
@@ -330,7 +100,7 @@ void forward_head(const DeltaRuleOperands<T>& in, const SeqLayout& seqs, int64_t
     store(out, first, h, chunk_output(c, S, Ut, in.scale));
     advance_state(S, c, Ut);
   }
-  if (ht) std::copy_n(S.data(), S.rows() * S.cols(), ht + state_offset(seq, h, in.heads, in.key_dim, in.value_dim));
+  if (ht) store_state(S, ht, seq, h, in.heads);
 }
 
 // Backward through one chunk. dS holds ∂L/∂S_end on entry and ∂L/∂S0 on exit; S0 is the state
@@ -344,8 +114,7 @@ void backward_chunk(const DeltaRuleOperands<T>& in, const Chunk<T, kPerChannel>&
   const T scale = in.scale;
   const Block<T>& gamma = c.decay.gamma;
   const Block<T> Ut = written(c, S0);
-  const Block<T> q_decayed = hadamard(c.q, gamma);          // Q ⊙ γ
-  const Block<T> k_to_end = hadamard(c.k, c.decay.to_end);  // K ⊙ exp(G_L − G)
+  const Block<T> q_decayed = hadamard(c.q, gamma);  // Q ⊙ γ
   Block<T> dq(L, K), dk(L, K), dv(L, V), db(L, K), dw(L, V), dG(L, K), dUt(L, V), dS0(K, V);
 
   // O = scale · [(Q ⊙ γ) S0 + P Ũ]
@@ -358,29 +127,7 @@ void backward_chunk(const DeltaRuleOperands<T>& in, const Chunk<T, kPerChannel>&
   add_hadamard(dG, dq_decayed, q_decayed);
 
   // S_end = Diag(γ_L) S0 + (K ⊙ exp(G_L − G))ᵀ Ũ
-  Block<T> dk_to_end(L, K);
-  add_ab(dUt, k_to_end, dS);
-  add_abt(dk_to_end, Ut, dS);
-  add_hadamard(dk, dk_to_end, c.decay.to_end);
-  // Through exp(G_L − G_t): + at G_L, − at G_t. At t = L the two cancel exactly and are skipped,
-  // so that no rounding residue of them reaches dg.
-  T* dG_end = dG.row(L - 1);
-  for (int64_t t = 0; t + 1 < L; ++t) {
-    for (int64_t d = 0; d < K; ++d) {
-      const T through_to_end = dk_to_end(t, d) * k_to_end(t, d);
-      dG(t, d) -= through_to_end;
-      dG_end[d] += through_to_end;
-    }
-  }
-  for (int64_t d = 0; d < K; ++d) {
-    const T g_end = gamma(L - 1, d);
-    T state_dot = 0;
-    for (int64_t e = 0; e < V; ++e) {
-      state_dot += S0(d, e) * dS(d, e);
-      dS0(d, e) += g_end * dS(d, e);
-    }
-    dG_end[d] += g_end * state_dot;
-  }
+  advance_chunk_state_backward(dS, S0, c.k, c.decay, Ut, dUt, dk, dG, dS0);
 
   // Ũ = U − W S0
   Block<T> dW(L, K);
@@ -439,48 +186,40 @@ void backward_head(const DeltaRuleOperands<T>& in, const SeqLayout& seqs, int64_
   }
 
   const auto d_out = Rows<const T>::dense(d_o, in.heads, V);
-  Block<T> dS(K, V);
-  if (dht) std::copy_n(dht + state_offset(seq, h, in.heads, K, V), K * V, dS.data());
+  Block<T> dS = load_state(dht, seq, h, in.heads, K, V);
   for (int64_t n = static_cast<int64_t>(chunk_start.size()) - 1; n >= 0; --n) {
     const int64_t first = begin + n * kDeltaRuleChunk;
     const Chunk<T, kPerChannel> c(in, first, chunk_len(first), h);
     backward_chunk(in, c, chunk_start[static_cast<size_t>(n)], gather<T>(d_out, first, c.len(), h, V), h, dS, grads);
   }
-  if (grads.dh0) {
-    T* dh0 = grads.dh0 + state_offset(seq, h, in.heads, K, V);
-    for (int64_t i = 0; i < K * V; ++i) dh0[i] += dS.data()[i];
-  }
+  if (grads.dh0) add_state(dS, grads.dh0, seq, h, in.heads);
 }
 
 }  // namespace
 
 template <class T>
 void delta_rule_chunked_forward(const DeltaRuleOperands<T>& in, const SeqLayout& seqs, T* o, T* ht) {
-  const int64_t tasks = seqs.num_seqs() * in.heads;
   const bool per_channel = in.decay == ops::DecayKind::channel;
-#pragma omp parallel for schedule(dynamic) if (worth_threads(in, seqs))
-  for (int64_t i = 0; i < tasks; ++i) {
+  for_each_sequence_head(in, seqs, [&](int64_t seq, int64_t h) {
     if (per_channel) {
-      forward_head<T, true>(in, seqs, i / in.heads, i % in.heads, o, ht);
+      forward_head<T, true>(in, seqs, seq, h, o, ht);
     } else {
-      forward_head<T, false>(in, seqs, i / in.heads, i % in.heads, o, ht);
+      forward_head<T, false>(in, seqs, seq, h, o, ht);
     }
-  }
+  });
 }
 
 template <class T>
 void delta_rule_chunked_backward(const DeltaRuleOperands<T>& in, const SeqLayout& seqs, const T* d_o, const T* dht,
                                  const DeltaRuleGradients<T>& grads) {
-  const int64_t tasks = seqs.num_seqs() * in.heads;
   const bool per_channel = in.decay == ops::DecayKind::channel;
-#pragma omp parallel for schedule(dynamic) if (worth_threads(in, seqs))
-  for (int64_t i = 0; i < tasks; ++i) {
+  for_each_sequence_head(in, seqs, [&](int64_t seq, int64_t h) {
     if (per_channel) {
-      backward_head<T, true>(in, seqs, i / in.heads, i % in.heads, d_o, dht, grads);
+      backward_head<T, true>(in, seqs, seq, h, d_o, dht, grads);
     } else {
-      backward_head<T, false>(in, seqs, i / in.heads, i % in.heads, d_o, dht, grads);
+      backward_head<T, false>(in, seqs, seq, h, d_o, dht, grads);
     }
-  }
+  });
 }
 
 template void delta_rule_chunked_forward<float>(const DeltaRuleOperands<float>&, const SeqLayout&, float*, float*);

@@ -15,7 +15,8 @@
 // then walks the chunks in reverse, recomputing each chunk's A, P, T, U, W, Ũ. Results match
 // delta_rule_recurrent.h; arguments and layouts are the same. OpenMP over (sequence, head); the
 // products inside a chunk are matmuls through OpenBLAS, A and P by sub-chunks of 16 (the pairs of
-// two sub-chunks as one matmul, reference/mixers.md §2.3).
+// two sub-chunks as one matmul, reference/mixers.md §2.3: kernels/chunk/cpu/decayed_gram.h, whose
+// log decays are cumulated in f64), the state step kernels/chunk/cpu/chunk_state.h.
 #pragma once
 #include "kernels/seq_layout.h"
 #include "model/mixers/delta_rule/cpu/delta_rule_operands.h"

@@ -4,6 +4,8 @@
 #include <cmath>
 #include <vector>
 
+#include "kernels/chunk/cpu/checkpointed_reverse.h"
+
 namespace linea::cpu {
 
 namespace {
@@ -78,7 +80,7 @@ void forward_head(const DeltaRuleOperands<T>& in, const SeqLayout& seqs, int64_t
       for (int64_t e = 0; e < V; ++e) out[e] += in.scale * x.q[d] * s[e];
     }
   }
-  if (ht) std::copy_n(S.data(), K * V, ht + state_offset(seq, h, in.heads, K, V));
+  if (ht) store_state(S, ht, seq, h, in.heads);
 }
 
 // Reverse pass over one token. dS holds ∂L/∂S_t on entry and ∂L/∂S_{t−1} on exit; S_prev = S_{t−1}.
@@ -136,52 +138,27 @@ template <class T>
 void backward_head(const DeltaRuleOperands<T>& in, const SeqLayout& seqs, int64_t seq, int64_t h, const T* d_o,
                    const T* dht, const DeltaRuleGradients<T>& grads) {
   const int64_t K = in.key_dim, V = in.value_dim;
-  const int64_t begin = seqs.begin(seq), end = seqs.end(seq);
-
-  // States at the start of every segment.
-  std::vector<Block<T>> segment_start;
-  Block<T> S = initial_state(in, seq, h);
-  for (int64_t t = begin; t < end; ++t) {
-    if ((t - begin) % kRecurrentSegment == 0) segment_start.push_back(S);
-    step(S, load_token(in, t, h));
-  }
-
-  Block<T> dS(K, V);
-  if (dht) std::copy_n(dht + state_offset(seq, h, in.heads, K, V), K * V, dS.data());
-  for (int64_t segment = static_cast<int64_t>(segment_start.size()) - 1; segment >= 0; --segment) {
-    const int64_t first = begin + segment * kRecurrentSegment;
-    const int64_t last = std::min(first + kRecurrentSegment, end);
-    std::vector<Block<T>> state_before;  // S_{t−1} for t in [first, last)
-    S = segment_start[static_cast<size_t>(segment)];
-    for (int64_t t = first; t < last; ++t) {
-      state_before.push_back(S);
-      step(S, load_token(in, t, h));
-    }
-    for (int64_t t = last - 1; t >= first; --t) {
-      backward_token(in, grads, t, h, state_before[static_cast<size_t>(t - first)], d_o + (t * in.heads + h) * V, dS);
-    }
-  }
-  if (grads.dh0) {
-    T* dh0 = grads.dh0 + state_offset(seq, h, in.heads, K, V);
-    for (int64_t i = 0; i < K * V; ++i) dh0[i] += dS.data()[i];
-  }
+  Block<T> dS = load_state(dht, seq, h, in.heads, K, V);
+  reverse_by_segments(
+      initial_state(in, seq, h), seqs.begin(seq), seqs.end(seq), kRecurrentSegment,
+      [&](Block<T>& S, int64_t t) { step(S, load_token(in, t, h)); },
+      [&](int64_t t, const Block<T>& S_prev) {
+        backward_token(in, grads, t, h, S_prev, d_o + (t * in.heads + h) * V, dS);
+      });
+  if (grads.dh0) add_state(dS, grads.dh0, seq, h, in.heads);
 }
 
 }  // namespace
 
 template <class T>
 void delta_rule_recurrent_forward(const DeltaRuleOperands<T>& in, const SeqLayout& seqs, T* o, T* ht) {
-  const int64_t tasks = seqs.num_seqs() * in.heads;
-#pragma omp parallel for schedule(dynamic) if (worth_threads(in, seqs))
-  for (int64_t i = 0; i < tasks; ++i) forward_head(in, seqs, i / in.heads, i % in.heads, o, ht);
+  for_each_sequence_head(in, seqs, [&](int64_t seq, int64_t h) { forward_head(in, seqs, seq, h, o, ht); });
 }
 
 template <class T>
 void delta_rule_recurrent_backward(const DeltaRuleOperands<T>& in, const SeqLayout& seqs, const T* d_o, const T* dht,
                                    const DeltaRuleGradients<T>& grads) {
-  const int64_t tasks = seqs.num_seqs() * in.heads;
-#pragma omp parallel for schedule(dynamic) if (worth_threads(in, seqs))
-  for (int64_t i = 0; i < tasks; ++i) backward_head(in, seqs, i / in.heads, i % in.heads, d_o, dht, grads);
+  for_each_sequence_head(in, seqs, [&](int64_t seq, int64_t h) { backward_head(in, seqs, seq, h, d_o, dht, grads); });
 }
 
 template void delta_rule_recurrent_forward<float>(const DeltaRuleOperands<float>&, const SeqLayout&, float*, float*);

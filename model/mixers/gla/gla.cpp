@@ -1,0 +1,159 @@
+// Checks the gated-linear-attention arguments and dispatches to the CPU kernels
+// (model/mixers/gla/cpu/gla_*).
+#include "model/mixers/gla/gla.h"
+
+#include <string>
+#include <vector>
+
+#include "kernels/op_arguments.h"
+#include "model/mixers/gla/cpu/gla_chunked.h"
+#include "model/mixers/gla/cpu/gla_recurrent.h"
+
+namespace linea::ops {
+
+namespace {
+
+struct Dims {
+  int64_t tokens = 0, heads = 0, key_dim = 0, value_dim = 0, seqs = 0;
+};
+
+Shape decay_shape(const GlaSpec& spec, const Dims& d) {
+  switch (spec.decay) {
+    case GlaDecay::channel: return {d.tokens, d.heads, d.key_dim};
+    case GlaDecay::scalar: return {d.tokens, d.heads};
+    case GlaDecay::head: return {d.heads};
+  }
+  return {};
+}
+
+// One side of the op: the inputs q, k, v, g, u, h0, or their gradients, named with the prefix "d".
+// Which must be defined follows the spec (`gradients`: g has no gradient for a fixed decay).
+struct OperandSet {
+  const Tensor &q, &k, &v, &g, &u, &h0;
+};
+
+void check_operand_set(OpArguments& args, const GlaSpec& spec, const Dims& d, const OperandSet& s,
+                       const std::string& prefix, bool gradients) {
+  args.floating(s.q, prefix + "q", {d.tokens, d.heads, d.key_dim});
+  if (spec.key == GlaKey::given) {
+    args.floating(s.k, prefix + "k", {d.tokens, d.heads, d.key_dim});
+  } else {
+    args.absent(s.k, prefix + "k", "when the key is tied to the decay (k = 1 − exp(g))");
+  }
+  args.floating(s.v, prefix + "v", {d.tokens, d.heads, d.value_dim});
+  if (gradients && spec.decay == GlaDecay::head) {
+    args.absent(s.g, prefix + "g", "for a fixed per-head decay (it has no gradient)");
+  } else {
+    args.floating(s.g, prefix + "g", decay_shape(spec, d));
+  }
+  if (spec.readout == GlaReadout::before_write_bonus) {
+    args.floating(s.u, prefix + "u", {d.heads, d.key_dim});
+  } else {
+    args.absent(s.u, prefix + "u", "without the bonus readout");
+  }
+  args.optional_floating(s.h0, prefix + "h0", {d.seqs, d.heads, d.key_dim, d.value_dim});
+}
+
+Dims check_inputs(OpArguments& args, const GlaSpec& spec, const SeqLayout& seqs, const GlaInputs& in) {
+  args.require(in.q.defined() && in.q.ndim() == 3, "q", "expected [N, H, K], got " + in.q.describe());
+  args.require(in.v.defined() && in.v.ndim() == 3, "v", "expected [N, H, V], got " + in.v.describe());
+  const Dims d{in.q.dim(0), in.q.dim(1), in.q.dim(2), in.v.dim(2), seqs.num_seqs()};
+  args.require(d.heads >= 1 && d.key_dim >= 1 && d.value_dim >= 1, "q", "H, K and V must be positive");
+  args.require(spec.key == GlaKey::given || spec.decay == GlaDecay::channel, "spec",
+               "a key tied to the decay (k = 1 − exp(g)) needs a per-channel decay");
+  try {
+    seqs.validate(d.tokens);
+  } catch (const std::invalid_argument& e) {
+    args.fail("seqs", e.what());
+  }
+  check_operand_set(args, spec, d, {in.q, in.k, in.v, in.g, in.u, in.h0}, "", false);
+  return d;
+}
+
+template <class T>
+cpu::GlaOperands<T> operands(const GlaSpec& spec, const GlaInputs& in, const Dims& d) {
+  using Rows = cpu::Rows<const T>;
+  cpu::GlaOperands<T> x;
+  x.heads = d.heads;
+  x.key_dim = d.key_dim;
+  x.value_dim = d.value_dim;
+  x.spec = spec;
+  x.scale = static_cast<T>(spec.scale);
+  x.q = Rows::dense(in.q.data<T>(), d.heads, d.key_dim);
+  if (in.k.defined()) x.k = Rows::dense(in.k.data<T>(), d.heads, d.key_dim);
+  x.v = Rows::dense(in.v.data<T>(), d.heads, d.value_dim);
+  const T* g = in.g.data<T>();
+  switch (spec.decay) {
+    case GlaDecay::channel: x.log_decay = Rows::dense(g, d.heads, d.key_dim); break;
+    case GlaDecay::scalar: x.log_decay = Rows::broadcast(g, d.heads); break;
+    case GlaDecay::head: x.log_decay = Rows::per_head(g); break;
+  }
+  if (in.u.defined()) x.u = in.u.data<T>();
+  if (in.h0.defined()) x.h0 = in.h0.data<T>();
+  return x;
+}
+
+// Zeroes the gradients (the kernels accumulate) and views them like the inputs; du_parts is the
+// per-(sequence, head) scratch of du (cpu::sum_bonus_parts).
+template <class T>
+cpu::GlaGradients<T> gradients(const GlaSpec& spec, GlaGrads& g, const Dims& d, std::vector<T>& du_parts) {
+  using Rows = cpu::Rows<T>;
+  cpu::GlaGradients<T> x;
+  for (Tensor* t : {&g.dq, &g.dk, &g.dv, &g.dg, &g.du, &g.dh0}) {
+    if (t->defined()) t->zero();
+  }
+  x.dq = Rows::dense(g.dq.data<T>(), d.heads, d.key_dim);
+  if (g.dk.defined()) x.dk = Rows::dense(g.dk.data<T>(), d.heads, d.key_dim);
+  x.dv = Rows::dense(g.dv.data<T>(), d.heads, d.value_dim);
+  if (spec.decay == GlaDecay::channel) x.dlog_decay = Rows::dense(g.dg.data<T>(), d.heads, d.key_dim);
+  if (spec.decay == GlaDecay::scalar) x.dlog_decay = Rows::broadcast(g.dg.data<T>(), d.heads);
+  if (g.du.defined()) {
+    du_parts.assign(static_cast<size_t>(d.seqs * d.heads * d.key_dim), T(0));
+    x.du_parts = du_parts.data();
+  }
+  if (g.dh0.defined()) x.dh0 = g.dh0.data<T>();
+  return x;
+}
+
+}  // namespace
+
+void gla_forward(GlaImpl impl, const GlaSpec& spec, const SeqLayout& seqs, const GlaInputs& in, Tensor o, Tensor ht) {
+  OpArguments args("gla_forward");
+  const Dims d = check_inputs(args, spec, seqs, in);
+  args.floating(o, "o", {d.tokens, d.heads, d.value_dim});
+  args.optional_floating(ht, "ht", {d.seqs, d.heads, d.key_dim, d.value_dim});
+  args.dispatch([&](auto zero) {
+    using T = decltype(zero);
+    const cpu::GlaOperands<T> x = operands<T>(spec, in, d);
+    T* ht_data = ht.defined() ? ht.data<T>() : nullptr;
+    if (impl == GlaImpl::recurrent) {
+      cpu::gla_recurrent_forward(x, seqs, o.data<T>(), ht_data);
+    } else {
+      cpu::gla_chunked_forward(x, seqs, o.data<T>(), ht_data);
+    }
+  });
+}
+
+void gla_backward(GlaImpl impl, const GlaSpec& spec, const SeqLayout& seqs, const GlaInputs& in, const Tensor& d_o,
+                  const Tensor& dht, GlaGrads& grads) {
+  OpArguments args("gla_backward");
+  const Dims d = check_inputs(args, spec, seqs, in);
+  args.floating(d_o, "d_o", {d.tokens, d.heads, d.value_dim});
+  args.optional_floating(dht, "dht", {d.seqs, d.heads, d.key_dim, d.value_dim});
+  check_operand_set(args, spec, d, {grads.dq, grads.dk, grads.dv, grads.dg, grads.du, grads.dh0}, "d", true);
+  args.dispatch([&](auto zero) {
+    using T = decltype(zero);
+    const cpu::GlaOperands<T> x = operands<T>(spec, in, d);
+    std::vector<T> du_parts;
+    const cpu::GlaGradients<T> dx = gradients<T>(spec, grads, d, du_parts);
+    const T* dht_data = dht.defined() ? dht.data<T>() : nullptr;
+    if (impl == GlaImpl::recurrent) {
+      cpu::gla_recurrent_backward(x, seqs, d_o.data<T>(), dht_data, dx);
+    } else {
+      cpu::gla_chunked_backward(x, seqs, d_o.data<T>(), dht_data, dx);
+    }
+    if (grads.du.defined()) cpu::sum_bonus_parts(du_parts, d.seqs, d.heads, d.key_dim, grads.du.data<T>());
+  });
+}
+
+}  // namespace linea::ops

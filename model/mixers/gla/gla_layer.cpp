@@ -1,0 +1,141 @@
+#include "model/mixers/gla/gla_layer.h"
+
+#include <cmath>
+
+#include "kernels/random.h"
+#include "model/mixers/gla/presets.h"
+
+namespace linea {
+
+namespace {
+constexpr const char* kHeadsKey = "model.<mixer>.heads";
+}  // namespace
+
+GlaLayer::GlaLayer(ParameterSet& params, const std::string& name, int64_t d_model, const GlaConfig& c, double norm_eps,
+                   const TensorParallel& tp)
+    : GlaLayer(
+          params, name, d_model,
+          Shape{false, c.widths.heads, c.widths.d_k, c.widths.d_v, c.gate_rank, c.gate_normalizer, c.output_gate, 0.0},
+          norm_eps, tp) {}
+
+GlaLayer::GlaLayer(ParameterSet& params, const std::string& name, int64_t d_model, const RetNetConfig& c,
+                   double norm_eps, const TensorParallel& tp)
+    : GlaLayer(params, name, d_model,
+               Shape{true, c.widths.heads, c.widths.d_k, c.widths.d_v, 0, 1.0, true, c.rope_theta}, norm_eps, tp) {}
+
+GlaLayer::GlaLayer(ParameterSet& params, const std::string& name, int64_t d_model, const Shape& s, double norm_eps,
+                   const TensorParallel& tp)
+    : shape_(s),
+      norm_eps_(norm_eps),
+      spec_(ops::gla_mixer_spec(s.retnet ? ops::GlaMixer::retnet : ops::GlaMixer::gla, s.d_k)),
+      shard_(tp.shard_heads(s.heads, kHeadsKey)),
+      heads_(shard_.size()),
+      key_width_(heads_ * s.d_k),
+      value_width_(heads_ * s.d_v),
+      q_proj_(params, name + ".q_proj", d_model, s.heads * s.d_k, false, ParamRole::matrix, LinearSplit::outputs,
+              shard_.channels(s.d_k)),
+      k_proj_(params, name + ".k_proj", d_model, s.heads * s.d_k, false, ParamRole::matrix, LinearSplit::outputs,
+              shard_.channels(s.d_k)),
+      v_proj_(params, name + ".v_proj", d_model, s.heads * s.d_v, false, ParamRole::matrix, LinearSplit::outputs,
+              shard_.channels(s.d_v)),
+      g_norm_(params.declare(name + ".g_norm.weight", {s.d_v}, ParamRole::vector, false)),
+      o_proj_(params, name + ".o_proj", s.heads * s.d_v, d_model, false, ParamRole::matrix, LinearSplit::inputs,
+              shard_.channels(s.d_v)) {
+  g_norm_->partial_grad = heads_ < s.heads;
+  if (!s.retnet) {
+    gk_proj_.emplace(params, name + ".gk_proj", d_model, s.gate_rank, s.heads * s.d_k, true, LinearSplit::outputs,
+                     shard_.channels(s.d_k));
+  }
+  if (s.output_gate) {
+    g_proj_.emplace(params, name + ".g_proj", d_model, s.heads * s.d_v, false, ParamRole::matrix, LinearSplit::outputs,
+                    shard_.channels(s.d_v));
+  }
+}
+
+void GlaLayer::init(Rng& rng, double std) {
+  q_proj_.init(rng, std);
+  k_proj_.init(rng, std);
+  v_proj_.init(rng, std);
+  if (gk_proj_) gk_proj_->init(rng, std);
+  if (g_proj_) g_proj_->init(rng, std);
+  fill_constant(g_norm_->value, 1.0);
+  o_proj_.init(rng, std);
+}
+
+ops::GlaInputs GlaLayer::operands(StepContext& ctx) const {
+  const int64_t n = q_.dim(0), H = heads_, K = shape_.d_k;
+  ops::GlaInputs in;
+  in.v = v_.reshape({n, H, shape_.d_v});
+  if (shape_.retnet) {
+    in.q = ctx.temporary({n, H, K});
+    in.k = ctx.temporary({n, H, K});
+    in.q.copy_from(q_.reshape({n, H, K}));
+    in.k.copy_from(k_.reshape({n, H, K}));
+    ops::rope_apply(in.q.reshape({n, key_width_}), ctx.positions, H, shape_.rope_theta, /*inverse=*/false);
+    ops::rope_apply(in.k.reshape({n, key_width_}), ctx.positions, H, shape_.rope_theta, /*inverse=*/false);
+    in.g = ops::retnet_log_decays(H, shard_.heads.begin, ctx.dtype);
+  } else {
+    in.q = q_.reshape({n, H, K});
+    in.k = k_.reshape({n, H, K});
+    Tensor g = ctx.temporary({n, key_width_});
+    ops::log_forget_gate_forward(g, gk_, Tensor(), shape_.gate_normalizer);
+    in.g = g.reshape({n, H, K});
+  }
+  return in;
+}
+
+Tensor GlaLayer::forward(StepContext& ctx, const Tensor& x) {
+  const int64_t n = x.dim(0);
+  q_ = q_proj_.forward(ctx, x);
+  k_ = k_proj_.forward(ctx, x);
+  v_ = v_proj_.forward(ctx, x);
+  if (gk_proj_) gk_ = gk_proj_->forward(ctx, x);
+  z_ = g_proj_ ? g_proj_->forward(ctx, x) : Tensor();
+  o_ = ctx.activation({n, value_width_});
+  ops::gla_forward(ops::GlaImpl::chunked, spec_, ctx.seqs, operands(ctx), o_.reshape({n, heads_, shape_.d_v}),
+                   Tensor());
+  Tensor y = ctx.temporary({n, value_width_});
+  Tensor rstd = ctx.scratch.alloc({n, heads_}, ctx.statistics_dtype());
+  const ops::GateActivation act = z_.defined() ? ops::GateActivation::silu : ops::GateActivation::none;
+  ops::gated_rmsnorm_forward(y, rstd, o_, z_, g_norm_->compute, heads_, act, norm_eps_);
+  return o_proj_.forward(ctx, y);
+}
+
+void GlaLayer::backward(StepContext& ctx, const Tensor& x, const Tensor& dy, Tensor dx) {
+  const int64_t n = dy.dim(0), H = heads_, K = shape_.d_k, V = shape_.d_v;
+  const ops::GateActivation act = z_.defined() ? ops::GateActivation::silu : ops::GateActivation::none;
+  Tensor y = ctx.temporary({n, value_width_});
+  Tensor rstd = ctx.scratch.alloc({n, H}, ctx.statistics_dtype());
+  ops::gated_rmsnorm_forward(y, rstd, o_, z_, g_norm_->compute, H, act, norm_eps_);
+  Tensor dnormed = ctx.temporary({n, value_width_});
+  o_proj_.backward(y, dy, dnormed, false);
+  Tensor d_o = ctx.temporary({n, value_width_});
+  Tensor dz = z_.defined() ? ctx.temporary({n, value_width_}) : Tensor();
+  ops::gated_rmsnorm_backward(d_o, dz, g_norm_->compute_grad, dnormed, o_, z_, g_norm_->compute, rstd, H, act);
+
+  const ops::GlaInputs in = operands(ctx);
+  ops::GlaGrads grads;
+  grads.dq = ctx.temporary({n, H, K});
+  grads.dk = ctx.temporary({n, H, K});
+  grads.dv = ctx.temporary({n, H, V});
+  if (!shape_.retnet) grads.dg = ctx.temporary({n, H, K});
+  ops::gla_backward(ops::GlaImpl::chunked, spec_, ctx.seqs, in, d_o.reshape({n, H, V}), Tensor(), grads);
+
+  Tensor dq = grads.dq.reshape({n, key_width_}), dk = grads.dk.reshape({n, key_width_});
+  if (shape_.retnet) {  // back through the rotation: the rotation by −θ
+    ops::rope_apply(dq, ctx.positions, H, shape_.rope_theta, /*inverse=*/true);
+    ops::rope_apply(dk, ctx.positions, H, shape_.rope_theta, /*inverse=*/true);
+  }
+  q_proj_.backward(x, dq, dx, false);
+  k_proj_.backward(x, dk, dx, true);
+  v_proj_.backward(x, grads.dv.reshape({n, value_width_}), dx, true);
+  if (gk_proj_) {
+    Tensor dgk = ctx.temporary({n, key_width_});
+    ops::log_forget_gate_backward(dgk, Tensor(), grads.dg.reshape({n, key_width_}), gk_, Tensor(),
+                                  shape_.gate_normalizer);
+    gk_proj_->backward(ctx, x, dgk, dx, true);
+  }
+  if (g_proj_) g_proj_->backward(x, dz, dx, true);
+}
+
+}  // namespace linea

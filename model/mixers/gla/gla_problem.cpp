@@ -1,0 +1,142 @@
+#include "model/mixers/gla/gla_problem.h"
+
+#include <cmath>
+#include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "model/mixer_problem_file.h"
+#include "model/mixers/gla/gla.h"
+#include "model/mixers/gla/presets.h"
+
+namespace linea {
+
+namespace {
+
+// One problem in the op's layout ([N = B·T, H, ·]); d_o zeros when `do` is absent.
+struct GlaFileProblem {
+  HeadProblemShape shape;
+  ops::GlaSpec spec;
+  ops::GlaInputs in;
+  Tensor d_o, dht;
+};
+
+GlaFileProblem read_problem(const std::filesystem::path& path, ops::GlaMixer mixer, DType compute) {
+  const std::string name(ops::gla_mixer_name(mixer));
+  const MixerProblemFile file(path, name);
+  GlaFileProblem p;
+  p.shape = file.head_problem_shape();
+  const HeadProblemShape& shape = p.shape;
+  p.spec = ops::gla_mixer_spec(mixer, shape.key_dim);
+
+  const int64_t b = shape.batch, t = shape.seq_len, h = shape.heads, k = shape.key_dim, vd = shape.value_dim;
+  const int64_t s = shape.num_states();
+  const std::string state_layout = shape.state_layout();
+  const bool given_key = p.spec.key == ops::GlaKey::given,
+             bonus = p.spec.readout == ops::GlaReadout::before_write_bonus;
+  const DatasetRule decay =
+      p.spec.decay == ops::GlaDecay::head
+          ? DatasetRule{"g", Presence::forbidden, {}, "retnet's decays are fixed per head, log(1 − 2^(−5−h))"}
+      : p.spec.decay == ops::GlaDecay::scalar
+          ? DatasetRule{"g", Presence::required, {b, t, h}, "[B, T, H], one log decay per head"}
+          : DatasetRule{"g", Presence::required, {b, t, h, k}, "[B, T, H, K], one log decay per key channel"};
+  const std::vector<DatasetRule> rules = {
+      given_key ? DatasetRule{"k", Presence::required, {b, t, h, k}, "[B, T, H, K]"}
+                : DatasetRule{"k", Presence::forbidden, {}, "hgrn2's key is tied to its decay, k = 1 − exp(g)"},
+      decay,
+      bonus ? DatasetRule{"u", Presence::required, {h, k}, "[H, K], the bonus"}
+            : DatasetRule{"u", Presence::forbidden, {}, "only rwkv6 has the bonus u"},
+      {"h0", Presence::optional, {s, h, k, vd}, state_layout},
+      {"do", Presence::optional, {b, t, h, vd}, "[B, T, H, V]"},
+      {"dht", Presence::optional, {s, h, k, vd}, state_layout},
+  };
+  for (const DatasetRule& rule : rules) file.check(rule);
+
+  const int64_t n = b * t;
+  p.in.q = file.read("q", compute, {n, h, k});
+  if (given_key) p.in.k = file.read("k", compute, {n, h, k});
+  p.in.v = file.read("v", compute, {n, h, vd});
+  switch (p.spec.decay) {
+    case ops::GlaDecay::channel: p.in.g = file.read("g", compute, {n, h, k}, true); break;
+    case ops::GlaDecay::scalar: p.in.g = file.read("g", compute, {n, h}, true); break;
+    case ops::GlaDecay::head: p.in.g = ops::retnet_log_decays(h, 0, compute); break;
+  }
+  if (bonus) p.in.u = file.read("u", compute, {h, k});
+  if (file.has("h0")) p.in.h0 = file.read("h0", compute, {s, h, k, vd});
+  p.d_o = file.has("do") ? file.read("do", compute, {n, h, vd}) : Tensor::zeros({n, h, vd}, compute);
+  if (file.has("dht")) p.dht = file.read("dht", compute, {s, h, k, vd});
+  return p;
+}
+
+std::vector<std::pair<std::string, Tensor>> forward_backward(const GlaFileProblem& p, ops::GlaImpl impl) {
+  const DType dtype = p.in.q.dtype();
+  const HeadProblemShape& shape = p.shape;
+  const int64_t n = shape.num_tokens(), h = shape.heads, k = shape.key_dim, v = shape.value_dim;
+  const int64_t s = shape.num_states();
+  Tensor o = Tensor::empty({n, h, v}, dtype), ht = Tensor::empty({s, h, k, v}, dtype);
+  ops::gla_forward(impl, p.spec, shape.seqs, p.in, o, ht);
+
+  const auto like = [&](const Tensor& t) { return t.defined() ? Tensor::empty(t.shape(), dtype) : Tensor(); };
+  ops::GlaGrads grads{like(p.in.q), like(p.in.k),
+                      like(p.in.v), p.spec.decay == ops::GlaDecay::head ? Tensor() : like(p.in.g),
+                      like(p.in.u), Tensor::empty({s, h, k, v}, dtype)};
+  ops::gla_backward(impl, p.spec, shape.seqs, p.in, p.d_o, p.dht, grads);
+
+  const auto tokens = [&](const Tensor& t) { return tokens_to_batch(t, shape.batch, shape.seq_len); };
+  std::vector<std::pair<std::string, Tensor>> out = {{"o", tokens(o)},
+                                                     {"ht", host_f32(ht)},
+                                                     {"dq", tokens(grads.dq)},
+                                                     {"dv", tokens(grads.dv)},
+                                                     {"dh0", host_f32(grads.dh0)}};
+  if (grads.dk.defined()) out.emplace_back("dk", tokens(grads.dk));
+  if (grads.dg.defined()) out.emplace_back("dg", tokens(grads.dg));
+  if (grads.du.defined()) out.emplace_back("du", host_f32(grads.du));
+  return out;
+}
+
+constexpr const char* kHelp =
+    R"(  --mixer  gla       per-key-channel log decay g, reads S_t, scale 1/sqrt(K)
+           retnet    fixed decay 1 − 2^(−5−h) per head h, reads S_t, scale 1/sqrt(K)
+           hgrn2     per-channel g with the key tied to it, k = 1 − exp(g); scale 1/sqrt(K)
+           mamba2    one log decay g per token and head, reads S_t, scale 1
+           rwkv6     per-channel g, reads S_{t−1} plus the bonus (q·(u ⊙ k)) v, scale 1
+           (recurrence S_t = Diag(exp(g_t)) S_{t−1} + k_t v_tᵀ; model/mixers/gla/gla.h)
+  --impl   recurrent (f64) or chunked (f32); these mixers have no CUDA kernels yet
+
+IN: f32 datasets as for the delta rule (q [B, T, H, K], v [B, T, H, V], cu_seqlens, h0, do, dht):
+  k           [B, T, H, K]  gla, retnet, mamba2, rwkv6 (not hgrn2)
+  g           log decay (≤ 0): [B, T, H, K] for gla, hgrn2, rwkv6; [B, T, H] for mamba2; not retnet
+  u           [H, K]        rwkv6 only
+OUT: o, ht, and dq, dk, dv, dg, du, dh0 for the inputs the mixer takes.
+)";
+
+class GlaProblemFormat final : public MixerProblemFormat {
+ public:
+  std::string_view help() const override { return kHelp; }
+
+  MixerRun run(const std::filesystem::path& in, std::string_view mixer, MixerImpl impl, DType) const override {
+    ops::GlaMixer m{};
+    if (!ops::find_gla_mixer(mixer, m))
+      throw std::invalid_argument("gla family: unknown mixer '" + std::string(mixer) + "'");
+    if (impl == MixerImpl::cuda) {
+      throw std::invalid_argument("--impl cuda: " + std::string(mixer) +
+                                  " has no CUDA kernels yet (use recurrent or chunked)");
+    }
+    const bool recurrent = impl == MixerImpl::recurrent;
+    const GlaFileProblem p = read_problem(in, m, recurrent ? DType::f64 : DType::f32);
+    MixerRun run;
+    run.datasets = forward_backward(p, recurrent ? ops::GlaImpl::recurrent : ops::GlaImpl::chunked);
+    run.shape = p.shape.summary();
+    return run;
+  }
+};
+
+}  // namespace
+
+const MixerProblemFormat& gla_problem_format() {
+  static const GlaProblemFormat format;
+  return format;
+}
+
+}  // namespace linea

@@ -1,0 +1,82 @@
+#include "model/mixers/hgrn/hgrn_layer.h"
+
+#include "kernels/ops.h"
+#include "model/mixers/hgrn/hgrn.h"
+
+namespace linea {
+
+HgrnLayer::HgrnLayer(ParameterSet& params, const std::string& name, int64_t d_model, const HgrnConfig& config,
+                     double norm_eps, const TensorParallel& tp, const LayerPlace& place)
+    : channels_(tp.split_evenly(config.width, "model.hgrn width (expand_ratio · d_model)")),
+      i_proj_(params, name + ".i_proj", d_model, config.width, false, ParamRole::matrix, LinearSplit::outputs,
+              channels_),
+      f_proj_(params, name + ".f_proj", d_model, config.width, false, ParamRole::matrix, LinearSplit::outputs,
+              channels_),
+      g_proj_(params, name + ".g_proj", d_model, config.width, false, ParamRole::matrix, LinearSplit::outputs,
+              channels_),
+      g_norm_(params, name + ".g_norm", config.width, channels_, ops::GateActivation::silu, norm_eps, tp),
+      o_proj_(params, name + ".o_proj", config.width, d_model, false, ParamRole::matrix, LinearSplit::inputs,
+              channels_) {
+  if (config.lower_bound) lower_bound_.emplace(params, config.mixer, place, config.width, channels_);
+}
+
+void HgrnLayer::init(Rng& rng, double std) {
+  i_proj_.init(rng, std);
+  f_proj_.init(rng, std);
+  g_proj_.init(rng, std);
+  g_norm_.init();
+  o_proj_.init(rng, std);
+  if (lower_bound_) lower_bound_->init();
+}
+
+HgrnLayer::Recurrence HgrnLayer::recurrence(StepContext& ctx) const {
+  Recurrence r;
+  if (lower_bound_ && lower_bound_->active()) r.lower_bound = lower_bound_->forward(ctx);
+  r.g = ctx.temporary(f_.shape());
+  ops::log_forget_gate_forward(r.g, f_, r.lower_bound, 1.0);
+  r.u = ctx.temporary(i_.shape());
+  ops::forget_input_forward(r.u, i_, r.g);
+  return r;
+}
+
+Tensor HgrnLayer::forward(StepContext& ctx, const Tensor& x) {
+  i_ = i_proj_.forward(ctx, x);
+  f_ = f_proj_.forward(ctx, x);
+  z_ = g_proj_.forward(ctx, x);
+  const Recurrence r = recurrence(ctx);
+  h_ = ctx.activation(i_.shape());
+  ops::hgrn_forward(ops::HgrnImpl::chunked, ctx.seqs, {r.u, r.g, Tensor()}, h_, Tensor());
+  Tensor y = ctx.temporary(h_.shape());
+  g_norm_.forward(ctx, h_, z_, y);
+  return o_proj_.forward(ctx, y);
+}
+
+void HgrnLayer::backward(StepContext& ctx, const Tensor& x, const Tensor& dy, Tensor dx) {
+  const Shape shape = h_.shape();
+  Tensor y = ctx.temporary(shape);
+  g_norm_.forward(ctx, h_, z_, y);
+  Tensor dnormed = ctx.temporary(shape);
+  o_proj_.backward(y, dy, dnormed, false);
+  Tensor dh = ctx.temporary(shape), dz = ctx.temporary(shape);
+  g_norm_.backward(ctx, h_, z_, dnormed, dh, dz);
+
+  // h = hgrn(u, g); u = silu(i) ⊙ (1 − e^g); g = forget gate(f, lb)
+  const Recurrence r = recurrence(ctx);
+  Tensor du = ctx.temporary(shape), dg = ctx.temporary(shape);
+  ops::HgrnGrads grads{du, dg, Tensor()};
+  ops::hgrn_backward(ops::HgrnImpl::chunked, ctx.seqs, {r.u, r.g, Tensor()}, dh, Tensor(), grads);
+  Tensor di = ctx.temporary(shape), dg_input = ctx.temporary(shape);
+  ops::forget_input_backward(di, dg_input, du, i_, r.g);
+  ops::add_inplace(dg, dg_input);
+  Tensor df = ctx.temporary(shape);
+  Tensor dlb = r.lower_bound.defined() ? ctx.temporary(r.lower_bound.shape()) : Tensor();
+  if (dlb.defined()) dlb.zero();
+  ops::log_forget_gate_backward(df, dlb, dg, f_, r.lower_bound, 1.0);
+  if (dlb.defined()) lower_bound_->backward(dlb);
+
+  i_proj_.backward(x, di, dx, false);
+  f_proj_.backward(x, df, dx, true);
+  g_proj_.backward(x, dz, dx, true);
+}
+
+}  // namespace linea
