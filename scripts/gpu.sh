@@ -12,7 +12,7 @@
 #   LINEA_GPU_LOGS    where logs and benchmark JSON lines go (default: $LINEA_BUILD_DIR/logs)
 #   LINEA_GPU_ALL=1   build everything and run every gpu-labelled test (the NCCL MPI tests too)
 #   LINEA_GPU_BENCH=0 skip the benchmarks
-#   LINEA_GPU_SANITIZE=1 also run every tests/gpu binary under compute-sanitizer's memcheck
+#   LINEA_GPU_SANITIZE=1 also run every tests/gpu/**/test_*.cpp binary under compute-sanitizer's memcheck
 #   LINEA_GPU_TARGETS="t1 t2"  build only these targets (default: the GPU tests and benchmarks)
 #   LINEA_GPU_TESTS=REGEX      run only the gpu-labelled tests whose names match (ctest -R)
 # Exit status: nonzero when the build or a test fails (the benchmarks still run after a test
@@ -50,7 +50,8 @@ if [ $status -ne 0 ]; then
   exit $status
 fi
 targets=(bench_gpu_ops)
-for src in tests/gpu/test_*.cpp; do targets+=("$(basename "$src" .cpp)"); done
+gpu_tests=$(find tests/gpu -name 'test_*.cpp' | sort)
+for src in $gpu_tests; do targets+=("$(basename "$src" .cpp)"); done
 [ "${LINEA_GPU_ALL:-0}" = 1 ] && targets=(all)
 [ -n "${LINEA_GPU_TARGETS:-}" ] && read -ra targets <<<"$LINEA_GPU_TARGETS"
 step "build ${targets[*]}"
@@ -74,7 +75,7 @@ ctest --test-dir "$build" "${ctest_args[@]}" --output-on-failure --output-junit 
 test_status=${PIPESTATUS[0]}
 if [ "${LINEA_GPU_SANITIZE:-0}" = 1 ]; then
   sanitizer=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
-  for src in tests/gpu/test_*.cpp; do
+  for src in $gpu_tests; do
     name=$(basename "$src" .cpp)
     step "compute-sanitizer memcheck $name"
     "$sanitizer" --tool memcheck --error-exitcode 1 "$build/tests/$name" --gtest_brief=1 2>&1 |
