@@ -92,7 +92,7 @@ if [ $status -ne 0 ]; then
   exit $status
 fi
 targets=(bench_gpu_ops)
-for src in tests/gpu/test_*.cpp; do targets+=("$(basename "$src" .cpp)"); done
+for src in tests/gpu/test_*.cpp tests/gpu/test_*.cu; do targets+=("$(basename "${src%.*}")"); done
 [ "${LINEA_GPU_ALL:-0}" = 1 ] && targets=(all)
 [ -n "${LINEA_GPU_TARGETS:-}" ] && read -ra targets <<<"$LINEA_GPU_TARGETS"
 step "build ${targets[*]}"
@@ -116,8 +116,8 @@ ctest --test-dir "$build" "${ctest_args[@]}" --output-on-failure --output-junit 
 test_status=${PIPESTATUS[0]}
 if [ "${LINEA_GPU_SANITIZE:-0}" = 1 ]; then
   sanitizer=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
-  for src in tests/gpu/test_*.cpp; do
-    name=$(basename "$src" .cpp)
+  for src in tests/gpu/test_*.cpp tests/gpu/test_*.cu; do
+    name=$(basename "${src%.*}")
     step "compute-sanitizer memcheck $name"
     "$sanitizer" --tool memcheck --error-exitcode 1 "$build/tests/$name" --gtest_brief=1 2>&1 |
       tee -a "$logs/sanitizer.log" | tail -3

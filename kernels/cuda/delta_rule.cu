@@ -1,12 +1,14 @@
 // Host side of the CUDA delta rule: the table of chunks (64 tokens, never across a sequence), the
 // f32 workspaces (one scratch request per call) and the order of the kernels (the pipeline is in
-// kernels/cuda/delta_rule_chunk.cuh).
+// kernels/cuda/delta_rule_chunk.cuh). Calls that the bf16 tensor-core pipeline takes go there
+// (kernels/cuda/delta_rule_bf16.h); the rest, f32 among them, run the f32 pipeline here.
 #include <stdexcept>
 #include <string>
 #include <vector>
 
 #include "kernels/cuda/check.h"
 #include "kernels/cuda/delta_rule.h"
+#include "kernels/cuda/delta_rule_bf16.h"
 #include "kernels/cuda/delta_rule_chunk.cuh"
 #include "kernels/cuda/scratch.h"
 
@@ -27,42 +29,59 @@ void allow_shared_memory(const void* kernel, size_t bytes) {
              "cudaFuncSetAttribute(max dynamic shared memory)");
 }
 
+Call describe_call(const ops::DeltaRuleSpec& spec, const ops::DeltaRuleInputs& in) {
+  Call call;
+  call.decay = spec.decay;
+  call.gate = spec.gate;
+  call.dtype = in.q.dtype();
+  call.q = in.q.raw(), call.k = in.k.raw(), call.v = in.v.raw();
+  call.beta = in.beta.defined() ? in.beta.raw() : nullptr;
+  call.b = in.b.defined() ? in.b.raw() : nullptr;
+  call.w = in.w.defined() ? in.w.raw() : nullptr;
+  call.g = in.g.defined() ? static_cast<const float*>(in.g.raw()) : nullptr;
+  call.tokens = in.q.dim(0);
+  call.heads = static_cast<int>(in.q.dim(1));
+  call.key_dim = static_cast<int>(in.q.dim(2));
+  call.value_dim = static_cast<int>(in.v.dim(2));
+  call.scale = static_cast<float>(spec.scale);
+  return call;
+}
+
+std::vector<int64_t> chunk_table(const SeqLayout& seqs) {
+  std::vector<int64_t> first, end, seq_chunk{0};
+  for (int64_t s = 0; s < seqs.num_seqs(); ++s) {
+    for (int64_t t = seqs.begin(s); t < seqs.end(s); t += kChunk) {
+      first.push_back(t);
+      end.push_back(std::min(t + kChunk, seqs.end(s)));
+    }
+    seq_chunk.push_back(static_cast<int64_t>(first.size()));
+  }
+  std::vector<int64_t> table = first;
+  table.insert(table.end(), end.begin(), end.end());
+  table.insert(table.end(), seq_chunk.begin(), seq_chunk.end());
+  return table;
+}
+
+Chunks place_chunk_table(const std::vector<int64_t>& table, int64_t seqs, void* device) {
+  check_cuda(cudaMemcpy(device, table.data(), table.size() * sizeof(int64_t), cudaMemcpyHostToDevice),
+             "cudaMemcpy (chunk table)");
+  const int64_t chunks = (static_cast<int64_t>(table.size()) - seqs - 1) / 2;
+  const int64_t* t = static_cast<const int64_t*>(device);
+  return {t, t + chunks, t + 2 * chunks, chunks, seqs};
+}
+
 namespace {
 
-// The call, its chunk table on the device and its workspaces, from one scratch request.
+// The call, its chunk table on the device and its f32 workspaces, from one scratch request.
 struct Plan {
   Call call;
   Workspace ws{};
   GradWorkspace gws{};
 
-  Plan(const ops::DeltaRuleSpec& spec, const SeqLayout& seqs, const ops::DeltaRuleInputs& in, bool backward) {
-    call.decay = spec.decay;
-    call.gate = spec.gate;
-    call.dtype = in.q.dtype();
-    call.q = in.q.raw(), call.k = in.k.raw(), call.v = in.v.raw();
-    call.beta = in.beta.defined() ? in.beta.raw() : nullptr;
-    call.b = in.b.defined() ? in.b.raw() : nullptr;
-    call.w = in.w.defined() ? in.w.raw() : nullptr;
-    call.g = in.g.defined() ? static_cast<const float*>(in.g.raw()) : nullptr;
-    call.tokens = in.q.dim(0);
-    call.heads = static_cast<int>(in.q.dim(1));
-    call.key_dim = static_cast<int>(in.q.dim(2));
-    call.value_dim = static_cast<int>(in.v.dim(2));
-    call.scale = static_cast<float>(spec.scale);
-
-    std::vector<int64_t> first, end, seq_chunk{0};
-    for (int64_t s = 0; s < seqs.num_seqs(); ++s) {
-      for (int64_t t = seqs.begin(s); t < seqs.end(s); t += kChunk) {
-        first.push_back(t);
-        end.push_back(std::min(t + kChunk, seqs.end(s)));
-      }
-      seq_chunk.push_back(static_cast<int64_t>(first.size()));
-    }
-    const int64_t chunks = static_cast<int64_t>(first.size());
-    std::vector<int64_t> table = first;
-    table.insert(table.end(), end.begin(), end.end());
-    table.insert(table.end(), seq_chunk.begin(), seq_chunk.end());
-
+  Plan(const ops::DeltaRuleSpec& spec, const SeqLayout& seqs, const ops::DeltaRuleInputs& in, bool backward)
+      : call(describe_call(spec, in)) {
+    const std::vector<int64_t> table = chunk_table(seqs);
+    const int64_t chunks = (static_cast<int64_t>(table.size()) - seqs.num_seqs() - 1) / 2;
     const size_t f = sizeof(float);
     const size_t rows = static_cast<size_t>(call.tokens) * call.heads;
     const size_t keys = rows * call.key_dim, values = rows * call.value_dim;
@@ -86,9 +105,7 @@ struct Plan {
         sizes.push_back(bytes * f);
     }
     const std::vector<void*> p = scratch(sizes);
-    int64_t* device_table = static_cast<int64_t*>(p[0]);
-    check_cuda(cudaMemcpy(device_table, table.data(), sizes[0], cudaMemcpyHostToDevice), "cudaMemcpy (chunk table)");
-    call.chunks = {device_table, device_table + chunks, device_table + 2 * chunks, chunks, seqs.num_seqs()};
+    call.chunks = place_chunk_table(table, seqs.num_seqs(), p[0]);
     const auto at = [&](size_t i) { return static_cast<float*>(p[i]); };
     ws = {at(1), at(2), at(3), at(4), at(5), at(6), at(7), at(8), at(9)};
     if (backward) gws = {at(10), at(11), at(12), at(13), at(14), at(15), at(16), at(17), at(18), at(19)};
@@ -105,6 +122,7 @@ P* pointer(const Tensor& t) {
 
 void delta_rule_forward(const ops::DeltaRuleSpec& spec, const SeqLayout& seqs, const ops::DeltaRuleInputs& in, Tensor o,
                         Tensor ht) {
+  if (delta::bf16_takes(spec, in, {&o})) return delta::bf16_forward(spec, seqs, in, o, ht);
   const delta::Plan plan(spec, seqs, in, false);
   delta::intra_chunk(plan.call, plan.ws);
   delta::state_forward(plan.call, plan.ws, delta::pointer(in.h0), delta::pointer(ht));
@@ -113,6 +131,9 @@ void delta_rule_forward(const ops::DeltaRuleSpec& spec, const SeqLayout& seqs, c
 
 void delta_rule_backward(const ops::DeltaRuleSpec& spec, const SeqLayout& seqs, const ops::DeltaRuleInputs& in,
                          const Tensor& d_o, const Tensor& dht, ops::DeltaRuleGrads& grads) {
+  if (delta::bf16_takes(spec, in, {&d_o, &grads.dq, &grads.dk, &grads.dv})) {
+    return delta::bf16_backward(spec, seqs, in, d_o, dht, grads);
+  }
   const delta::Plan plan(spec, seqs, in, true);
   delta::intra_chunk(plan.call, plan.ws);
   delta::state_forward(plan.call, plan.ws, delta::pointer(in.h0), nullptr);

@@ -18,6 +18,7 @@
 
 #include <cstdint>
 #include <type_traits>
+#include <vector>
 
 #include "kernels/cuda/element_types.cuh"
 #include "kernels/delta_rule.h"
@@ -216,6 +217,13 @@ void dispatch_kinds(const Call& call, Fn&& fn) {
     }
   });
 }
+
+// The call's operands, dimensions and kinds (its chunks are placed by place_chunk_table).
+Call describe_call(const ops::DeltaRuleSpec& spec, const ops::DeltaRuleInputs& in);
+// The chunks of `seqs` as Chunks lays them out in one array: first[], end[], seq_chunk[].
+std::vector<int64_t> chunk_table(const SeqLayout& seqs);
+// Copies the table to `device` (its size in bytes of int64_t) and views it.
+Chunks place_chunk_table(const std::vector<int64_t>& table, int64_t seqs, void* device);
 
 // Lets `kernel` use `bytes` of dynamic shared memory (beside its static shared memory, and above
 // the 48 KiB default in all).
