@@ -18,7 +18,8 @@ P* pointer(const Tensor& t) {
   return t.defined() ? static_cast<P*>(t.raw()) : nullptr;
 }
 
-// A call's problem and workspaces; the backward's (h, Ũ, dŨ, dh) only with `backward`.
+// A call's problem and workspaces: the forward's output operands (Q', R), or with `backward` the
+// backward's buffers (Ũ, dŨ, h, dh).
 struct Bf16Plan {
   bf16path::Problem problem{};
   bf16path::Workspace ws{};
@@ -35,6 +36,8 @@ struct Bf16Plan {
                                  pairs * bf16path::kC * bf16path::kC * b, keys * b, values * b};
     if (backward) {
       for (size_t bytes : {values * b, values * b, states * b, states * b}) sizes.push_back(bytes);
+    } else {
+      for (size_t bytes : {keys * b, pairs * bf16path::kC * bf16path::kC * b}) sizes.push_back(bytes);
     }
     const std::vector<void*> p = scratch(sizes);
     problem = {static_cast<const bf16*>(call.q),
@@ -50,7 +53,11 @@ struct Bf16Plan {
     const auto at = [&](size_t i) { return static_cast<bf16*>(p[i]); };
     ws.G = call.g ? static_cast<float*>(p[1]) : nullptr;
     ws.T = at(2), ws.W = at(3), ws.U = at(4);
-    if (backward) ws.Ut = at(5), ws.dUt = at(6), ws.h = at(7), ws.dh = at(8);
+    if (backward) {
+      ws.Ut = at(5), ws.dUt = at(6), ws.h = at(7), ws.dh = at(8);
+    } else {
+      ws.Qe = at(5), ws.R = at(6);
+    }
   }
 };
 

@@ -1,15 +1,17 @@
 // The bf16 tensor-core pipeline of the CUDA delta rule (kernels/cuda/delta_rule_bf16_*.cu): what its
 // kernels share. It takes bf16 token operands, a scalar decay or none and the β gate (DeltaNet,
 // GDN), K and V multiples of 8, K ≤ 256 (tiles of Kd = 64, 128 or 256 key columns, zero past K),
-// V ≤ 1024 in tiles of 64 columns; kernels/cuda/delta_rule.cu sends it the calls it takes (bf16_takes).
+// V ≤ 512 in tiles of 64 columns; kernels/cuda/delta_rule.cu sends it the calls it takes (bf16_takes).
 //
 // Notation of kernels/cpu/delta_rule_chunked.h, per chunk of L ≤ C = 64 tokens of one head:
 // G_i = Σ_{s≤i} g_s, γ_i = exp(G_i), e_ij = exp(G_i − G_j) (j ≤ i), A_ij = β_i e_ij k_i·k_j (j < i),
 // T = (I + A)⁻¹, W = T (βγ ⊙ K), U = T (β ⊙ V), Ũ = U − W S (S the state entering the chunk),
 // P_ij = e_ij q_i·k_j (j ≤ i), O = scale (Q ⊙ γ) S + scale P Ũ, S ← γ_L S + (K ⊙ exp(G_L − G))ᵀ Ũ.
+// The forward computes O as Q' S + R V, Q' = scale γ ⊙ Q − scale P W, R = scale P T diag(β)
+// (delta_rule_bf16_intra.cu says why).
 //
 // Kernels (in order; bf16 stored, f32 accumulated; every product on mma.sync m16n8k16):
-//   intra            per (chunk, head): G, T, W, U                                   (_intra.cu)
+//   intra            per (chunk, head): G, T, W, U; for the output Q', R             (_intra.cu)
 //   state_forward    per (sequence, head, 64 value columns), chunks in order: Ũ, the state
 //                    entering each chunk (h), O when asked, ht                       (_state.cu)
 //   state_backward   the same in reverse: dŨ = scale Pᵀ dO + (K ⊙ exp(G_L − G)) dS, the state
@@ -35,7 +37,7 @@ using mma::Tile;
 inline constexpr int kC = kChunk;  // 64 tokens a chunk
 inline constexpr int kBV = 64;     // value columns of a state block
 inline constexpr int kMaxKd = 256;
-inline constexpr int kMaxV = 1024;  // intra holds a chunk's V rows whole
+inline constexpr int kMaxV = 512;  // intra holds a chunk's V rows whole
 
 // One call's operands (bf16) as the kernels see them.
 struct Problem {
@@ -47,11 +49,12 @@ struct Problem {
 };
 
 // Buffers between the kernels: G [N, H] f32; T [NC, H, C, C] (row-major, all C × C entries; the
-// identity past L); W [N, H, K], U, Ũ (Ut), dŨ (dUt) [N, H, V]; h (the state entering each chunk)
-// and dh (∂L/∂ the state at each chunk's end) [NC, H, K, V]. A null pointer is not written.
+// identity past L); W, Q' (Qe) [N, H, K], U, Ũ (Ut), dŨ (dUt) [N, H, V]; R [NC, H, C, C]; h (the
+// state entering each chunk) and dh (∂L/∂ the state at each chunk's end) [NC, H, K, V]. A null
+// pointer is not written (Qe and R: the forward's output only).
 struct Workspace {
   float* G;
-  bf16 *T, *W, *U, *Ut, *dUt, *h, *dh;
+  bf16 *T, *W, *U, *Ut, *dUt, *h, *dh, *Qe, *R;
 };
 
 // The gradients (dg null without decay).

@@ -1,6 +1,6 @@
 // The bf16 tensor-core pipeline of the CUDA delta rule (kernels/cuda/delta_rule_bf16.cuh), as
 // kernels/cuda/delta_rule.cu calls it: bf16_takes says whether a call is one it takes (bf16 token
-// operands, no decay or a scalar one, the β gate, K ≤ 256, V ≤ 1024, K and V multiples of 8,
+// operands, no decay or a scalar one, the β gate, K ≤ 256, V ≤ 512, K and V multiples of 8,
 // 16-byte aligned token tensors); bf16_forward and bf16_backward have the contract of
 // cuda::delta_rule_forward and cuda::delta_rule_backward (kernels/cuda/delta_rule.h) for those calls.
 #pragma once

@@ -8,22 +8,23 @@
 // Then, e_ij = exp(G_i − G_j):
 //   1. over the value columns, 64 at a time:  dX = Tᵀ dŨ (dv = β ⊙ dX, dβ_v = Σ_e dX v),
 //        dQ̂ = dO S0ᵀ,  dK̂ = Ũ dSᵀ,  dY = −dX S0ᵀ,  dP = dO Ũᵀ,  dA = −dX Ũᵀ   (accumulated)
-//   2. dÃ = dA ⊙ e (i > j),  dÃβ = diag(β) dÃ,  dP̃ = scale dP ⊙ e (i ≥ j)
-//   3. dq = scale γ ⊙ dQ̂ + dP̃ K
-//      dk = exp(G_L − G) ⊙ dK̂ + βγ ⊙ dY + β ⊙ (dÃ K) + (dÃβ)ᵀ K + dP̃ᵀ Q
+//   2. dÃ = dA ⊙ e (i > j),  dÃβ = diag(β) dÃ,  dP̃ = scale dP ⊙ e (i > j), δ_i = scale dP_ii
+//   3. dq = scale γ ⊙ dQ̂ + dP̃ K + δ ⊙ K
+//      dk = exp(G_L − G) ⊙ dK̂ + βγ ⊙ dY + β ⊙ (dÃ K) + [(dÃβ)ᵀ K + dP̃ᵀ Q] + δ ⊙ Q
 //      dβ = Σ_d k ⊙ (γ dY + dÃ K) + dβ_v
-//   4. (a scalar decay) dG_i = Σ_d (q dq − k dk)_i + r_i + 2 β_i Σ_d (k ⊙ (γ dY + dÃ K))_i, with
-//      r_i = Σ_d (k ⊙ exp(G_L − G) ⊙ dK̂)_i, plus γ_L Σ S0 ⊙ dS at the last row; then
+//   4. (a scalar decay) dG_i = Σ_d (q ⊙ (scale γ ⊙ dQ̂ + dP̃ K))_i − Σ_d (k ⊙ [(dÃβ)ᵀ K + dP̃ᵀ Q])_i
+//                            + β_i Σ_d (k ⊙ (γ dY + dÃ K))_i,
+//      plus γ_L Σ S0 ⊙ dS at the last row; with r_i = Σ_d (k ⊙ exp(G_L − G) ⊙ dK̂)_i,
 //      dg_i = Σ_{s≥i} dG_s + Σ_{s<i} r_s.
-// Step 4 is kernels/cuda/delta_rule_gradients.cu's dG rewritten through dq and dk: its terms are
-// the parts of Σ q dq and Σ k dk that carry a decay factor of row i (the diagonal terms of P
-// cancel). Only steps 1 and 3 involve key columns, column by column: the key columns run in
-// passes of Kt (64 or 128; two passes for K = 256), dP, dA, dv and dβ_v in the first only.
-// Warp w takes rows 16 (w % 4).. of every result and the columns (w / 4) N/2.. of its N.
-// Tiles (Kt = 128): Q and K (the pass's columns), T, dX, dÃ, dÃβ, dP̃, and two sets of value-column
-// tiles (v, dO, Ũ, dŨ [64, 64], S0 and dS [Kt, 64]) so that the next columns load during the
-// current ones' products: 200 KB. Reads per chunk and head: q, k, v, dO, Ũ, dŨ, h, dh, T, G, β
-// (dO, Ũ, dŨ once more per extra pass); writes dq, dk, dv, dβ, dg.
+// Step 4 is kernels/cuda/delta_rule_gradients.cu's dG: each of its terms carries a decay factor
+// (the diagonal pairs of P have none; they add and remove the same amount and are left out, which
+// is why δ and the bracket are kept apart from the sums), so dG stays accurate however small it
+// is. Only steps 1 and 3 involve key columns, column by column: the key columns run in passes of Kt (64 or 128; two
+// passes for K = 256), dP, dA, dv and dβ_v in the first only. Warp w takes rows 16 (w % 4).. of every result and the
+// columns (w / 4) N/2.. of its N. Tiles (Kt = 128): Q and K (the pass's columns), T, dX, dÃ, dÃβ, dP̃, and two sets of
+// value-column tiles (v, dO, Ũ, dŨ [64, 64], S0 and dS [Kt, 64]) so that the next columns load during the current ones'
+// products: 200 KB. Reads per chunk and head: q, k, v, dO, Ũ, dŨ, h, dh, T, G, β (dO, Ũ, dŨ once more per extra pass);
+// writes dq, dk, dv, dβ, dg.
 #include "kernels/cuda/check.h"
 #include "kernels/cuda/delta_rule_bf16.cuh"
 #include "kernels/cuda/warp_reduce.cuh"
@@ -78,7 +79,7 @@ __global__ void __launch_bounds__(kThreads, 1) gradients_kernel(Problem p, Works
   enum { kR, kDbA, kDG, kDbV, kSums };
   __shared__ float sums[kSums][2][kC];  // row sums, one per warp column half
   __shared__ float state_dot[kThreads / 32];
-  __shared__ float dG_rows[kC], r_rows[kC];
+  __shared__ float dG_rows[kC], r_rows[kC], diagonal[kC];
   const int64_t chunk = blockIdx.x;
   const int head = blockIdx.y, H = p.heads, K = p.key_dim, V = p.value_dim;
   const Span s = chunk_span(p.chunks, chunk);
@@ -110,7 +111,6 @@ __global__ void __launch_bounds__(kThreads, 1) gradients_kernel(Problem p, Works
   const auto pair_decay = [&](int i, int j) { return kDecay ? expf(G[i] - G[j]) : 1.0f; };
   const auto gamma = [&](int i) { return kDecay ? expf(G[i]) : 1.0f; };
 
-  float dP[4][4] = {}, dA[4][4] = {};
   float r[2] = {}, dbA[2] = {}, dG[2] = {}, dbv[2] = {}, dot = 0.0f;  // the thread's rows m0 + g, m0 + g + 8
   for (int pass = 0; pass < passes; ++pass) {
     const int k0 = pass * Kt;
@@ -122,7 +122,7 @@ __global__ void __launch_bounds__(kThreads, 1) gradients_kernel(Problem p, Works
     mma::commit_copies();
 
     // 1.
-    float dQ[kN][4] = {}, dK[kN][4] = {}, dY[kN][4] = {};
+    float dQ[kN][4] = {}, dK[kN][4] = {}, dY[kN][4] = {}, dP[4][4] = {}, dA[4][4] = {};
     for (int b = 0; b < value_tiles; ++b) {
       const ValueTiles<Kt> t = sm.tiles(b & 1);
       const int e0 = b * kBV;
@@ -199,9 +199,11 @@ __global__ void __launch_bounds__(kThreads, 1) gradients_kernel(Problem p, Works
           put(sm.dAb, i, j, beta[i] * a0, beta[i] * a1);
         });
         mma::for_pairs(dP[n], m0, j0 + 8 * n, [&](int i, int j, float x0, float x1) {
-          const float p0 = j <= i && i < L ? p.scale * x0 * pair_decay(i, j) : 0.0f;
-          const float p1 = j + 1 <= i && i < L ? p.scale * x1 * pair_decay(i, j + 1) : 0.0f;
+          const float p0 = j < i && i < L ? p.scale * x0 * pair_decay(i, j) : 0.0f;
+          const float p1 = j + 1 < i && i < L ? p.scale * x1 * pair_decay(i, j + 1) : 0.0f;
           put(sm.dP, i, j, p0, p1);
+          if (j == i) diagonal[i] = p.scale * x0;
+          if (j + 1 == i) diagonal[i] = p.scale * x1;
         });
       }
     }
@@ -222,6 +224,7 @@ __global__ void __launch_bounds__(kThreads, 1) gradients_kernel(Problem p, Works
     }
     __syncthreads();  // dÃ, dÃβ, dP̃ complete
     float(&dek)[kN][4] = dY;
+    float col[kN][4] = {};  // (dÃβ)ᵀ K + dP̃ᵀ Q
 #pragma unroll 1
     for (int k = 0; k < kC; k += 16) {
       uint32_t ap[4], aa[4], aab[4], apt[4];
@@ -238,8 +241,8 @@ __global__ void __launch_bounds__(kThreads, 1) gradients_kernel(Problem p, Works
         for (int h = 0; h < 2; ++h) {
           mma::mma(dQ[j + h], ap, bk[h]);
           mma::mma(dek[j + h], aa, bk[h]);
-          mma::mma(dK[j + h], aab, bk[h]);
-          mma::mma(dK[j + h], apt, bq[h]);
+          mma::mma(col[j + h], aab, bk[h]);
+          mma::mma(col[j + h], apt, bq[h]);
         }
       }
     }
@@ -248,8 +251,9 @@ __global__ void __launch_bounds__(kThreads, 1) gradients_kernel(Problem p, Works
       mma::for_entries(m0, c0 + 8 * n, [&](int i, int d, int q) {
         const float k = __bfloat162float(*sm.K.at(i, d)), qv = __bfloat162float(*sm.Q.at(i, d));
         dbA[q >> 1] += k * dek[n][q];
-        dK[n][q] += beta[i] * dek[n][q];
-        dG[q >> 1] += qv * dQ[n][q] - k * dK[n][q];
+        dG[q >> 1] += qv * dQ[n][q] - k * col[n][q];
+        dK[n][q] += beta[i] * dek[n][q] + col[n][q] + diagonal[i] * qv;
+        dQ[n][q] += diagonal[i] * k;
       });
       mma::for_pairs(dQ[n], m0, c0 + 8 * n, [&](int i, int d, float x0, float x1) {
         if (i < L && k0 + d < K) put_global(out.dq, (s.first + i) * H + head, K, k0 + d, x0, x1);
@@ -279,7 +283,7 @@ __global__ void __launch_bounds__(kThreads, 1) gradients_kernel(Problem p, Works
     const float dbA_i = total(kDbA);
     if (i < L) out.dbeta[(s.first + i) * H + head] = __float2bfloat16_rn(dbA_i + total(kDbV));
     if constexpr (kDecay) {
-      float dG_i = total(kDG) + total(kR) + 2.0f * beta[i] * dbA_i;
+      float dG_i = total(kDG) + beta[i] * dbA_i;
       if (i == L - 1) {
         float all = 0.0f;
         for (int w = 0; w < kThreads / 32; ++w) all += state_dot[w];

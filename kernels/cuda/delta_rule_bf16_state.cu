@@ -5,9 +5,10 @@
 //
 // state_forward, chunks in order, S = h0 (or 0) at the sequence start; per chunk:
 //   h = S (stored when asked)
-//   A: Ũ = U − W S;  with O: QS = Q S, P = Q Kᵀ        (one pass over the key depth, S's fragments shared)
-//      Ũ (stored when asked), Ũ ⊙ exp(G_L − G) and, with O, scale e_ij P_ij (j ≤ i) to shared memory
-//   B: O = scale γ ⊙ QS + (scale P ⊙ e) Ũ;  S ← γ_L S + Kᵀ (Ũ ⊙ exp(G_L − G))
+//   A: Ũ = U − W S;  with O: Q' S (one pass over the key depth, S's fragments shared), then
+//      O = Q' S + R V (Q' and R from intra); Ũ (stored when asked) and Ũ ⊙ exp(G_L − G) to
+//      shared memory
+//   B: S ← γ_L S + Kᵀ (Ũ ⊙ exp(G_L − G))
 //   after the last chunk: ht = S.
 // state_backward, chunks in reverse, dS = dht (or 0) at the sequence end; per chunk:
 //   dh = dS (stored)
@@ -16,7 +17,7 @@
 //   C: dS ← γ_L dS + Qᵀ (scale γ ⊙ dO) + Wᵀ (−dŨ)
 //   at the sequence start: dh0 = dS.
 // The results of A and B are 64 × 64: warp w takes rows 16 (w % 4).., columns 32 (w / 4)...
-// Tiles (Kd = 128): forward W, Q, U, two K, S, Ũ, Ũ ⊙ exp(G_L − G), P: 112 KB, two blocks a
+// Tiles (Kd = 128): forward W, Q', U, two K, S, Ũ ⊙ exp(G_L − G), R, V: 112 KB, two blocks a
 // multiprocessor; backward two Q, K, W, dO, dS, Pᵀ, −dŨ, γ dO: 112 KB (Kd = 256: 192 KB, one). The next chunk's tiles
 // are copied (cp.async) while the current one computes: forward, all of them during B (K into the other buffer);
 // backward, K, dO, G and Q (other buffer) during C, and W during A and B.
@@ -84,16 +85,16 @@ __device__ __forceinline__ void add_transposed_product(StateAcc<Kd>& acc, const 
 
 template <int Kd>
 struct ForwardShared {
-  Tile<Kd> W, Q, K0;  // K0: the first of two K buffers (K(b))
-  Tile<kBV> U, S, Ut, Ut_end, P;
+  Tile<Kd> W, Qe, K0;  // K0: the first of two K buffers (K(b))
+  Tile<kBV> U, S, Ut_end, R, V;
   __device__ Tile<Kd> K(int b) const { return {K0.data + b * kC * Kd}; }
-  // [64, Kd] tiles first, then U, S [Kd, 64], Ũ, Ũ ⊙ exp(G_L − G) and P.
+  // [64, Kd] tiles first, then U, S [Kd, 64], Ũ ⊙ exp(G_L − G), R and V.
   __device__ explicit ForwardShared(unsigned char* base) {
     bf16* const p = reinterpret_cast<bf16*>(base);
     bf16* const q = p + 4 * kC * Kd;
-    W.data = p, Q.data = p + kC * Kd, K0.data = p + 2 * kC * Kd;
+    W.data = p, Qe.data = p + kC * Kd, K0.data = p + 2 * kC * Kd;
     U.data = q, S.data = q + kC * kBV;
-    Ut.data = S.data + Kd * kBV, Ut_end.data = Ut.data + kC * kBV, P.data = Ut_end.data + kC * kBV;
+    Ut_end.data = S.data + Kd * kBV, R.data = Ut_end.data + kC * kBV, V.data = R.data + kC * kBV;
   }
   static constexpr size_t bytes() { return sizeof(bf16) * (4 * kC * Kd + 4 * kC * kBV + Kd * kBV); }
 };
@@ -114,9 +115,13 @@ __global__ void __launch_bounds__(kThreads, Kd <= 128 ? 2 : 1)
   const auto stage = [&](int64_t c, int kb) {
     const Span s = chunk_span(p.chunks, c);
     stage_rows(sm.W, ws.W, s, H, head, K, 0);
-    if constexpr (kOutput) stage_rows(sm.Q, p.q, s, H, head, K, 0);
     stage_rows(sm.K(kb), p.k, s, H, head, K, 0);
     stage_rows(sm.U, ws.U, s, H, head, V, e0);
+    if constexpr (kOutput) {
+      stage_rows(sm.Qe, ws.Qe, s, H, head, K, 0);
+      stage_rows(sm.V, p.v, s, H, head, V, e0);
+      stage_matrix(sm.R, ws.R + (c * H + head) * kC * kC, kC, kC, kC, kC, 0);
+    }
     if constexpr (kDecay) stage_row_values(G, ws.G, s, H, head);
     mma::commit_copies();
   };
@@ -130,13 +135,13 @@ __global__ void __launch_bounds__(kThreads, Kd <= 128 ? 2 : 1)
     __syncthreads();
     if (ws.h) store_matrix(ws.h + (c * H + head) * static_cast<int64_t>(K) * V, sm.S, Kd, K, V, V, e0);
 
-    // A: one pass over the key depth for W S, Q S and Q Kᵀ.
-    float ws_[4][4] = {}, qs[4][4] = {}, qk[4][4] = {};
+    // A: one pass over the key depth for W S and Q' S.
+    float ws_[4][4] = {}, o_[4][4] = {};
 #pragma unroll 2
     for (int k = 0; k < Kd; k += 16) {
       uint32_t aw[4], aq[4];
       mma::a_mk(aw, sm.W, m0, k);
-      if constexpr (kOutput) mma::a_mk(aq, sm.Q, m0, k);
+      if constexpr (kOutput) mma::a_mk(aq, sm.Qe, m0, k);
 #pragma unroll
       for (int j = 0; j < 4; j += 2) {
         uint32_t bs[2][2];
@@ -144,12 +149,8 @@ __global__ void __launch_bounds__(kThreads, Kd <= 128 ? 2 : 1)
         mma::mma(ws_[j], aw, bs[0]);
         mma::mma(ws_[j + 1], aw, bs[1]);
         if constexpr (kOutput) {
-          uint32_t bk[2][2];
-          mma::b_nk(bk, sm.K(kb), k, n0 + 8 * j);
-          mma::mma(qs[j], aq, bs[0]);
-          mma::mma(qs[j + 1], aq, bs[1]);
-          mma::mma(qk[j], aq, bk[0]);
-          mma::mma(qk[j + 1], aq, bk[1]);
+          mma::mma(o_[j], aq, bs[0]);
+          mma::mma(o_[j + 1], aq, bs[1]);
         }
       }
     }
@@ -162,37 +163,22 @@ __global__ void __launch_bounds__(kThreads, Kd <= 128 ? 2 : 1)
         const float r0 = u.x - x0, r1 = u.y - x1;
         const float to_end = kDecay && i < L ? expf(G_last - G[i]) : 1.0f;
         put(sm.Ut_end, i, e, r0 * to_end, r1 * to_end);
-        if constexpr (kOutput) put(sm.Ut, i, e, r0, r1);
         if (ws.Ut && i < L && e0 + e < V) put_global(ws.Ut, row0 + int64_t{i} * H, V, e0 + e, r0, r1);
       });
     }
     if constexpr (kOutput) {
+      mma::product<mma::Hold::as_is, mma::Hold::as_is>(o_, sm.R, m0, sm.V, n0, kC);
 #pragma unroll
       for (int n = 0; n < 4; ++n) {
-        mma::for_pairs(qk[n], m0, n0 + 8 * n, [&](int i, int j, float x0, float x1) {
-          const auto entry = [&](int jj, float x) {
-            if (jj > i || i >= L) return 0.0f;
-            return kDecay ? p.scale * x * expf(G[i] - G[jj]) : p.scale * x;
-          };
-          put(sm.P, i, j, entry(j, x0), entry(j + 1, x1));
+        mma::for_pairs(o_[n], m0, n0 + 8 * n, [&](int i, int e, float x0, float x1) {
+          if (i < L && e0 + e < V) put_global(o, row0 + int64_t{i} * H, V, e0 + e, x0, x1);
         });
-        mma::for_entries(m0, n0 + 8 * n,
-                         [&](int i, int, int q) { qs[n][q] *= kDecay && i < L ? p.scale * expf(G[i]) : p.scale; });
       }
     }
     __syncthreads();
     if (c + 1 < blk.end) stage(c + 1, kb ^ 1);
 
-    // B: the output, then the state update.
-    if constexpr (kOutput) {
-      mma::product<mma::Hold::as_is, mma::Hold::as_is>(qs, sm.P, m0, sm.Ut, n0, kC);
-#pragma unroll
-      for (int n = 0; n < 4; ++n) {
-        mma::for_pairs(qs[n], m0, n0 + 8 * n, [&](int i, int e, float x0, float x1) {
-          if (i < L && e0 + e < V) put_global(o, row0 + int64_t{i} * H, V, e0 + e, x0, x1);
-        });
-      }
-    }
+    // B: the state update.
     if constexpr (kDecay) {
       const float decay = expf(G_last);
       for_state<Kd>(S, [&](int, int, float& v0, float& v1) { v0 *= decay, v1 *= decay; });
