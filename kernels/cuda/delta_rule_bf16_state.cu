@@ -34,17 +34,23 @@ namespace {
 struct Block {
   int64_t seq, begin, end;
   int head, e0;
-  __device__ Block(const Chunks& chunks, int heads, int value_tiles) {
+  __device__ Block(const Chunks& chunks, int heads, int tiles) {
     const int64_t x = blockIdx.x;
-    e0 = static_cast<int>(x % value_tiles) * kBV;
-    head = static_cast<int>(x / value_tiles % heads);
-    seq = x / value_tiles / heads;
+    e0 = static_cast<int>(x % tiles) * kBV;
+    head = static_cast<int>(x / tiles % heads);
+    seq = x / tiles / heads;
     begin = chunks.seq_chunk[seq];
     end = chunks.seq_chunk[seq + 1];
   }
 };
 
-int value_tiles(const Problem& p) { return static_cast<int>(ceil_div(p.value_dim, kBV)); }
+__host__ __device__ inline int value_tiles(const Problem& p) { return (p.value_dim + kBV - 1) / kBV; }
+
+// The block's sequence and head of a stack of states [S, H, K, V] (null stays null).
+template <class T>
+__device__ T* state_of(T* states, const Block& blk, const Problem& p) {
+  return states ? states + (blk.seq * p.heads + blk.head) * static_cast<int64_t>(p.key_dim) * p.value_dim : nullptr;
+}
 
 // acc ← the block's columns of the [K, V] f32 state at `from`, or 0 (from null, or outside K × V).
 template <int Kd>
@@ -105,12 +111,12 @@ __global__ void __launch_bounds__(kThreads, Kd <= 128 ? 2 : 1)
   extern __shared__ __align__(128) unsigned char shared[];
   const ForwardShared<Kd> sm(shared);
   __shared__ float G[kC];
-  const Block blk(p.chunks, p.heads, (p.value_dim + kBV - 1) / kBV);
+  const Block blk(p.chunks, p.heads, value_tiles(p));
   const int H = p.heads, K = p.key_dim, V = p.value_dim, e0 = blk.e0, head = blk.head;
   const int m0 = warp_row0(), n0 = 32 * warp_half();
 
   StateAcc<Kd> S;
-  load_state<Kd>(S, h0 ? h0 + (blk.seq * H + head) * static_cast<int64_t>(K) * V : nullptr, K, V, e0);
+  load_state<Kd>(S, state_of(h0, blk, p), K, V, e0);
   copy_state<Kd>(S, sm.S);
   const auto stage = [&](int64_t c, int kb) {
     const Span s = chunk_span(p.chunks, c);
@@ -186,7 +192,7 @@ __global__ void __launch_bounds__(kThreads, Kd <= 128 ? 2 : 1)
     add_transposed_product<Kd>(S, sm.K(kb), sm.Ut_end);
     copy_state<Kd>(S, sm.S);
   }
-  if (ht) save_state<Kd>(S, ht + (blk.seq * H + head) * static_cast<int64_t>(K) * V, K, V, e0);
+  if (ht) save_state<Kd>(S, state_of(ht, blk, p), K, V, e0);
 }
 
 // ---- backward ------------------------------------------------------------------------------------
@@ -213,12 +219,12 @@ __global__ void __launch_bounds__(kThreads, Kd <= 128 ? 2 : 1)
   extern __shared__ __align__(128) unsigned char shared[];
   const BackwardShared<Kd> sm(shared);
   __shared__ float G[kC];
-  const Block blk(p.chunks, p.heads, (p.value_dim + kBV - 1) / kBV);
+  const Block blk(p.chunks, p.heads, value_tiles(p));
   const int H = p.heads, K = p.key_dim, V = p.value_dim, e0 = blk.e0, head = blk.head;
   const int m0 = warp_row0(), n0 = 32 * warp_half();
 
   StateAcc<Kd> dS;
-  load_state<Kd>(dS, dht ? dht + (blk.seq * H + head) * static_cast<int64_t>(K) * V : nullptr, K, V, e0);
+  load_state<Kd>(dS, state_of(dht, blk, p), K, V, e0);
   copy_state<Kd>(dS, sm.dS);
   // Phase A and B's tiles of chunk c, Q into buffer qb.
   const auto stage = [&](int64_t c, int qb) {
@@ -310,7 +316,7 @@ __global__ void __launch_bounds__(kThreads, Kd <= 128 ? 2 : 1)
     add_transposed_product<Kd>(dS, sm.W, sm.dUt_neg);
     copy_state<Kd>(dS, sm.dS);
   }
-  if (dh0) save_state<Kd>(dS, dh0 + (blk.seq * H + head) * static_cast<int64_t>(K) * V, K, V, e0);
+  if (dh0) save_state<Kd>(dS, state_of(dh0, blk, p), K, V, e0);
 }
 
 dim3 state_grid(const Problem& p) { return dim3(static_cast<unsigned>(p.chunks.seqs * p.heads * value_tiles(p))); }
