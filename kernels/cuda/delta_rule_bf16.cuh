@@ -17,6 +17,8 @@
 //   state_backward   the same in reverse: dŨ = scale Pᵀ dO + (K ⊙ exp(G_L − G)) dS, the state
 //                    gradient at each chunk's end (dh), dh0                          (_state.cu)
 //   gradients        per (chunk, head): dq, dk, dv, dβ, dg written once              (_gradients.cu)
+// Long sequences on a grid that would not fill the device run the state passes by segments of at
+// most 64 chunks, chained by the segments' affine transitions (_segments.cu, delta_rule_bf16.cu).
 // The forward runs intra and state_forward (with O); the backward runs intra and state_forward
 // (without O, storing h and Ũ) again, then state_backward and gradients.
 #pragma once
@@ -179,6 +181,23 @@ void dispatch_key_tile(int key_dim, Fn&& fn) {
   }
 }
 
+// A sequence's segments (runs of at most kSegmentChunks chunks) as the chain of
+// delta_rule_bf16_segments.cu sees them: sequence s has segments [seq_segment[s], seq_segment[s + 1])
+// (device array). Forward: visited = S_start ← the chain of S_end = A S_start + add from first = h0,
+// last = ht; backward (reverse): visited = dS_end ← the chain of dS_start = Aᵀ dS_end + add from
+// first = dht, last = dh0. A [segments, H, K, K], add and visited [segments, H, K, V], first and last
+// [S, H, K, V] (null: zeros, not written), all f32.
+inline constexpr int kSegmentChunks = 64;
+struct Chain {
+  const int64_t* seq_segment;
+  int64_t seqs;
+  int heads, key_dim, value_dim;
+  const float *A, *add;
+  float* visited;
+  const float* first;
+  float* last;
+};
+
 // The launchers (one file each).
 void intra(const Problem& p, const Workspace& ws);
 // o null: no output (the backward's recomputation). h0, ht may be null.
@@ -186,5 +205,8 @@ void state_forward(const Problem& p, const Workspace& ws, const float* h0, float
 // dht, dh0 may be null.
 void state_backward(const Problem& p, const Workspace& ws, const bf16* d_o, const float* dht, float* dh0);
 void gradients(const Problem& p, const Workspace& ws, const bf16* d_o, const Outputs& out);
+void chain(const Chain& c, bool reverse);
+// Every [K, K] state of a stack of `count` ← the identity.
+void fill_identity(float* states, int64_t count, int key_dim);
 
 }  // namespace linea::cuda::delta::bf16path

@@ -300,7 +300,7 @@ __global__ void __launch_bounds__(kThreads, Kd <= 128 ? 2 : 1)
     for (int n = 0; n < 4; ++n) {
       mma::for_pairs(du[n], m0, n0 + 8 * n, [&](int j, int e, float x0, float x1) {
         put(sm.dUt_neg, j, e, -x0, -x1);
-        if (j < L && e0 + e < V) put_global(ws.dUt, row0 + int64_t{j} * H, V, e0 + e, x0, x1);
+        if (ws.dUt && j < L && e0 + e < V) put_global(ws.dUt, row0 + int64_t{j} * H, V, e0 + e, x0, x1);
       });
     }
     mma::wait_copies<0>();
