@@ -13,8 +13,7 @@
 //   C (16×8, f32):        c[0..1] = (g, 2t..2t+1), c[2..3] = (g+8, 2t..2t+1)
 // (each 32-bit register holds two bf16, the lower column or row in the low half). The loaders name
 // how the tile holds the operand: a_mk (tile row = m: A as it is), a_km (tile row = k: the tile is
-// Aᵀ), b_kn (tile row = k: B as it is), b_nk (tile row = n: the tile is Bᵀ). A C fragment pair of
-// adjacent n-tiles is an A fragment of the next product (pack_a).
+// Aᵀ), b_kn (tile row = k: B as it is), b_nk (tile row = n: the tile is Bᵀ).
 #pragma once
 #include <cuda_bf16.h>
 
@@ -31,7 +30,6 @@ struct Tile {
   static_assert(C % 64 == 0, "a tile row is a multiple of 8 chunks of 16 bytes");
   bf16* data;
   __device__ bf16* at(int r, int c) const { return data + r * C + ((((c >> 3) ^ (r & 7)) << 3) | (c & 7)); }
-  static constexpr int kCols = C;
 };
 
 __device__ __forceinline__ uint32_t shared_address(const void* p) {
@@ -107,14 +105,6 @@ __device__ __forceinline__ float2 unpack(uint32_t v) {
   return __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&v));
 }
 
-// The A fragment (16×16) made of the C fragments of n-tiles n and n + 1 (columns become depth).
-__device__ __forceinline__ void pack_a(uint32_t (&a)[4], const float (&c0)[4], const float (&c1)[4]) {
-  a[0] = pack(c0[0], c0[1]);
-  a[1] = pack(c0[2], c0[3]);
-  a[2] = pack(c1[0], c1[1]);
-  a[3] = pack(c1[2], c1[3]);
-}
-
 // The entries of a C fragment at (m0, n0): entry r is at row m0 + g + 8 (r / 2), column
 // n0 + 2t + r % 2. fn(row, column, c[r], c[r + 1]) for the two pairs of adjacent columns.
 template <class Fn>
@@ -130,12 +120,6 @@ __device__ __forceinline__ void for_entries(int m0, int n0, Fn fn) {
   const int l = lane_id();
 #pragma unroll
   for (int r = 0; r < 4; ++r) fn(m0 + (l >> 2) + 8 * (r >> 1), n0 + 2 * (l & 3) + (r & 1), r);
-}
-
-template <int N>
-__device__ __forceinline__ void zero(float (&c)[N][4]) {
-#pragma unroll
-  for (int n = 0; n < N; ++n) c[n][0] = c[n][1] = c[n][2] = c[n][3] = 0.0f;
 }
 
 // How a tile holds a product's operand: as it is (A: row m; B: row k) or transposed (A: row k;
