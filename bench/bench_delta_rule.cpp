@@ -10,8 +10,9 @@
 #include <string>
 
 #include "bench/bench_util.h"
-#include "kernels/delta_rule.h"
 #include "kernels/random.h"
+#include "model/mixers/delta_rule/delta_rule.h"
+#include "model/mixers/delta_rule/delta_rule_config.h"
 
 namespace {
 
@@ -36,12 +37,6 @@ Tensor unit_rows(const Shape& shape, Rng& rng) {
   return t;
 }
 
-struct Mixer {
-  const char* name;
-  ops::DecayKind decay;
-  ops::GateKind gate;
-};
-
 int run(int argc, char** argv) {
   const int64_t batch = bench::positional_count(argc, argv, 1, 2),
                 seq_len = bench::positional_count(argc, argv, 2, 1024);
@@ -52,11 +47,7 @@ int run(int argc, char** argv) {
   const int64_t N = seqs.num_tokens();
   Rng rng(1);
 
-  const Mixer mixers[] = {{"deltanet", ops::DecayKind::none, ops::GateKind::beta},
-                          {"gdn", ops::DecayKind::scalar, ops::GateKind::beta},
-                          {"kda", ops::DecayKind::channel, ops::GateKind::beta},
-                          {"gdn2", ops::DecayKind::channel, ops::GateKind::erase_write}};
-  for (const Mixer& m : mixers) {
+  for (const DeltaRulePreset& m : delta_rule_presets()) {
     const ops::DeltaRuleSpec spec{m.decay, m.gate, 1 / std::sqrt(static_cast<double>(K))};
     ops::DeltaRuleInputs in;
     in.q = unit_rows({N, H, K}, rng);

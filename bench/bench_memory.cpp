@@ -2,7 +2,8 @@
 // projected to a bf16 step on one GPU.
 //   bench_memory CONFIG.toml [--batch B] [--seq-len T] [--project TOKENS] [section.key=value ...]
 // Measures, in f32 on B sequences of T tokens (default 2 × 256) of the config's model with its
-// mixer in every layer (hybrid "pure") and the vocabulary capped at 1024 (the head's size does not
+// mixer in every layer (model.mixer, hybrid "pure"; for layer_mixers, layer 0's mixer) and the
+// vocabulary capped at 1024 (the head's size does not
 // change what a layer keeps):
 //   - kept bytes per token per layer: the activations arena's high water with 2 layers minus that
 //     with 1 (what forward keeps for backward), and the rest (embedding, final norm, loss);
@@ -12,10 +13,10 @@
 // Then projects the peak of a bf16 step of the full config (its layers and vocabulary) on TOKENS
 // tokens per micro-batch (default B·T·64): parameters, gradients and AdamW state (f32 master,
 // gradient, m and v; bf16 compute copy and gradients: 20 bytes per parameter), activations kept
-// (the f32 figure halved, except what stays 4 bytes wide in bf16 steps: the decay gate's input,
-// attention's log-sum-exp, the token ids, targets and positions), the scratch arena, and the
-// delta rule's CUDA workspaces (kernels/cuda/delta_rule.cu, Plan: f32 decays, 4 value- and 10
-// key-sized buffers, 2 chunk tiles and 2 chunk states per head, for backward); and a bound for the
+// (the f32 figure halved, except what stays 4 bytes wide in bf16 steps: the mixer's, e.g. the decay
+// gate's input or attention's log-sum-exp (MixerFamily::wide_values_per_token), the token ids,
+// targets and positions), the scratch arena, and the mixer's CUDA workspaces for backward
+// (MixerFamily::cuda_workspace_bytes, e.g. the delta rule's); and a bound for the
 // first micro-batch, whose arenas may hold up to 1/8 more than their high water (kernels/arena.h).
 // Prints one JSON line.
 #include <algorithm>
@@ -28,12 +29,11 @@
 
 #include "bench/bench_util.h"
 #include "data/config_reader.h"
-#include "worker/attention_layer.h"
-#include "worker/delta_rule_layer.h"
-#include "worker/model.h"
-#include "worker/parameter_count.h"
-#include "worker/rms_norm.h"
-#include "worker/swiglu_mlp.h"
+#include "model/mixer_registry.h"
+#include "model/model.h"
+#include "model/parameter_count.h"
+#include "model/rms_norm.h"
+#include "model/swiglu_mlp.h"
 
 namespace {
 
@@ -52,12 +52,8 @@ struct ModuleBytes {
 std::vector<ModuleBytes> block_modules(const ModelConfig& c, const SeqLayout& seqs) {
   ParameterSet params(DType::f32);
   RMSNorm attn_norm(params, "attn_norm", c.d_model, c.norm_eps);
-  std::unique_ptr<Mixer> mixer;
-  if (c.mixer == MixerKind::attention) {
-    mixer = std::make_unique<AttentionLayer>(params, "mixer", c.d_model, c.attention);
-  } else {
-    mixer = std::make_unique<DeltaRuleLayer>(params, "mixer", c.d_model, c.mixer, c.linear, c.norm_eps);
-  }
+  const std::unique_ptr<Mixer> mixer =
+      mixer_family(c.layer_mixers.front()).make_layer(params, "mixer", c.d_model, c.norm_eps, c.layer_config(0), {});
   RMSNorm mlp_norm(params, "mlp_norm", c.d_model, c.norm_eps);
   SwiGLUMLP mlp(params, "mlp", c.d_model, c.mlp_hidden);
   params.finalize();
@@ -98,16 +94,6 @@ ArenaBytes model_arenas(ModelConfig c, int64_t layers, const SeqLayout& seqs) {
   return {model.saved_activation_bytes(), model.scratch_bytes()};
 }
 
-// Bytes of the delta rule's CUDA workspaces for backward on `tokens` tokens in chunks of 64.
-double delta_rule_workspace_bytes(const ModelConfig& c, int64_t tokens) {
-  if (!c.has_linear_layers()) return 0;
-  const double chunk = 64, chunks = double(tokens) / chunk, heads = double(c.linear.heads);
-  const double rows = double(tokens) * heads, keys = rows * double(c.linear.d_k), values = rows * double(c.linear.d_v);
-  const double decays = c.mixer == MixerKind::gdn ? rows : c.mixer == MixerKind::deltanet ? 0 : keys;
-  const double tiles = chunks * heads * chunk * chunk, states = chunks * heads * double(c.linear.d_k * c.linear.d_v);
-  return 4.0 * (decays + 4 * values + 10 * keys + 2 * tiles + 2 * states);
-}
-
 int run(int argc, char** argv) {
   if (argc < 2 || !std::strcmp(argv[1], "--help")) {
     std::fprintf(stderr,
@@ -122,9 +108,14 @@ int run(int argc, char** argv) {
   ModelConfig config = ModelConfig::parse(reader.section("model"));
   reader.check_unknown_keys({"model"});
   const int64_t full_layers = config.layers, full_vocab = config.vocab;
+  const std::string measured = config.layer_mixers_terms.empty() ? config.mixer : config.layer_mixers.front();
   config.hybrid = "pure";
   config.attention_layers.clear();
+  config.layer_mixers_terms = {measured};
+  config.layer_mixers_repeat = true;
   config.resolve();
+  const MixerFamily& family = mixer_family(measured);
+  const MixerConfig& mixer_config = config.layer_config(0);
 
   const int64_t n = args.batch * args.seq_len;
   if (project == 0) project = n * 64;
@@ -140,12 +131,7 @@ int run(int argc, char** argv) {
   }
 
   // bf16 projection: halve everything but what stays 4 bytes wide.
-  const bool attention = config.mixer == MixerKind::attention;
-  const double f32_wide_per_layer = attention                        ? double(config.attention.heads)
-                                    : config.mixer == MixerKind::gdn ? double(config.linear.heads)
-                                    : config.mixer == MixerKind::deltanet
-                                        ? 0.0
-                                        : double(config.linear.heads * config.linear.d_k);
+  const double f32_wide_per_layer = family.wide_values_per_token(mixer_config);
   const double bf16_per_layer = per_layer / 2 + 2 * f32_wide_per_layer;
   const double bf16_model_level = model_level / 2 + 2 * 3;  // ids, targets, positions stay i32
   ModelConfig full = config;
@@ -154,11 +140,11 @@ int run(int argc, char** argv) {
   const double parameter_bytes = 20.0 * double(count_parameters(full).total);
   const double kept_bytes = double(project) * (bf16_per_layer * double(full_layers) + bf16_model_level);
   const double scratch_bytes = double(project) * scratch / 2;
-  const double workspace_bytes = delta_rule_workspace_bytes(full, project);
+  const double workspace_bytes = family.cuda_workspace_bytes(mixer_config, project);
   const double total_bytes = parameter_bytes + kept_bytes + scratch_bytes + workspace_bytes;
   bench::print_json_line({{"bench", "memory"},
                           {"config", args.config},
-                          {"mixer", std::string(mixer_kind_name(config.mixer))},
+                          {"mixer", measured},
                           {"measured_tokens", n},
                           {"f32_kept_bytes_per_token_per_layer", per_layer},
                           {"f32_kept_values_per_token_per_layer", per_layer / 4},

@@ -11,7 +11,7 @@
 
 #include "bench/bench_util.h"
 #include "data/config_reader.h"
-#include "worker/model.h"
+#include "model/model.h"
 
 namespace {
 

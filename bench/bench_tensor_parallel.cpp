@@ -19,9 +19,9 @@
 #include "bench/bench_util.h"
 #include "data/config_reader.h"
 #include "kernels/random.h"
+#include "model/model.h"
 #include "parallel/mpi_session.h"
 #include "parallel/process_grid.h"
-#include "worker/model.h"
 
 namespace {
 

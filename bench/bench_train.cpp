@@ -9,11 +9,11 @@
 //
 // FLOPs per token (a multiply-add is 2), forward + backward:
 //   6 · parameters (embedding included, as shared/ANCHORS.md counts)
-//   + per delta-rule layer and head, the chunked algorithm (C = 64; reference/mixers.md §2.7, with
-//     the backward's recompute): 22·d_k·d_v + 24·C·d_k + 14·C·d_v + (13/3)·C²
-//   + per softmax layer and query head, causal over a T-token sequence (window w caps the
-//     context), forward 2·c·(2·head_dim) with c the mean context (T/2, or w for long T) and the
-//     backward twice that: 12 · c · head_dim.
+//   + per layer, its sequence mixing (MixerFamily::mixing_flops_per_token), e.g. per delta-rule
+//     head the chunked algorithm (C = 64; reference/mixers.md §2.7, with the backward's
+//     recompute): 22·d_k·d_v + 24·C·d_k + 14·C·d_v + (13/3)·C²; per softmax query head, causal
+//     over a T-token sequence (window w caps the context), forward 2·c·(2·head_dim) with c the
+//     mean context (T/2, or w for long T) and the backward twice that: 12 · c · head_dim.
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -26,7 +26,8 @@
 #include <vector>
 
 #include "kernels/device_memory.h"
-#include "worker/parameter_count.h"
+#include "model/mixer_registry.h"
+#include "model/parameter_count.h"
 #include "worker/run_config.h"
 #include "worker/trainer.h"
 
@@ -48,25 +49,11 @@ double parse_number(const char* flag, const char* value) {
   return v;
 }
 
-double mean_causal_context(int64_t seq_len, int64_t window) {
-  const double full = 0.5 * double(seq_len + 1);
-  if (window <= 0 || window >= seq_len) return full;
-  // Tokens t < w see t + 1 keys, the rest w.
-  const double w = double(window);
-  return (w * (w + 1) / 2 + w * double(seq_len - window)) / double(seq_len);
-}
-
 double flops_per_token(const ModelConfig& c, int64_t seq_len) {
   double flops = 6.0 * double(count_parameters(c).total);
-  const double C = 64;
   for (int64_t layer = 0; layer < c.layers; ++layer) {
-    if (c.is_attention_layer(layer)) {
-      flops += double(c.attention.heads) * 12.0 * mean_causal_context(seq_len, c.attention.window) *
-               double(c.attention.head_dim);
-    } else {
-      const double dk = double(c.linear.d_k), dv = double(c.linear.d_v);
-      flops += double(c.linear.heads) * (22 * dk * dv + 24 * C * dk + 14 * C * dv + 13.0 / 3.0 * C * C);
-    }
+    const MixerFamily& family = mixer_family(c.layer_mixers[static_cast<size_t>(layer)]);
+    flops += family.mixing_flops_per_token(c.layer_config(layer), seq_len);
   }
   return flops;
 }
@@ -135,7 +122,7 @@ int main(int argc, char** argv) {
         {"config", argv[1]},
         {"device", gpu ? "cuda" : "cpu"},
         {"precision", config.train.precision == "auto" ? (gpu ? "bf16" : "f32") : config.train.precision},
-        {"mixer", std::string(mixer_kind_name(config.model.mixer))},
+        {"mixer", config.model.mixers_description()},
         {"parameters", count_parameters(config.model).total},
         {"seq_len", config.train.seq_len},
         {"tokens_per_step", int64_t(tokens_per_step)},

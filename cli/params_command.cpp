@@ -7,8 +7,8 @@
 
 #include "cli/command.h"
 #include "data/config_reader.h"
-#include "worker/model_config.h"
-#include "worker/parameter_count.h"
+#include "model/model_config.h"
+#include "model/parameter_count.h"
 
 namespace linea::cli {
 namespace {

@@ -351,20 +351,19 @@ std::string ConfigSection::required_string(std::string_view key) {
   return string(key, "");
 }
 
-std::string ConfigSection::choice(std::string_view key, std::string fallback,
-                                  std::initializer_list<std::string_view> allowed) {
+std::string ConfigSection::choice(std::string_view key, std::string fallback, const std::vector<std::string>& allowed) {
   std::string value = string(key, std::move(fallback));
   if (std::find(allowed.begin(), allowed.end(), value) == allowed.end()) {
     std::string list;
-    for (std::string_view a : allowed) list += (list.empty() ? "" : ", ") + std::string(a);
+    for (const std::string& a : allowed) list += (list.empty() ? "" : ", ") + a;
     reader_->fail(key_path(key), "expected one of " + list + "; got " + quoted(value));
   }
   return value;
 }
 
-std::string ConfigSection::required_choice(std::string_view key, std::initializer_list<std::string_view> allowed) {
+std::string ConfigSection::required_choice(std::string_view key, const std::vector<std::string>& allowed) {
   std::string list;
-  for (std::string_view a : allowed) list += (list.empty() ? "" : ", ") + std::string(a);
+  for (const std::string& a : allowed) list += (list.empty() ? "" : ", ") + a;
   if (!has(key)) reader_->fail(touch(key), "missing (expected one of " + list + ")");
   return choice(key, "", allowed);
 }
@@ -390,6 +389,27 @@ std::vector<int64_t> ConfigSection::integer_list(std::string_view key, std::vect
   }
   toml::array resolved;
   for (int64_t v : values) resolved.push_back(v);
+  record(reader_->tables_->resolved, full, resolved);
+  return values;
+}
+
+std::vector<std::string> ConfigSection::string_list(std::string_view key, std::vector<std::string> fallback) {
+  const std::string full = touch(key);
+  std::vector<std::string> values = std::move(fallback);
+  if (const toml::node* n = find_node(reader_->tables_->root, full)) {
+    const toml::array* array = n->as_array();
+    if (!array) reader_->fail(full, "expected an array of strings, got " + std::string(type_phrase(n->type())));
+    values.clear();
+    for (const toml::node& element : *array) {
+      if (!element.is_string()) {
+        reader_->fail(
+            full, "expected an array of strings, got an element that is " + std::string(type_phrase(element.type())));
+      }
+      values.push_back(element.as_string()->get());
+    }
+  }
+  toml::array resolved;
+  for (const std::string& v : values) resolved.push_back(v);
   record(reader_->tables_->resolved, full, resolved);
   return values;
 }

@@ -11,7 +11,6 @@
 // so a run can record its complete configuration.
 #pragma once
 #include <cstdint>
-#include <initializer_list>
 #include <limits>
 #include <map>
 #include <memory>
@@ -84,11 +83,13 @@ class ConfigSection {
   std::string string(std::string_view key, std::string fallback);
   std::string required_string(std::string_view key);
   // A string that must be one of `allowed`.
-  std::string choice(std::string_view key, std::string fallback, std::initializer_list<std::string_view> allowed);
-  std::string required_choice(std::string_view key, std::initializer_list<std::string_view> allowed);
+  std::string choice(std::string_view key, std::string fallback, const std::vector<std::string>& allowed);
+  std::string required_choice(std::string_view key, const std::vector<std::string>& allowed);
   // An array of integers, each in [min, max].
   std::vector<int64_t> integer_list(std::string_view key, std::vector<int64_t> fallback, int64_t min = kNoMin,
                                     int64_t max = kNoMax);
+  // An array of strings.
+  std::vector<std::string> string_list(std::string_view key, std::vector<std::string> fallback);
 
   // Throws "SOURCE: PATH.KEY: message" (for checks a getter cannot make, e.g. between two keys).
   [[noreturn]] void fail(std::string_view key, const std::string& message) const;

@@ -85,6 +85,24 @@ OpArguments& OpArguments::indices(const Tensor& t, std::string_view name, const 
   return *this;
 }
 
+OpArguments& OpArguments::typed(const Tensor& t, std::string_view name, const Shape& shape, DType dtype) {
+  if (!t.defined()) fail(name, "required tensor is undefined");
+  return optional_typed(t, name, shape, dtype);
+}
+
+OpArguments& OpArguments::optional_typed(const Tensor& t, std::string_view name, const Shape& shape, DType dtype) {
+  if (!t.defined()) return *this;
+  check_device(t, name);
+  if (t.dtype() != dtype) fail(name, "expected " + std::string(dtype_name(dtype)) + ", got " + t.describe());
+  check_shape(t, name, shape);
+  return *this;
+}
+
+OpArguments& OpArguments::absent(const Tensor& t, std::string_view name, std::string_view why) {
+  if (t.defined()) fail(name, "must be undefined " + std::string(why));
+  return *this;
+}
+
 int64_t OpArguments::head_width(const Tensor& t, std::string_view name, int64_t heads,
                                 std::string_view heads_name) const {
   require(heads >= 1, heads_name, "expected at least one head, got " + std::to_string(heads));

@@ -9,6 +9,9 @@
 // they are f32. Index arguments are i32 on that device. An op with a CUDA implementation checks
 // on_cuda() and calls it; dispatch(fn) returns fn(float{}) or fn(double{}) for CPU tensors and
 // throws std::runtime_error "OP: not implemented on cuda yet" for CUDA ones.
+// Ops that mix dtypes (a mixer's bf16 token operands beside f32 log decays and states) state each
+// argument's dtype themselves: typed() and optional_typed() check it exactly, on the call's one
+// device; absent() rejects an argument the call's configuration does not take.
 #pragma once
 #include <cstdint>
 #include <optional>
@@ -35,6 +38,12 @@ class OpArguments {
   OpArguments& statistics(const Tensor& t, std::string_view name, const Shape& shape);
   // An i32 tensor of `shape`.
   OpArguments& indices(const Tensor& t, std::string_view name, const Shape& shape);
+  // A tensor of exactly `dtype` and `shape` on the call's device, defined (typed) or possibly not
+  // (optional_typed: undefined is accepted and ignored). It does not set the dtype of floating().
+  OpArguments& typed(const Tensor& t, std::string_view name, const Shape& shape, DType dtype);
+  OpArguments& optional_typed(const Tensor& t, std::string_view name, const Shape& shape, DType dtype);
+  // A tensor that must be undefined; `why` ends the message ("must be undefined for …").
+  OpArguments& absent(const Tensor& t, std::string_view name, std::string_view why);
 
   // Checks that heads ≥ 1 and that the last dimension of t (named `name`) splits into `heads`
   // equal parts; returns the part's width. `heads_name` names where the head count came from.

@@ -127,20 +127,4 @@ double lm_head_combine_statistics(Tensor lse, const Tensor& gathered_stats, cons
 void lm_head_shard_backward(Tensor dx, Tensor dweight, const Tensor& x, const Tensor& weight, const Tensor& targets,
                             int64_t vocab_begin, const Tensor& lse, double loss_scale);
 
-// ---- causal softmax attention (GQA, optional sliding window) -----------------------------------
-// q: [N, Hq·Dh], k, v: [N, Hkv·Dh] (Hq a multiple of Hkv; query head h reads kv head h/(Hq/Hkv)).
-// o_t = Σ_{s ∈ window(t)} softmax_s(scale · q_t·k_s) v_s, where window(t) = the tokens s ≤ t of t's
-// sequence with t − s < window (window 0 = unlimited). out: [N, Hq·Dh]; lse: f32/f64 [N, Hq]
-// (log-sum-exp of the scaled scores, saved for backward).
-struct AttentionShape {
-  int64_t q_heads = 1, kv_heads = 1, head_dim = 1, window = 0;
-  double scale = 1.0;
-};
-void attention_forward(Tensor out, Tensor lse, const Tensor& q, const Tensor& k, const Tensor& v,
-                       const AttentionShape& shape, const SeqLayout& seqs);
-// dq, dk, dv overwritten
-void attention_backward(Tensor dq, Tensor dk, Tensor dv, const Tensor& dout, const Tensor& q, const Tensor& k,
-                        const Tensor& v, const Tensor& out, const Tensor& lse, const AttentionShape& shape,
-                        const SeqLayout& seqs);
-
 }  // namespace linea::ops

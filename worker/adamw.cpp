@@ -4,32 +4,9 @@
 #include <stdexcept>
 #include <string>
 
-#include "worker/float_dispatch.h"
-#include "worker/update_operands.h"
-#ifdef LINEA_WITH_CUDA
-#include "worker/cuda/optimizer_math.h"
-#endif
+#include "kernels/optimizer_math.h"
 
 namespace linea {
-namespace {
-
-template <class T>
-void adamw_kernel(T* theta, const T* grad, T* m, T* v, int64_t n, const AdamWCoefficients& c) {
-  const T decay_factor = static_cast<T>(c.decay_factor), beta1 = static_cast<T>(c.beta1),
-          beta2 = static_cast<T>(c.beta2), step_size = static_cast<T>(c.step_size),
-          bc2_sqrt = static_cast<T>(c.bias_correction2_sqrt), eps = static_cast<T>(c.eps);
-#pragma omp parallel for schedule(static) if (n > 65536)
-  for (int64_t i = 0; i < n; ++i) {
-    const T g = grad[i];
-    theta[i] *= decay_factor;
-    m[i] = beta1 * m[i] + (T(1) - beta1) * g;
-    v[i] = beta2 * v[i] + (T(1) - beta2) * g * g;
-    theta[i] -= step_size * m[i] / (std::sqrt(v[i]) / bc2_sqrt + eps);
-  }
-}
-
-}  // namespace
-
 bool takes_weight_decay(const Parameter& p, const OptimizerConfig& config) {
   return p.weight_decay && (p.role != ParamRole::embedding || config.decay_embeddings);
 }
@@ -45,20 +22,6 @@ AdamWCoefficients adamw_coefficients(const OptimizerConfig& config, double lr, i
   return c;
 }
 
-void adamw_update(const Tensor& theta, const Tensor& grad, const Tensor& m, const Tensor& v,
-                  const AdamWCoefficients& c) {
-  const int64_t n = theta.numel();
-  if (check_update_operands("adamw_update", theta, {&grad, &m, &v}) == Device::cuda) {
-#ifdef LINEA_WITH_CUDA
-    return cuda::adamw_update(theta.data<float>(), grad.data<float>(), m.data<float>(), v.data<float>(), n, c);
-#endif
-  }
-  with_float_type(theta.dtype(), "AdamW", [&](auto zero) {
-    using T = decltype(zero);
-    adamw_kernel<T>(theta.data<T>(), grad.data<T>(), m.data<T>(), v.data<T>(), n, c);
-  });
-}
-
 AdamWRule::AdamWRule(const OptimizerConfig& config, ParamSelector selected)
     : config_(config), selected_(selected), m_("adamw.m", selected), v_("adamw.v", selected) {}
 
@@ -69,8 +32,8 @@ void AdamWRule::apply(ParameterSet& params, double lr, int64_t t) {
   for (size_t i = 0; i < ps.size(); ++i) {
     Parameter& p = ps[i];
     if (!selected_(p)) continue;
-    adamw_update(p.value, p.grad, m_.at(i), v_.at(i),
-                 adamw_coefficients(config_, lr, t, takes_weight_decay(p, config_)));
+    ops::adamw_update(p.value, p.grad, m_.at(i), v_.at(i),
+                      adamw_coefficients(config_, lr, t, takes_weight_decay(p, config_)));
   }
 }
 

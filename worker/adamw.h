@@ -6,7 +6,8 @@
 // gates), except embeddings, which take it only when config.decay_embeddings is set.
 // State: "adamw.m/<name>" and "adamw.v/<name>".
 #pragma once
-#include "worker/adamw_coefficients.h"
+#include "kernels/adamw_coefficients.h"
+#include "kernels/optimizer_math.h"
 #include "worker/optimizer.h"
 #include "worker/param_buffers.h"
 
@@ -16,13 +17,9 @@ bool takes_weight_decay(const Parameter& p, const OptimizerConfig& config);
 
 AdamWCoefficients adamw_coefficients(const OptimizerConfig& config, double lr, int64_t t, bool weight_decay);
 
-// The update above on any run of elements: theta, grad, m and v are contiguous tensors of one
-// floating dtype (f32 or f64; f32 on a GPU) and equal element counts (shapes may differ), all on
-// the CPU or all on the current CUDA device (worker/cuda/optimizer_math.h: the same f32 bits).
-// Every element is updated on its own, so updating a parameter piece by piece gives the same bits
-// as all at once.
-void adamw_update(const Tensor& theta, const Tensor& grad, const Tensor& m, const Tensor& v,
-                  const AdamWCoefficients& c);
+// The update itself is ops::adamw_update (kernels/optimizer_math.h), on any run of elements: every
+// element is updated on its own, so updating a parameter piece by piece gives the same bits as all
+// at once.
 
 // The AdamW update of the parameters `selected` accepts, with its m and v buffers; the step count
 // belongs to the optimizer that holds it (AdamW itself, or Muon for its non-matrix parameters).

@@ -23,8 +23,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "model/parameters.h"
 #include "parallel/communicator.h"
-#include "worker/parameters.h"
 
 namespace linea {
 

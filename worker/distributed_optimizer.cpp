@@ -5,11 +5,11 @@
 #include <stdexcept>
 #include <string>
 
+#include "model/parameter_shard.h"
+#include "parallel/host_collectives.h"
 #include "worker/adamw.h"
 #include "worker/grad_clip.h"
-#include "worker/host_collectives.h"
 #include "worker/optimizer.h"
-#include "worker/parameter_shard.h"
 
 namespace linea {
 
@@ -155,7 +155,7 @@ double DistributedOptimizer::reduce_gradients() {
     const std::vector<ShardPiece>& pieces = plan_.pieces(rank);
     std::vector<Tensor> grads;
     for (const ShardPiece& piece : pieces) grads.push_back(gradient(piece));
-    const std::vector<double> each = sums_of_squares(grads);  // one synchronisation on a GPU
+    const std::vector<double> each = ops::sums_of_squares(grads);  // one synchronisation on a GPU
     for (size_t i = 0; i < pieces.size(); ++i) sums[params_.params()[pieces[i].param].shard_dim < 0 ? 1 : 0] += each[i];
   };
   Tensor totals = Tensor::zeros({2}, DType::f64);
@@ -184,9 +184,9 @@ double DistributedOptimizer::reduce_gradients() {
   if (max_norm > 0 && std::isfinite(norm) && norm > max_norm) {
     const double factor = max_norm / (norm + 1e-6);
     if (sharded_gradients()) {
-      if (received_.defined()) scale_tensor(received_.slice(0, plan_.numel(me)), factor);
+      if (received_.defined()) ops::scale(received_.slice(0, plan_.numel(me)), factor);
     } else {
-      scale_tensor(params_.grads(), factor);
+      ops::scale(params_.grads(), factor);
     }
   }
   return norm;
@@ -203,7 +203,7 @@ void DistributedOptimizer::gradients_ready(size_t first_param, size_t end_param)
 void DistributedOptimizer::update_matrix(Held& h, double lr) {
   const Parameter& p = params_.params()[h.piece.param];
   const Tensor u = scratch_.input(p.shape[0], p.shape[1], params_.dtype(), params_.values().device());
-  muon_momentum(gradient(h.piece), h.momentum, u, config_.muon_momentum);
+  ops::nesterov_momentum(h.momentum, u, gradient(h.piece), config_.muon_momentum);
   if (!h.tp_ranges.empty()) {
     // A shard: orthogonalise the whole matrix, gathered over TP, and keep this rank's slice.
     const Tensor full = tp_full_.slice(0, shape_numel(p.full_shape)).reshape(p.full_shape);
@@ -225,8 +225,8 @@ void DistributedOptimizer::step(double lr) {
       update_matrix(h, lr);
     } else {
       const Parameter& p = params_.params()[h.piece.param];
-      adamw_update(piece_view(params_.values(), h.piece), gradient(h.piece), h.m, h.v,
-                   adamw_coefficients(config_, lr, t, takes_weight_decay(p, config_)));
+      ops::adamw_update(piece_view(params_.values(), h.piece), gradient(h.piece), h.m, h.v,
+                        adamw_coefficients(config_, lr, t, takes_weight_decay(p, config_)));
     }
   }
 

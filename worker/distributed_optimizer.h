@@ -16,15 +16,15 @@
 //
 // Devices: the parameters and the DP communicator share one device. On a GPU (f32 master weights
 // and gradients there, an NCCL communicator) the optimizer state, the chunks and every update stay
-// on the GPU (worker/cuda/optimizer_math.h, newton_schulz.h); only the gradient norm's partial
+// on the GPU (kernels/cuda/optimizer_math.h, newton_schulz.h); only the gradient norm's partial
 // sums come to the host. The TP communicator works on the parameters' device too (NCCL on a GPU).
 // The checkpoint blocks below are then views of device memory.
 //
-// Tensor parallelism (worker/tensor_parallel.h): each TP rank runs its own DP group over its shards
+// Tensor parallelism (model/tensor_parallel.h): each TP rank runs its own DP group over its shards
 // (the TP ranks of a group hold the same parameters, so the plans agree on the owners). A Muon
 // matrix split over TP is gathered whole over the TP group by the owner's TP ranks (an all-gather
 // on the parameters' device, then one strided copy per rank into place, whichever dimension is
-// split; worker/parameter_shard.h), orthogonalised whole (on each of them), and each keeps its
+// split; model/parameter_shard.h), orthogonalised whole (on each of them), and each keeps its
 // slice; the update's scale uses the full shape. The
 // gradient norm adds the shards' sums over TP and counts replicated parameters once. In
 // checkpoints a shard is the block of the full tensor it holds, and a parameter replicated over TP
@@ -48,13 +48,13 @@
 #include <vector>
 
 #include "checkpoint/checkpoint.h"
+#include "model/parameters.h"
+#include "model/tensor_parallel.h"
 #include "parallel/communicator.h"
 #include "worker/data_parallel_reducer.h"
 #include "worker/muon.h"
 #include "worker/optimizer_config.h"
 #include "worker/optimizer_shard_plan.h"
-#include "worker/parameters.h"
-#include "worker/tensor_parallel.h"
 
 namespace linea {
 

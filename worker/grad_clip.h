@@ -9,19 +9,13 @@
 #pragma once
 #include <vector>
 
-#include "worker/parameters.h"
-#include "worker/tensor_parallel.h"
+#include "model/parameters.h"
+#include "model/tensor_parallel.h"
 
 namespace linea {
 
-// Σ x² over a contiguous f32 or f64 CPU tensor, in f64, over fixed blocks (thread-count independent);
-// or over an f32 tensor on the GPU, in f64 in a fixed tree (worker/cuda/optimizer_math.h).
-double sum_of_squares(const Tensor& x);
-// sum_of_squares() of each tensor (all on the CPU or all on the GPU); on the GPU with one
-// synchronisation for all of them.
-std::vector<double> sums_of_squares(const std::vector<Tensor>& xs);
-// x ← factor · x (computed in f64, rounded once); CPU, or f32 on the GPU (the same bits).
-void scale_tensor(const Tensor& x, double factor);
+// The sums of squares and the scaling are ops::sums_of_squares and ops::scale
+// (kernels/optimizer_math.h).
 
 // Σ g² over all gradients (f64).
 double grad_sum_of_squares(const ParameterSet& params);

@@ -5,63 +5,16 @@
 #include <stdexcept>
 #include <string>
 
-#include "worker/float_dispatch.h"
+#include "kernels/optimizer_math.h"
 #include "worker/newton_schulz.h"
-#include "worker/update_operands.h"
-#ifdef LINEA_WITH_CUDA
-#include "worker/cuda/optimizer_math.h"
-#endif
 
 namespace linea {
-namespace {
-
-// B ← μ·B + g;  u = g + μ·B (the Nesterov look-ahead, written to u)
-template <class T>
-void nesterov_momentum(T* momentum, T* u, const T* grad, int64_t n, double mu) {
-  const T mu_t = static_cast<T>(mu);
-#pragma omp parallel for schedule(static) if (n > 65536)
-  for (int64_t i = 0; i < n; ++i) {
-    momentum[i] = mu_t * momentum[i] + grad[i];
-    u[i] = grad[i] + mu_t * momentum[i];
-  }
-}
-
-// θ ← θ·decay_factor − scale·o
-template <class T>
-void apply_update(T* theta, const T* o, int64_t n, double decay_factor, double scale) {
-  const T decay_t = static_cast<T>(decay_factor), scale_t = static_cast<T>(scale);
-#pragma omp parallel for schedule(static) if (n > 65536)
-  for (int64_t i = 0; i < n; ++i) theta[i] = theta[i] * decay_t - scale_t * o[i];
-}
-
-}  // namespace
 
 bool takes_muon(const Parameter& p) { return p.role == ParamRole::matrix; }
 
-void muon_momentum(const Tensor& grad, const Tensor& momentum, const Tensor& u, double mu) {
-  if (check_update_operands("muon_momentum", grad, {&momentum, &u}) == Device::cuda) {
-#ifdef LINEA_WITH_CUDA
-    return cuda::nesterov_momentum(momentum.data<float>(), u.data<float>(), grad.data<float>(), grad.numel(), mu);
-#endif
-  }
-  with_float_type(grad.dtype(), "Muon", [&](auto zero) {
-    using T = decltype(zero);
-    nesterov_momentum<T>(momentum.data<T>(), u.data<T>(), grad.data<T>(), grad.numel(), mu);
-  });
-}
-
 void muon_apply(const Tensor& theta, const Tensor& o, double lr, double decay_factor, int64_t rows, int64_t cols) {
-  const Device device = check_update_operands("muon_apply", theta, {&o});
   const double scale = lr * 0.2 * std::sqrt(static_cast<double>(std::max(rows, cols)));
-  if (device == Device::cuda) {
-#ifdef LINEA_WITH_CUDA
-    return cuda::decay_and_subtract(theta.data<float>(), o.data<float>(), theta.numel(), decay_factor, scale);
-#endif
-  }
-  with_float_type(theta.dtype(), "Muon", [&](auto zero) {
-    using T = decltype(zero);
-    apply_update<T>(theta.data<T>(), o.data<T>(), theta.numel(), decay_factor, scale);
-  });
+  ops::decay_and_subtract(theta, o, decay_factor, scale);
 }
 
 Tensor MuonScratch::input(int64_t rows, int64_t cols, DType dtype, Device device) {
@@ -100,7 +53,7 @@ void Muon::check_matrices(const ParameterSet& params) const {
 void Muon::update_matrix(Parameter& p, const Tensor& momentum, double lr) {
   const int64_t rows = p.shape[0], cols = p.shape[1];
   const Tensor u = scratch_.input(rows, cols, p.value.dtype(), p.value.device());
-  muon_momentum(p.grad, momentum, u, config_.muon_momentum);
+  ops::nesterov_momentum(momentum, u, p.grad, config_.muon_momentum);
   scratch_.orthogonalise(u, config_.ns_steps);
   const double decay_factor = takes_weight_decay(p, config_) ? 1 - lr * config_.weight_decay : 1.0;
   muon_apply(p.value, u, lr, decay_factor, rows, cols);

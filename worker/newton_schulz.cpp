@@ -8,7 +8,7 @@
 
 #include "worker/float_dispatch.h"
 #ifdef LINEA_WITH_CUDA
-#include "worker/cuda/newton_schulz.h"
+#include "kernels/cuda/newton_schulz.h"
 #endif
 
 namespace linea {

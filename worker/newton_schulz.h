@@ -18,7 +18,7 @@ int64_t newton_schulz_workspace_numel(int64_t rows, int64_t cols);
 // g, out: [rows, cols], f32 or f64, same dtype (out may be g itself); workspace: same dtype, at
 // least newton_schulz_workspace_numel() elements. On a GPU (all three on the current CUDA device)
 // g and out are f32 and the workspace's dtype, f32 or bf16, is the precision of the GEMMs
-// (worker/cuda/newton_schulz.h). Throws std::invalid_argument on bad arguments.
+// (kernels/cuda/newton_schulz.h). Throws std::invalid_argument on bad arguments.
 void newton_schulz(const Tensor& g, Tensor out, int steps, Tensor workspace);
 
 }  // namespace linea

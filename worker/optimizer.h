@@ -20,8 +20,8 @@
 #include <string_view>
 
 #include "kernels/tensor.h"
+#include "model/parameters.h"
 #include "worker/optimizer_config.h"
-#include "worker/parameters.h"
 
 namespace linea {
 

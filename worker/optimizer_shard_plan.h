@@ -24,7 +24,7 @@
 #include <functional>
 #include <vector>
 
-#include "worker/parameters.h"
+#include "model/parameters.h"
 
 namespace linea {
 

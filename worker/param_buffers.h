@@ -9,8 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "model/parameters.h"
 #include "worker/optimizer.h"
-#include "worker/parameters.h"
 
 namespace linea {
 

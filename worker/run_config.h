@@ -2,7 +2,7 @@
 //
 //   device = "auto"            # auto | cpu | cuda
 //   [run]    name, dir         # the run writes into dir/name/
-//   [model]  …                 # worker/model_config.h
+//   [model]  …                 # model/model_config.h
 //   [optimizer] kind, lr, beta1, beta2, eps, weight_decay, decay_embeddings, muon_momentum, ns_steps,
 //               grad_clip, schedule, warmup_steps, lr_min_ratio, wsd_decay_ratio, zero
 //   [train]  steps, stop_at, batch_seqs, micro_batch_seqs, seq_len, seed, log_every, eval_every,
@@ -19,7 +19,7 @@
 #include <string>
 #include <vector>
 
-#include "worker/model_config.h"
+#include "model/model_config.h"
 #include "worker/optimizer_config.h"
 
 namespace linea {

@@ -23,6 +23,7 @@
 #include "data/default_corpus.h"
 #include "data/loader.h"
 #include "kernels/device_memory.h"
+#include "model/model.h"
 #include "parallel/error_agreement.h"
 #include "parallel/mpi_comm.h"
 #include "parallel/mpi_error.h"
@@ -30,7 +31,6 @@
 #include "worker/distributed_optimizer.h"
 #include "worker/lr_schedule.h"
 #include "worker/metrics_log.h"
-#include "worker/model.h"
 #include "worker/stop_signal.h"
 #include "worker/thread_count.h"
 #include "worker/training_checkpoint.h"
@@ -210,263 +210,342 @@ int agreed_stop_signal(Communicator& world) {
   return 0;
 }
 
-}  // namespace
+// One run of train(), phase by phase: the constructor sets up the ranks (grid, device, threads);
+// then open_data, build_model, resume, start (config.toml, metrics, the run line), the steps, and
+// finish. Each phase that can fail on one rank ends with every rank agreeing on its errors.
+class TrainingRun {
+ public:
+  TrainingRun(const RunConfig& c, std::ostream& log, const TrainOptions& options)
+      : c_(c),
+        options_(options),
+        setup_start_(Clock::now()),
+        grid_(make_grid(c, options.world)),
+        lead_(grid_.world_rank() == 0),
+        out_(lead_ ? log : quiet_),
+        world_(grid_.comm(GridAxis::world)),
+        dp_(grid_.comm(GridAxis::dp)),
+        placement_(resolve_placement(c)),  // the same verdict on every rank
+        run_dir_(fs::path(c.dir) / c.name),
+        checkpoint_root_(run_dir_ / "checkpoints"),
+        errors_(world_) {
+    check_same_config(world_, c);
+    if (placement_.device == Device::cuda) grid_.enable_cuda();  // GPU local_rank; NCCL communicators
+    // Gradients and weights move over the communicators of the device they live on.
+    dp_params_ = &grid_.comm(GridAxis::dp, placement_.device);
+    const ThreadChoice threads = choose_threads(this_process_thread_facts(c.train.threads, grid_.local_size()));
+    omp_set_num_threads(threads.count);
+    out_ << threads.note;
+    zero_ = c.optim.zero.value_or(grid_.dp_size() > 1);
+  }
 
-TrainSummary train(const RunConfig& c, std::ostream& log, const TrainOptions& options) {
-  const auto setup_start = Clock::now();
-  ProcessGrid grid = make_grid(c, options.world);
-  const bool lead = grid.world_rank() == 0;
-  std::ostream quiet(nullptr);
-  std::ostream& out = lead ? log : quiet;
-  Communicator& world = grid.comm(GridAxis::world);
-  Communicator& dp = grid.comm(GridAxis::dp);
-  const Placement placement = resolve_placement(c);  // the same verdict on every rank
-  check_same_config(world, c);
-  if (placement.device == Device::cuda) grid.enable_cuda();  // GPU local_rank; NCCL communicators
-  // Gradients and weights move over the communicators of the device they live on.
-  Communicator& dp_params = grid.comm(GridAxis::dp, placement.device);
-  const ThreadChoice threads = choose_threads(this_process_thread_facts(c.train.threads, grid.local_size()));
-  omp_set_num_threads(threads.count);
-  out << threads.note;
-  const bool zero = c.optim.zero.value_or(grid.dp_size() > 1);
-  const fs::path run_dir = fs::path(c.dir) / c.name;
-  const fs::path checkpoint_root = run_dir / "checkpoints";
-  PendingErrors errors(world);
+  // The data: rank 0 builds the default corpus on first use while the others wait.
+  void open_data() {
+    errors_.run([&] {
+      if (!lead_) return;
+      fs::create_directories(run_dir_);
+      data_dir_ = data_directory(c_);
+    });
+    errors_.agree("preparing the run");
+    errors_.run([&] {
+      if (!lead_) data_dir_ = data_directory(c_);
+      data::DatasetOptions data_options;
+      data_options.vocab_size = c_.data.vocab_size;
+      data_options.eos_id = static_cast<int32_t>(c_.data.eos_id);
+      data_options.verify_checksums = c_.data.verify_checksums;
+      dataset_ = data::Dataset::open(data_dir_, data_options);
+      if (dataset_->vocab_size() > c_.model.vocab) {
+        throw std::invalid_argument(c_.source + ": model.vocab: the data in " + data_dir_.string() + " has " +
+                                    std::to_string(dataset_->vocab_size()) +
+                                    " token ids; expected model.vocab >= that, got " + std::to_string(c_.model.vocab));
+      }
+      // Each DP replica takes its share of every global batch; the TP ranks of a replica the same one.
+      if (c_.train.batch_seqs % (grid_.dp_size() * c_.train.micro_batch_seqs) != 0) {
+        throw std::invalid_argument(
+            c_.source + ": train.batch_seqs = " + std::to_string(c_.train.batch_seqs) +
+            " must be a multiple of dp × train.micro_batch_seqs = " + std::to_string(grid_.dp_size()) + " × " +
+            std::to_string(c_.train.micro_batch_seqs) +
+            " (every data-parallel replica takes an equal share of each global batch)");
+      }
+      data::LoaderConfig loader_config;
+      loader_config.seq_len = c_.train.seq_len;
+      loader_config.global_batch_seqs = c_.train.batch_seqs;
+      loader_config.micro_batch_seqs = c_.train.micro_batch_seqs;
+      loader_config.rank = grid_.dp_rank();
+      loader_config.world = grid_.dp_size();
+      loader_config.seed = c_.train.seed;
+      loader_config.document_masking = c_.data.document_masking;
+      loader_ = std::make_unique<data::Loader>(dataset_, loader_config);
+      val_ = std::make_unique<data::ValidationIterator>(dataset_, c_.train.seq_len, c_.train.batch_seqs,
+                                                        grid_.dp_rank(), grid_.dp_size(), c_.train.eval_batches,
+                                                        c_.data.document_masking, c_.train.micro_batch_seqs);
+    });
+    errors_.agree("opening the data");
+  }
 
-  // Data: rank 0 builds the default corpus on first use while the others wait.
-  fs::path data_dir;
-  errors.run([&] {
-    if (!lead) return;
-    fs::create_directories(run_dir);
-    data_dir = data_directory(c);
-  });
-  errors.agree("preparing the run");
-  std::shared_ptr<const data::Dataset> dataset;
-  std::unique_ptr<data::Loader> loader;
-  std::unique_ptr<data::ValidationIterator> val;
-  errors.run([&] {
-    if (!lead) data_dir = data_directory(c);
-    data::DatasetOptions data_options;
-    data_options.vocab_size = c.data.vocab_size;
-    data_options.eos_id = static_cast<int32_t>(c.data.eos_id);
-    data_options.verify_checksums = c.data.verify_checksums;
-    dataset = data::Dataset::open(data_dir, data_options);
-    if (dataset->vocab_size() > c.model.vocab) {
-      throw std::invalid_argument(c.source + ": model.vocab: the data in " + data_dir.string() + " has " +
-                                  std::to_string(dataset->vocab_size()) +
-                                  " token ids; expected model.vocab >= that, got " + std::to_string(c.model.vocab));
-    }
-    // Each DP replica takes its share of every global batch; the TP ranks of a replica the same one.
-    if (c.train.batch_seqs % (grid.dp_size() * c.train.micro_batch_seqs) != 0) {
-      throw std::invalid_argument(c.source + ": train.batch_seqs = " + std::to_string(c.train.batch_seqs) +
-                                  " must be a multiple of dp × train.micro_batch_seqs = " +
-                                  std::to_string(grid.dp_size()) + " × " + std::to_string(c.train.micro_batch_seqs) +
-                                  " (every data-parallel replica takes an equal share of each global batch)");
-    }
-    data::LoaderConfig loader_config;
-    loader_config.seq_len = c.train.seq_len;
-    loader_config.global_batch_seqs = c.train.batch_seqs;
-    loader_config.micro_batch_seqs = c.train.micro_batch_seqs;
-    loader_config.rank = grid.dp_rank();
-    loader_config.world = grid.dp_size();
-    loader_config.seed = c.train.seed;
-    loader_config.document_masking = c.data.document_masking;
-    loader = std::make_unique<data::Loader>(dataset, loader_config);
-    val = std::make_unique<data::ValidationIterator>(dataset, c.train.seq_len, c.train.batch_seqs, grid.dp_rank(),
-                                                     grid.dp_size(), c.train.eval_batches, c.data.document_masking,
-                                                     c.train.micro_batch_seqs);
-  });
-  errors.agree("opening the data");
+  // Model and optimizer (the parameters initialised from the seed), and the learning-rate schedule.
+  void build_model() {
+    make_model();
+    schedule_.emplace(c_.optim, c_.train.steps);
+  }
 
-  // Model, optimizer, schedule.
-  std::unique_ptr<Model> model;
-  std::unique_ptr<DistributedOptimizer> optimizer;
-  const auto build_model = [&] {
-    const TensorParallel tp = TensorParallel::over(grid.comm(GridAxis::tp, placement.device));
-    model = std::make_unique<Model>(c.model, DType::f32, true, tp, placement.device, placement.compute);
-    model->init_parameters(c.train.seed);
-    optimizer = std::make_unique<DistributedOptimizer>(c.optim, model->params(), dp_params, zero, tp);
-    if (dp_params.device() == Device::cuda) {  // the DP all-reduce overlaps backward (on the CPU it follows it)
-      model->set_gradients_ready(
-          [opt = optimizer.get()](size_t first, size_t end) { opt->gradients_ready(first, end); });
-    }
-  };
-  errors.run(build_model);
-  errors.agree("building the model");
-  const LrSchedule schedule(c.optim, c.train.steps);
-
-  // Resume.
-  TrainSummary summary;
-  summary.device = std::string(device_name(placement.device));
-  summary.precision = std::string(dtype_name(placement.compute));
-  int64_t tokens = 0;
-  if (c.train.resume != ResumeMode::never) {
-    const ResumeAttempt attempt = resume_training(checkpoint_root, world, *optimizer, *loader, out);
+  // The newest committed checkpoint that verifies, unless train.resume = "never".
+  void resume() {
+    summary_.device = std::string(device_name(placement_.device));
+    summary_.precision = std::string(dtype_name(placement_.compute));
+    if (c_.train.resume == ResumeMode::never) return;
+    const ResumeAttempt attempt = resume_training(checkpoint_root_, world_, *optimizer_, *loader_, out_);
     const std::optional<ResumedTraining>& resumed = attempt.resumed;
     if (resumed) {
-      model->params().refresh_compute_values();
-      summary.start_step = resumed->step;
-      tokens = resumed->tokens;
-      if (resumed->config != c.resolved) {
-        out << "warning: the configuration differs from the one " << resumed->directory.string()
-            << " was written with\n";
+      model_->params().refresh_compute_values();
+      summary_.start_step = resumed->step;
+      tokens_ = resumed->tokens;
+      if (resumed->config != c_.resolved) {
+        out_ << "warning: the configuration differs from the one " << resumed->directory.string()
+             << " was written with\n";
       }
-      out << "resumed from " << resumed->directory.string() << " (step " << resumed->step << ", "
-          << human_count(double(tokens)) << " tokens, written as tp " << resumed->layout.tp << " × dp "
-          << resumed->layout.dp << ")\n";
-    } else if (c.train.resume == ResumeMode::require) {
+      out_ << "resumed from " << resumed->directory.string() << " (step " << resumed->step << ", "
+           << human_count(double(tokens_)) << " tokens, written as tp " << resumed->layout.tp << " × dp "
+           << resumed->layout.dp << ")\n";
+    } else if (c_.train.resume == ResumeMode::require) {
       throw_alike<std::runtime_error>(
-          world, checkpoint_root.string() + ": train.resume = \"require\" but there is no committed checkpoint");
+          world_, checkpoint_root_.string() + ": train.resume = \"require\" but there is no committed checkpoint");
     } else if (attempt.state_overwritten) {
-      errors.run(build_model);  // a damaged checkpoint was partly read: start afresh
-      errors.agree("building the model");
+      make_model();  // a damaged checkpoint was partly read: start afresh
     }
   }
-  std::optional<MetricsLog> metrics;
-  errors.run([&] {
-    if (!lead) return;
-    data::write_file_atomically(run_dir / "config.toml", c.resolved);
-    metrics.emplace(run_dir / "metrics.jsonl", summary.start_step);
-  });
-  errors.agree("starting the run");
-  AsyncCheckpointWriter writer(checkpoint_root, static_cast<int>(c.train.keep_checkpoints), &world);
 
-  ParameterSet& params = model->params();
-  const int64_t last_step = c.last_step();
-  const int64_t micro_steps = loader->micro_steps_per_step();
-  const int64_t tokens_per_step = c.train.batch_seqs * c.train.seq_len;
-  const CheckpointLayout layout{grid.tp_size(), grid.dp_size(), grid.world_size()};
-  out << "run " << run_dir.string() << ": " << human_count(double(params.numel()))
-      << (grid.tp_size() > 1 ? " parameters per TP rank (" : " parameters (") << mixer_kind_name(c.model.mixer) << ", "
-      << c.model.layers << " layers), " << grid.world_size()
-      << (grid.world_size() == 1 ? " rank"
-                                 : " ranks = tp " + std::to_string(grid.tp_size()) + " × dp " +
-                                       std::to_string(grid.dp_size()) + (zero ? " (ZeRO-1)" : ""))
-      << ", " << (placement.device == Device::cuda ? "cuda:" + std::to_string(grid.cuda_device()) : "cpu") << " "
-      << dtype_name(placement.compute) << (placement.compute == DType::f32 ? "" : " (f32 master weights)") << ", "
-      << omp_get_max_threads() << " threads" << (grid.world_size() > 1 ? " per rank" : "") << ", data "
-      << data_dir.string() << " (" << human_count(double(dataset->split(data::Split::train).num_tokens()))
-      << " train tokens), " << tokens_per_step << " tokens/step, steps " << summary.start_step << " → " << last_step
-      << " of " << c.train.steps << "; set up in " << human_duration(seconds_since(setup_start)) << "\n";
-  summary.end_step = summary.start_step;
-  summary.tokens = tokens;
-  if (summary.start_step >= c.train.steps) {
-    out << "the run is already complete (step " << summary.start_step << ")\n";
-    summary.complete = true;
-    return summary;
+  // config.toml, metrics.jsonl, the checkpoint writer and the run line; false when the run is
+  // already complete.
+  bool start() {
+    errors_.run([&] {
+      if (!lead_) return;
+      data::write_file_atomically(run_dir_ / "config.toml", c_.resolved);
+      metrics_.emplace(run_dir_ / "metrics.jsonl", summary_.start_step);
+    });
+    errors_.agree("starting the run");
+    writer_.emplace(checkpoint_root_, static_cast<int>(c_.train.keep_checkpoints), &world_);
+    last_step_ = c_.last_step();
+    tokens_per_step_ = c_.train.batch_seqs * c_.train.seq_len;
+    out_ << "run " << run_dir_.string() << ": " << human_count(double(model_->params().numel()))
+         << (grid_.tp_size() > 1 ? " parameters per TP rank (" : " parameters (") << c_.model.mixers_description()
+         << ", " << c_.model.layers << " layers), " << grid_.world_size()
+         << (grid_.world_size() == 1 ? " rank"
+                                     : " ranks = tp " + std::to_string(grid_.tp_size()) + " × dp " +
+                                           std::to_string(grid_.dp_size()) + (zero_ ? " (ZeRO-1)" : ""))
+         << ", " << (placement_.device == Device::cuda ? "cuda:" + std::to_string(grid_.cuda_device()) : "cpu") << " "
+         << dtype_name(placement_.compute) << (placement_.compute == DType::f32 ? "" : " (f32 master weights)") << ", "
+         << omp_get_max_threads() << " threads" << (grid_.world_size() > 1 ? " per rank" : "") << ", data "
+         << data_dir_.string() << " (" << human_count(double(dataset_->split(data::Split::train).num_tokens()))
+         << " train tokens), " << tokens_per_step_ << " tokens/step, steps " << summary_.start_step << " → "
+         << last_step_ << " of " << c_.train.steps << "; set up in " << human_duration(seconds_since(setup_start_))
+         << "\n";
+    summary_.end_step = summary_.start_step;
+    summary_.tokens = tokens_;
+    if (summary_.start_step >= c_.train.steps) {
+      out_ << "the run is already complete (step " << summary_.start_step << ")\n";
+      summary_.complete = true;
+      return false;
+    }
+    // Progress for a coordinator that launched this job (rank 0 reports; nullptr otherwise): a job
+    // that falls silent is taken for a hung one.
+    heartbeats_ = lead_ ? coordinator::HeartbeatClient::from_env(grid_.world_size()) : nullptr;
+    committed_step_ = summary_.start_step > 0 ? summary_.start_step : -1;
+    return true;
   }
 
-  auto save = [&](int64_t step) {
-    const auto t0 = Clock::now();
-    writer.save(training_checkpoint_part(c, step, tokens, *optimizer, *loader, layout));
-    summary.checkpoint_blocked_ms = std::max(summary.checkpoint_blocked_ms, 1e3 * seconds_since(t0));
-  };
+  // Steps start_step + 1 … last_step, or until a stop signal.
+  void train_steps() {
+    ProgressLine progress(out_, last_step_);
+    run_start_ = Clock::now();
+    double step_seconds_avg = 0;
+    for (int64_t step = summary_.start_step + 1; step <= last_step_; ++step) {
+      const auto step_start = Clock::now();
+      const double lr = schedule_->at(step - 1);
+      const double loss = group_mean(dp_, forward_backward(step));
+      const double norm = optimizer_->reduce_gradients();
+      if (std::isfinite(loss) && std::isfinite(norm)) {  // the same verdict on every rank
+        optimizer_->step(lr);
+        model_->params().refresh_compute_values();
+      } else {
+        progress.finish_line();
+        out_ << "warning: step " << step << ": non-finite loss " << loss << " or gradient norm " << norm
+             << ": update skipped\n";
+      }
+      tokens_ += tokens_per_step_;
+      const double step_seconds = seconds_since(step_start);
+      step_seconds_avg = step == summary_.start_step + 1 ? step_seconds : 0.9 * step_seconds_avg + 0.1 * step_seconds;
+      summary_.end_step = step;
+      summary_.tokens = tokens_;
+      summary_.last_loss = loss;
+      report(step, lr, loss, norm, step_seconds, step_seconds_avg, progress);
+      if (checkpoint_or_stop(step, progress)) break;
+    }
+    errors_.agree("after step " + std::to_string(summary_.end_step));
+    progress.finish_line();
+  }
 
-  // Progress for a coordinator that launched this job (rank 0 reports; nullptr otherwise): a job that
-  // falls silent is taken for a hung one.
-  std::unique_ptr<coordinator::HeartbeatClient> heartbeats =
-      lead ? coordinator::HeartbeatClient::from_env(grid.world_size()) : nullptr;
-  int64_t committed_step = summary.start_step > 0 ? summary.start_step : -1;
+  // Waits for the last checkpoint and fills in the summary.
+  TrainSummary finish() {
+    writer_->wait();
+    if (auto error = writer_->last_error()) {
+      throw_alike<std::runtime_error>(world_, "checkpoint write failed: " + *error);
+    }
+    summary_.checkpoint_write_ms = writer_->last_stats().write_ms;
+    summary_.checkpoint_bytes = writer_->last_stats().bytes;
+    summary_.seconds = seconds_since(run_start_);
+    const int64_t steps_done = summary_.end_step - summary_.start_step;
+    summary_.tokens_per_s = summary_.seconds > 0 ? double(steps_done * tokens_per_step_) / summary_.seconds : 0;
+    summary_.complete = summary_.end_step >= c_.train.steps;
+    summary_.peak_device_bytes = static_cast<int64_t>(cuda_peak_allocated_bytes());
+    return summary_;
+  }
 
-  ProgressLine progress(out, last_step);
-  const auto run_start = Clock::now();
-  double step_seconds_avg = 0;
-  for (int64_t step = summary.start_step + 1; step <= last_step; ++step) {
-    const auto step_start = Clock::now();
-    const double lr = schedule.at(step - 1);
+  const TrainSummary& summary() const { return summary_; }
+
+ private:
+  void make_model() {
+    errors_.run([&] {
+      const TensorParallel tp = TensorParallel::over(grid_.comm(GridAxis::tp, placement_.device));
+      model_ = std::make_unique<Model>(c_.model, DType::f32, true, tp, placement_.device, placement_.compute);
+      model_->init_parameters(c_.train.seed);
+      optimizer_ = std::make_unique<DistributedOptimizer>(c_.optim, model_->params(), *dp_params_, zero_, tp);
+      if (dp_params_->device() == Device::cuda) {  // the DP all-reduce overlaps backward (on the CPU it follows it)
+        model_->set_gradients_ready(
+            [opt = optimizer_.get()](size_t first, size_t end) { opt->gradients_ready(first, end); });
+      }
+    });
+    errors_.agree("building the model");
+  }
+
+  // This rank's loss of step `step`: forward and backward over its micro-batches, the gradients
+  // accumulated (and, on a GPU, the DP all-reduce of the last one started during its backward).
+  double forward_backward(int64_t step) {
+    const int64_t micro_steps = loader_->micro_steps_per_step();
     double local_loss = 0;
-    errors.run([&] {
-      params.zero_grads();
+    errors_.run([&] {
+      model_->params().zero_grads();
       for (int64_t m = 0; m < micro_steps; ++m) {
-        data::TokenBatch batch = loader->next();
+        data::TokenBatch batch = loader_->next();
         const auto n = static_cast<int64_t>(batch.inputs.size());
-        if (m + 1 == micro_steps && dp_params.device() == Device::cuda) optimizer->overlap_next_backward();
-        local_loss += model->forward_backward(Tensor::view(batch.inputs.data(), {n}, DType::i32),
-                                              Tensor::view(batch.targets.data(), {n}, DType::i32), batch.layout,
-                                              1.0 / static_cast<double>(micro_steps)) /
+        if (m + 1 == micro_steps && dp_params_->device() == Device::cuda) optimizer_->overlap_next_backward();
+        local_loss += model_->forward_backward(Tensor::view(batch.inputs.data(), {n}, DType::i32),
+                                               Tensor::view(batch.targets.data(), {n}, DType::i32), batch.layout,
+                                               1.0 / static_cast<double>(micro_steps)) /
                       static_cast<double>(micro_steps);
       }
     });
-    errors.agree("step " + std::to_string(step));
-    const double loss = group_mean(dp, local_loss);
-    const double norm = optimizer->reduce_gradients();
-    if (std::isfinite(loss) && std::isfinite(norm)) {  // the same verdict on every rank
-      optimizer->step(lr);
-      params.refresh_compute_values();
-    } else {
-      progress.finish_line();
-      out << "warning: step " << step << ": non-finite loss " << loss << " or gradient norm " << norm
-          << ": update skipped\n";
-    }
-    tokens += tokens_per_step;
-    const double step_seconds = seconds_since(step_start);
-    step_seconds_avg = step == summary.start_step + 1 ? step_seconds : 0.9 * step_seconds_avg + 0.1 * step_seconds;
-    summary.end_step = step;
-    summary.tokens = tokens;
-    summary.last_loss = loss;
+    errors_.agree("step " + std::to_string(step));
+    return local_loss;
+  }
 
-    const bool eval_step = step == c.train.steps || (c.train.eval_every > 0 && step % c.train.eval_every == 0);
+  // The step's metrics line (with the validation loss on evaluation steps), the progress line and
+  // the coordinator's heartbeat.
+  void report(int64_t step, double lr, double loss, double norm, double step_seconds, double step_seconds_avg,
+              ProgressLine& progress) {
+    const bool eval_step = step == c_.train.steps || (c_.train.eval_every > 0 && step % c_.train.eval_every == 0);
     nlohmann::json line = {{"step", step},
                            {"loss", loss},
                            {"lr", lr},
                            {"grad_norm", norm},
-                           {"tokens", tokens},
-                           {"tokens_per_s", double(tokens_per_step) / step_seconds},
-                           {"elapsed_s", seconds_since(run_start)}};
+                           {"tokens", tokens_},
+                           {"tokens_per_s", double(tokens_per_step_) / step_seconds},
+                           {"elapsed_s", seconds_since(run_start_)}};
     if (eval_step) {
       double local_val_loss = 0;
-      errors.run([&] { local_val_loss = evaluate(*model, *val); });
-      errors.agree("evaluating at step " + std::to_string(step));
-      summary.last_val_loss = group_mean(dp, local_val_loss);
-      line["val_loss"] = summary.last_val_loss;
+      errors_.run([&] { local_val_loss = evaluate(*model_, *val_); });
+      errors_.agree("evaluating at step " + std::to_string(step));
+      summary_.last_val_loss = group_mean(dp_, local_val_loss);
+      line["val_loss"] = summary_.last_val_loss;
     }
-    errors.run([&] {
-      if (lead) {
-        if (eval_step || step % c.train.log_every == 0 || step == last_step) metrics->append(line);
-        progress.update(step, last_step, loss, double(tokens_per_step) / step_seconds, step_seconds_avg);
+    errors_.run([&] {
+      if (lead_) {
+        if (eval_step || step % c_.train.log_every == 0 || step == last_step_) metrics_->append(line);
+        progress.update(step, last_step_, loss, double(tokens_per_step_) / step_seconds, step_seconds_avg);
         if (eval_step) {
           progress.finish_line();
-          out << "step " << step << ": val_loss " << std::fixed << std::setprecision(4) << summary.last_val_loss
-              << "\n";
+          out_ << "step " << step << ": val_loss " << std::fixed << std::setprecision(4) << summary_.last_val_loss
+               << "\n";
         }
       }
-      if (options.on_step) options.on_step(line);
+      if (options_.on_step) options_.on_step(line);
     });
-    if (heartbeats) {
-      if (!writer.last_error() && writer.last_stats().step > committed_step) committed_step = writer.last_stats().step;
+    if (heartbeats_) {
+      if (!writer_->last_error() && writer_->last_stats().step > committed_step_) {
+        committed_step_ = writer_->last_stats().step;
+      }
       coordinator::Heartbeat beat;
       beat.step = step;
       beat.loss = loss;
-      beat.tokens_per_s = double(tokens_per_step) / step_seconds;
-      if (eval_step) beat.val_loss = summary.last_val_loss;
-      beat.checkpoint_step = committed_step;
-      heartbeats->heartbeat(beat);
-    }
-
-    summary.stop_signal = agreed_stop_signal(world);
-    const bool checkpoint_step =
-        c.train.checkpoint_every >= 0 && ((c.train.checkpoint_every > 0 && step % c.train.checkpoint_every == 0) ||
-                                          step == last_step || summary.stop_signal != 0);
-    if (checkpoint_step) save(step);
-    writer.poll();
-    if (summary.stop_signal != 0) {
-      progress.finish_line();
-      out << "stopping at step " << step << " on signal " << summary.stop_signal << "\n";
-      break;
+      beat.tokens_per_s = double(tokens_per_step_) / step_seconds;
+      if (eval_step) beat.val_loss = summary_.last_val_loss;
+      beat.checkpoint_step = committed_step_;
+      heartbeats_->heartbeat(beat);
     }
   }
-  errors.agree("after step " + std::to_string(summary.end_step));
-  progress.finish_line();
-  writer.wait();
-  if (auto error = writer.last_error()) throw_alike<std::runtime_error>(world, "checkpoint write failed: " + *error);
-  summary.checkpoint_write_ms = writer.last_stats().write_ms;
-  summary.checkpoint_bytes = writer.last_stats().bytes;
-  summary.seconds = seconds_since(run_start);
-  const int64_t steps_done = summary.end_step - summary.start_step;
-  summary.tokens_per_s = summary.seconds > 0 ? double(steps_done * tokens_per_step) / summary.seconds : 0;
-  summary.complete = summary.end_step >= c.train.steps;
-  summary.peak_device_bytes = static_cast<int64_t>(cuda_peak_allocated_bytes());
-  return summary;
+
+  // A checkpoint on its steps, the last step and a stop signal (which every rank learns of);
+  // true when a signal stops the run.
+  bool checkpoint_or_stop(int64_t step, ProgressLine& progress) {
+    summary_.stop_signal = agreed_stop_signal(world_);
+    const bool checkpoint_step =
+        c_.train.checkpoint_every >= 0 && ((c_.train.checkpoint_every > 0 && step % c_.train.checkpoint_every == 0) ||
+                                           step == last_step_ || summary_.stop_signal != 0);
+    if (checkpoint_step) {
+      const auto t0 = Clock::now();
+      const CheckpointLayout layout{grid_.tp_size(), grid_.dp_size(), grid_.world_size()};
+      writer_->save(training_checkpoint_part(c_, step, tokens_, *optimizer_, *loader_, layout));
+      summary_.checkpoint_blocked_ms = std::max(summary_.checkpoint_blocked_ms, 1e3 * seconds_since(t0));
+    }
+    writer_->poll();
+    if (summary_.stop_signal == 0) return false;
+    progress.finish_line();
+    out_ << "stopping at step " << step << " on signal " << summary_.stop_signal << "\n";
+    return true;
+  }
+
+  const RunConfig& c_;
+  const TrainOptions& options_;
+  const Clock::time_point setup_start_;
+  ProcessGrid grid_;
+  const bool lead_;
+  std::ostream quiet_{nullptr};
+  std::ostream& out_;  // the log on rank 0, nothing elsewhere
+  Communicator& world_;
+  Communicator& dp_;
+  const Placement placement_;
+  Communicator* dp_params_ = nullptr;
+  bool zero_ = false;
+  const fs::path run_dir_, checkpoint_root_;
+  PendingErrors errors_;
+
+  fs::path data_dir_;
+  std::shared_ptr<const data::Dataset> dataset_;
+  std::unique_ptr<data::Loader> loader_;
+  std::unique_ptr<data::ValidationIterator> val_;
+  std::unique_ptr<Model> model_;
+  std::unique_ptr<DistributedOptimizer> optimizer_;
+  std::optional<LrSchedule> schedule_;
+
+  TrainSummary summary_;
+  int64_t tokens_ = 0;
+  int64_t last_step_ = 0, tokens_per_step_ = 0;
+  std::optional<MetricsLog> metrics_;
+  std::optional<AsyncCheckpointWriter> writer_;
+  std::unique_ptr<coordinator::HeartbeatClient> heartbeats_;
+  int64_t committed_step_ = -1;
+  Clock::time_point run_start_;
+};
+
+}  // namespace
+
+TrainSummary train(const RunConfig& c, std::ostream& log, const TrainOptions& options) {
+  TrainingRun run(c, log, options);
+  run.open_data();
+  run.build_model();
+  run.resume();
+  if (!run.start()) return run.summary();
+  run.train_steps();
+  return run.finish();
 }
 
 }  // namespace linea

@@ -12,7 +12,7 @@
 
 #include "bench/cuda/gpu_bench.h"
 #include "kernels/device_memory.h"
-#include "kernels/ops.h"
+#include "model/mixers/attention/attention.h"
 
 namespace {
 

@@ -1,4 +1,4 @@
-// bench_gpu_delta_rule: times the CUDA delta rule (kernels/cuda/delta_rule.h) at the shapes of
+// bench_gpu_delta_rule: times the CUDA delta rule (model/mixers/delta_rule/cuda/delta_rule.h) at the shapes of
 // shared/ANCHORS.md (B·T = 32768 tokens, H = 16, K = V = 128; T = 4096, 16384, 32768 with B = 8, 2,
 // 1) and at the 340M model's heads (B·T = 32768, H = 4, K = 256, V = 512), bf16 operands and f32
 // gates, for DeltaNet, GDN, KDA and GDN-2: one JSON line per (shape, mixer, T) with the forward and
@@ -15,8 +15,9 @@
 #include <string>
 
 #include "bench/cuda/gpu_bench.h"
-#include "kernels/delta_rule.h"
 #include "kernels/random.h"
+#include "model/mixers/delta_rule/delta_rule.h"
+#include "model/mixers/delta_rule/delta_rule_config.h"
 
 namespace {
 
@@ -38,12 +39,6 @@ Reference anchors(const std::string& shape, const std::string& mixer, int64_t T)
 }
 
 nlohmann::json optional_json(const std::optional<double>& v) { return v ? nlohmann::json(*v) : nlohmann::json(); }
-
-struct Mixer {
-  const char* name;
-  ops::DecayKind decay;
-  ops::GateKind gate;
-};
 
 constexpr int64_t kTokens = 32768, kChunk = 64;
 
@@ -74,7 +69,7 @@ struct Operands {
   }
 };
 
-void bench_mixer(const Mixer& m, int64_t batch, int iterations, const Operands& x) {
+void bench_mixer(const DeltaRulePreset& m, int64_t batch, int iterations, const Operands& x) {
   const int64_t T = kTokens / batch, N = kTokens, H = x.shape.heads, K = x.shape.key_dim, V = x.shape.value_dim,
                 C = kChunk;
   const ops::DeltaRuleSpec spec{m.decay, m.gate, 1 / std::sqrt(static_cast<double>(K))};
@@ -133,12 +128,8 @@ int main(int argc, char** argv) {
   emit_device();
   Rng rng(2026);
   const HeadShape shapes[] = {{"anchors", 16, 128, 128}, {"340m", 4, 256, 512}};
-  const Mixer mixers[] = {{"deltanet", ops::DecayKind::none, ops::GateKind::beta},
-                          {"gdn", ops::DecayKind::scalar, ops::GateKind::beta},
-                          {"kda", ops::DecayKind::channel, ops::GateKind::beta},
-                          {"gdn2", ops::DecayKind::channel, ops::GateKind::erase_write}};
   bool known = only_mixer.empty();
-  for (const Mixer& m : mixers) known = known || only_mixer == m.name;
+  for (const DeltaRulePreset& m : delta_rule_presets()) known = known || only_mixer == m.name;
   if (!known)
     throw std::invalid_argument("bench_gpu_delta_rule: unknown mixer '" + only_mixer +
                                 "' (expected deltanet, gdn, kda or gdn2)");
@@ -147,7 +138,7 @@ int main(int argc, char** argv) {
     if (!only_shape.empty() && only_shape != shape.name) continue;
     known_shape = true;
     const Operands operands(shape, rng);
-    for (const Mixer& m : mixers) {
+    for (const DeltaRulePreset& m : delta_rule_presets()) {
       if (!only_mixer.empty() && only_mixer != m.name) continue;
       for (const int64_t batch : {8, 2, 1}) {
         if (only_T == 0 || only_T == kTokens / batch) bench_mixer(m, batch, iterations, operands);

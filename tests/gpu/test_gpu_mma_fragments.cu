@@ -1,4 +1,4 @@
-// The tensor-core fragment helpers of kernels/cuda/mma_bf16.cuh against a CPU product: one warp
+// The tensor-core fragment helpers of kernels/chunk/cuda/mma_bf16.cuh against a CPU product: one warp
 // computes a 16 × 16 block of A B over depth 32 at offsets (rows 16.., columns 16.., depth 16..)
 // with each operand held as it is or transposed in a swizzled tile. The inputs are random bf16
 // values, so every result must agree with the f64 sum of the same products to f32 rounding.
@@ -8,7 +8,7 @@
 #include <cmath>
 #include <vector>
 
-#include "kernels/cuda/mma_bf16.cuh"
+#include "kernels/chunk/cuda/mma_bf16.cuh"
 #include "kernels/random.h"
 #include "tests/gpu/gpu_test.h"
 

@@ -168,13 +168,13 @@ TEST_F(GpuTest, GradientNormAndClipping) {
               std::abs(cpu_norm - gpu_norm) / cpu_norm);
   EXPECT_NEAR(gpu_norm, cpu_norm, 1e-12 * cpu_norm);
   EXPECT_EQ(grad_norm(t.gpu), gpu_norm) << "the device sum must be the same on every run";
-  EXPECT_EQ(sum_of_squares(Tensor::zeros({0}, DType::f32, Device::cuda)), 0.0);
+  EXPECT_EQ(ops::sums_of_squares({Tensor::zeros({0}, DType::f32, Device::cuda)})[0], 0.0);
   std::vector<Tensor> grads;  // per parameter, with one synchronisation
   for (const Parameter& p : t.gpu.params()) grads.push_back(p.grad);
-  const std::vector<double> each = sums_of_squares(grads);
+  const std::vector<double> each = ops::sums_of_squares(grads);
   for (size_t i = 0; i < grads.size(); ++i) {
-    EXPECT_EQ(each[i], sum_of_squares(grads[i])) << i;
-    EXPECT_NEAR(each[i], sum_of_squares(t.cpu.params()[i].grad), 1e-12 * each[i]) << i;
+    EXPECT_EQ(each[i], ops::sums_of_squares({grads[i]})[0]) << i;
+    EXPECT_NEAR(each[i], ops::sums_of_squares({t.cpu.params()[i].grad})[0], 1e-12 * each[i]) << i;
   }
 
   const double max_norm = cpu_norm / 3;
@@ -182,7 +182,7 @@ TEST_F(GpuTest, GradientNormAndClipping) {
   EXPECT_EQ(clip_grad_norm(t.gpu, max_norm), gpu_norm);
   expect_close("clipped gradients", t.cpu.grads(), t.gpu.grads(), 1e-6);
   EXPECT_NEAR(grad_norm(t.gpu), max_norm, 1e-6 * max_norm);
-  EXPECT_THROW(sum_of_squares(Tensor::zeros({4}, DType::bf16, Device::cuda)), std::invalid_argument);
+  EXPECT_THROW(ops::sums_of_squares({Tensor::zeros({4}, DType::bf16, Device::cuda)}), std::invalid_argument);
 }
 
 // Export after two steps, import into a fresh optimizer, and both continue with the same bits.
@@ -247,11 +247,11 @@ TEST_F(GpuTest, OneRankDistributedOptimizerIsThePlainOptimizer) {
 TEST_F(GpuTest, BadOperandsAreRefused) {
   const Tensor a = Tensor::zeros({8}, DType::f32, Device::cuda), host = Tensor::zeros({8}, DType::f32);
   const AdamWCoefficients c;
-  EXPECT_THROW(adamw_update(a, host, a, a, c), std::invalid_argument);
-  EXPECT_THROW(adamw_update(a, a, a, Tensor::zeros({7}, DType::f32, Device::cuda), c), std::invalid_argument);
+  EXPECT_THROW(ops::adamw_update(a, host, a, a, c), std::invalid_argument);
+  EXPECT_THROW(ops::adamw_update(a, a, a, Tensor::zeros({7}, DType::f32, Device::cuda), c), std::invalid_argument);
   const Tensor f64 = Tensor::zeros({8}, DType::f64, Device::cuda);
-  EXPECT_THROW(adamw_update(f64, f64, f64, f64, c), std::invalid_argument);
-  EXPECT_THROW(muon_momentum(a, a, host, 0.9), std::invalid_argument);
+  EXPECT_THROW(ops::adamw_update(f64, f64, f64, f64, c), std::invalid_argument);
+  EXPECT_THROW(ops::nesterov_momentum(a, host, a, 0.9), std::invalid_argument);
   const Tensor m = Tensor::zeros({2, 4}, DType::f32, Device::cuda);
   EXPECT_THROW(newton_schulz(m, m, 5, Tensor::zeros({64}, DType::f64, Device::cuda)), std::invalid_argument);
   EXPECT_THROW(newton_schulz(m, Tensor::zeros({2, 4}, DType::f32), 5, Tensor::zeros({64}, DType::f32, Device::cuda)),

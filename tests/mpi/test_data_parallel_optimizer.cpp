@@ -19,14 +19,14 @@
 
 #include "checkpoint/async_checkpoint_writer.h"
 #include "kernels/random.h"
+#include "model/parameter_shard.h"
+#include "model/tensor_parallel.h"
 #include "parallel/mpi_comm.h"
 #include "parallel/process_grid.h"
 #include "tests/mpi/shared_directory.h"
 #include "worker/distributed_optimizer.h"
 #include "worker/grad_clip.h"
 #include "worker/optimizer.h"
-#include "worker/parameter_shard.h"
-#include "worker/tensor_parallel.h"
 
 namespace linea {
 namespace {

@@ -22,14 +22,15 @@
 #include <vector>
 
 #include "kernels/random.h"
+#include "model/mixer_registry.h"
+#include "model/model.h"
+#include "model/parameter_shard.h"
 #include "parallel/mpi_comm.h"
 #include "parallel/process_grid.h"
 #include "tests/testing/kernel_test.h"
 #include "tests/testing/model_inputs.h"
 #include "worker/data_parallel_reducer.h"
 #include "worker/grad_clip.h"
-#include "worker/model.h"
-#include "worker/parameter_shard.h"
 
 namespace linea {
 namespace {
@@ -57,7 +58,7 @@ CommunicatorOptions test_options() {
 // Layer 0 the given linear mixer, layer 1 softmax attention (or both attention). Widths chosen so
 // that TP = 4 splits heads evenly but vocabulary (37) and MLP width (22) unevenly; attention has
 // two query heads per kv head, so GQA groups stay on one rank.
-ModelConfig tiny_hybrid(MixerKind mixer, bool tied) {
+ModelConfig tiny_hybrid(const std::string& mixer, bool tied) {
   return testing::tiny_hybrid_config(mixer, tied,
                                      {.d_model = 16,
                                       .layers = 2,
@@ -118,8 +119,8 @@ struct Layout {
   int tp, dp;
 };
 
-void check_matches_one_rank(MixerKind mixer, bool tied, DType dtype, Layout layout) {
-  SCOPED_TRACE(std::string(mixer_kind_name(mixer)) + (tied ? " tied " : " untied ") + std::string(dtype_name(dtype)) +
+void check_matches_one_rank(const std::string& mixer, bool tied, DType dtype, Layout layout) {
+  SCOPED_TRACE(mixer + (tied ? " tied " : " untied ") + std::string(dtype_name(dtype)) +
                " tp=" + std::to_string(layout.tp) + " dp=" + std::to_string(layout.dp));
   ProcessGrid grid = ProcessGrid::create({layout.tp, layout.dp}, test_options());
   Communicator& tp = grid.comm(GridAxis::tp);
@@ -218,7 +219,7 @@ std::vector<Layout> layouts() {
   return result;
 }
 
-class TensorParallelModel : public ::testing::TestWithParam<MixerKind> {};
+class TensorParallelModel : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(TensorParallelModel, MatchesOneRankInEveryLayout) {
   for (const Layout& layout : layouts()) {
@@ -228,31 +229,27 @@ TEST_P(TensorParallelModel, MatchesOneRankInEveryLayout) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(EveryMixer, TensorParallelModel,
-                         ::testing::Values(MixerKind::deltanet, MixerKind::gdn, MixerKind::kda, MixerKind::gdn2,
-                                           MixerKind::attention),
-                         [](const ::testing::TestParamInfo<MixerKind>& info) {
-                           return std::string(mixer_kind_name(info.param));
-                         });
+INSTANTIATE_TEST_SUITE_P(EveryMixer, TensorParallelModel, ::testing::ValuesIn(mixer_names()),
+                         [](const ::testing::TestParamInfo<std::string>& info) { return info.param; });
 
 TEST(TensorParallelModel, BadLayoutsThrowOnEveryRank) {
   const int size = comm_size(MPI_COMM_WORLD);
   ProcessGrid grid = ProcessGrid::create({size, 1}, test_options());
   const TensorParallel tp = TensorParallel::over(grid.comm(GridAxis::tp));
 
-  ModelConfig linear_heads = tiny_hybrid(MixerKind::gdn, false);
-  linear_heads.linear.heads = 3;
-  linear_heads.linear.d_k = 4;
+  ModelConfig linear_heads = tiny_hybrid("gdn", false);
+  linear_heads.mixer_config<DeltaRuleConfig>("gdn").heads = 3;
+  linear_heads.mixer_config<DeltaRuleConfig>("gdn").d_k = 4;
   EXPECT_TRUE(throws_invalid_argument([&] { Model m(linear_heads, DType::f32, true, tp); },
                                       {"model.linear.heads = 3", "tensor-parallel"}));
 
-  ModelConfig kv_heads = tiny_hybrid(MixerKind::kda, false);
-  kv_heads.attention.heads = 6;
-  kv_heads.attention.kv_heads = 3;
+  ModelConfig kv_heads = tiny_hybrid("kda", false);
+  kv_heads.mixer_config<AttentionConfig>("attention").heads = 6;
+  kv_heads.mixer_config<AttentionConfig>("attention").kv_heads = 3;
   EXPECT_TRUE(throws_invalid_argument([&] { Model m(kv_heads, DType::f32, true, tp); },
                                       {size == 2 ? "model.attention.kv_heads = 3" : "model.attention.heads = 6"}));
 
-  ModelConfig small_vocab = tiny_hybrid(MixerKind::deltanet, true);
+  ModelConfig small_vocab = tiny_hybrid("deltanet", true);
   small_vocab.vocab = size - 1;
   if (small_vocab.vocab >= 2) {
     EXPECT_TRUE(
@@ -261,11 +258,11 @@ TEST(TensorParallelModel, BadLayoutsThrowOnEveryRank) {
 
   TensorParallel wrong = tp;
   wrong.rank = (tp.rank + 1) % tp.size;
-  EXPECT_TRUE(throws_invalid_argument([&] { Model m(tiny_hybrid(MixerKind::gdn, false), DType::f32, true, wrong); },
+  EXPECT_TRUE(throws_invalid_argument([&] { Model m(tiny_hybrid("gdn", false), DType::f32, true, wrong); },
                                       {"tensor parallel", "communicator"}));
   wrong = tp;
   wrong.comm = nullptr;
-  EXPECT_TRUE(throws_invalid_argument([&] { Model m(tiny_hybrid(MixerKind::gdn, false), DType::f32, true, wrong); },
+  EXPECT_TRUE(throws_invalid_argument([&] { Model m(tiny_hybrid("gdn", false), DType::f32, true, wrong); },
                                       {"needs a communicator"}));
   // The group still works after the errors (none of them communicated).
   grid.comm(GridAxis::tp).barrier();

@@ -1,15 +1,18 @@
 // Inputs of the Model tests (unit/test_model.cpp, mpi/test_tensor_parallel.cpp): a tiny hybrid
 // whose sizes each test picks (softmax attention at layer 1, the other layers the given linear
-// mixer; every layer attention for MixerKind::attention), and a batch of packed random documents
+// mixer; every layer attention for mixer "attention"), and a batch of packed random documents
 // with next-token targets (−1 at each document's last token, which has nothing to predict).
 #pragma once
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "kernels/random.h"
 #include "kernels/seq_layout.h"
+#include "model/mixers/attention/attention_config.h"
+#include "model/mixers/delta_rule/delta_rule_config.h"
+#include "model/model_config.h"
 #include "tests/testing/kernel_test.h"
-#include "worker/model_config.h"
 
 namespace linea::testing {
 
@@ -20,7 +23,7 @@ struct TinyHybridSizes {
   int64_t attention_heads, kv_heads, head_dim;
 };
 
-inline ModelConfig tiny_hybrid_config(MixerKind mixer, bool tied, const TinyHybridSizes& s) {
+inline ModelConfig tiny_hybrid_config(const std::string& mixer, bool tied, const TinyHybridSizes& s) {
   ModelConfig c;
   c.d_model = s.d_model;
   c.layers = s.layers;
@@ -29,19 +32,21 @@ inline ModelConfig tiny_hybrid_config(MixerKind mixer, bool tied, const TinyHybr
   c.mlp_hidden = s.mlp_hidden;
   c.init_std = s.init_std;
   c.mixer = mixer;
-  if (mixer != MixerKind::attention) {
+  if (mixer != "attention") {
     c.hybrid = "[1]";
     c.attention_layers = {1};
+    DeltaRuleConfig& l = c.mixer_config<DeltaRuleConfig>(mixer);
+    l.heads = s.linear_heads;
+    l.d_k = s.d_k;
+    l.d_v = s.d_v;
+    l.conv = s.conv;
+    l.decay_rank = s.decay_rank;
+    l.gate_rank = s.gate_rank;
   }
-  c.linear.heads = s.linear_heads;
-  c.linear.d_k = s.d_k;
-  c.linear.d_v = s.d_v;
-  c.linear.conv = s.conv;
-  c.linear.decay_rank = s.decay_rank;
-  c.linear.gate_rank = s.gate_rank;
-  c.attention.heads = s.attention_heads;
-  c.attention.kv_heads = s.kv_heads;
-  c.attention.head_dim = s.head_dim;
+  AttentionConfig& a = c.mixer_config<AttentionConfig>("attention");
+  a.heads = s.attention_heads;
+  a.kv_heads = s.kv_heads;
+  a.head_dim = s.head_dim;
   return c;
 }
 

@@ -16,10 +16,10 @@
 
 #include "checkpoint/hdf5_file.h"
 #include "cli/command.h"
-#include "kernels/delta_rule.h"
 #include "kernels/device_memory.h"
+#include "model/mixers/delta_rule/delta_rule.h"
 #include "tests/testing/assert_close.h"
-#include "tests/testing/delta_rule_problem.h"
+#include "tests/testing/mixers/delta_rule_problem.h"
 
 namespace linea {
 namespace {
@@ -47,13 +47,13 @@ enum class Layout { batched_full, packed_full, batched_bare };
 constexpr int64_t kHeads = 2, kKeyDim = 16, kValueDim = 12;
 
 struct MixerCase {
-  testing::DeltaRuleMixer mixer;
+  DeltaRulePreset mixer;
   Layout layout;
   int64_t batch, seq_len;
   DeltaRuleProblem problem;  // f32, flat [N, H, ·]; exactly what the file holds
 };
 
-MixerCase make_case(const testing::DeltaRuleMixer& mixer, Layout layout, uint64_t seed) {
+MixerCase make_case(const DeltaRulePreset& mixer, Layout layout, uint64_t seed) {
   const bool packed = layout == Layout::packed_full;
   testing::DeltaRuleShape shape;
   shape.cu_seqlens = packed ? std::vector<int64_t>{0, 15, 80, 150} : std::vector<int64_t>{0, 70, 140};
@@ -186,7 +186,7 @@ class MixerCommand : public ::testing::Test {
 
 TEST_F(MixerCommand, OutputsEqualDirectOpCalls) {
   uint64_t seed = 100;
-  for (const testing::DeltaRuleMixer& mixer : testing::named_mixers()) {
+  for (const DeltaRulePreset& mixer : testing::named_mixers()) {
     for (Layout layout : {Layout::batched_full, Layout::packed_full, Layout::batched_bare}) {
       const MixerCase c = make_case(mixer, layout, ++seed);
       for (DeltaRuleImpl impl : {DeltaRuleImpl::recurrent, DeltaRuleImpl::chunked}) {
@@ -219,7 +219,7 @@ double fla_tolerance(const std::string& mixer, const std::string& dataset) {
 
 TEST_F(MixerCommand, RecurrentAndChunkedAgreeWithinFlaTolerances) {
   uint64_t seed = 200;
-  for (const testing::DeltaRuleMixer& mixer : testing::named_mixers()) {
+  for (const DeltaRulePreset& mixer : testing::named_mixers()) {
     const MixerCase c = make_case(mixer, Layout::packed_full, ++seed);
     const Datasets recurrent = read_datasets(run(c, DeltaRuleImpl::recurrent, std::string(mixer.name) + "-r"));
     const Datasets chunked = read_datasets(run(c, DeltaRuleImpl::chunked, std::string(mixer.name) + "-c"));
@@ -234,11 +234,11 @@ TEST_F(MixerCommand, RecurrentAndChunkedAgreeWithinFlaTolerances) {
 // Runs only where a CUDA device is visible (skipped elsewhere): --impl cuda in f32 gives the chunked
 // CPU results to f32 rounding; --dtype bf16 rounds the file's f32 inputs to bf16 on the way in, so
 // it is held only to 0.05 of the recurrence here (the plumbing; the bf16 kernels' accuracy on
-// representable inputs is tests/gpu/test_gpu_delta_rule.cpp's).
+// representable inputs is tests/gpu/mixers/delta_rule/test_gpu_delta_rule.cpp's).
 TEST_F(MixerCommand, CudaAgreesWithTheCpuImplementations) {
   if (!cuda_device_available()) GTEST_SKIP() << "no CUDA device";
   uint64_t seed = 300;
-  for (const testing::DeltaRuleMixer& mixer : testing::named_mixers()) {
+  for (const DeltaRulePreset& mixer : testing::named_mixers()) {
     const MixerCase c = make_case(mixer, Layout::packed_full, ++seed);
     const std::string name = mixer.name;
     const Datasets recurrent = read_datasets(run(c, DeltaRuleImpl::recurrent, name + "-r"));

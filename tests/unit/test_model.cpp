@@ -11,9 +11,9 @@
 #include <string>
 #include <vector>
 
+#include "model/model.h"
 #include "tests/testing/kernel_test.h"
 #include "tests/testing/model_inputs.h"
-#include "worker/model.h"
 
 namespace linea {
 namespace {
@@ -36,7 +36,7 @@ using testing::throws_invalid_argument;
 // Two linear layers around one softmax layer (attention at layer 1), small enough for finite
 // differences over every parameter tensor. init_std 0.2: large enough that every nonlinearity
 // matters, small enough for central differences.
-ModelConfig tiny_hybrid(MixerKind mixer, bool tied) {
+ModelConfig tiny_hybrid(const std::string& mixer, bool tied) {
   return testing::tiny_hybrid_config(mixer, tied,
                                      {.d_model = 8,
                                       .layers = 3,
@@ -59,8 +59,8 @@ using Batch = testing::PackedBatch;
 // Three packed documents of 4, 7 and 5 tokens.
 Batch packed_batch(int64_t vocab, uint64_t seed) { return testing::packed_batch({4, 7, 5}, vocab, seed); }
 
-void check_model_gradients(MixerKind mixer, bool tied) {
-  Model model(tiny_hybrid(mixer, tied), DType::f64);
+void check_model_gradients(const ModelConfig& config) {
+  Model model(config, DType::f64);
   model.init_parameters(3);
   Rng rng(4);
   for (Parameter& p : model.params().params()) {
@@ -79,23 +79,42 @@ void check_model_gradients(MixerKind mixer, bool tied) {
   }
 }
 
-TEST(Model, GradientsDeltaNetHybrid) { check_model_gradients(MixerKind::deltanet, false); }
-TEST(Model, GradientsGatedDeltaNetHybrid) { check_model_gradients(MixerKind::gdn, true); }
-TEST(Model, GradientsKDAHybrid) { check_model_gradients(MixerKind::kda, false); }
-TEST(Model, GradientsGatedDeltaNet2Hybrid) { check_model_gradients(MixerKind::gdn2, true); }
+void check_model_gradients(const std::string& mixer, bool tied) { check_model_gradients(tiny_hybrid(mixer, tied)); }
+
+TEST(Model, GradientsDeltaNetHybrid) { check_model_gradients("deltanet", false); }
+TEST(Model, GradientsGatedDeltaNetHybrid) { check_model_gradients("gdn", true); }
+TEST(Model, GradientsKDAHybrid) { check_model_gradients("kda", false); }
+TEST(Model, GradientsGatedDeltaNet2Hybrid) { check_model_gradients("gdn2", true); }
+
+// model.layer_mixers: a hybrid of two delta-rule mixers (each with its own config) and attention,
+// and blocks without an MLP.
+TEST(Model, GradientsPerLayerMixersWithoutMlp) {
+  ModelConfig c = tiny_hybrid("gdn", false);
+  c.layer_mixers_terms = {"kda", "attention", "gdn"};
+  c.mlp = false;
+  DeltaRuleConfig& kda = c.mixer_config<DeltaRuleConfig>("kda");
+  kda.heads = 1, kda.d_k = 4, kda.d_v = 5, kda.conv = 2, kda.decay_rank = 3, kda.gate_rank = 2;
+  check_model_gradients(c);
+  const Model model(c, DType::f64, /*allocate=*/false);
+  EXPECT_NE(model.params().find("layers.0.mixer.f_proj.0.weight"), nullptr);  // kda
+  EXPECT_NE(model.params().find("layers.2.mixer.a_proj.weight"), nullptr);    // gdn
+  EXPECT_NE(model.params().find("layers.1.mixer.q_proj.weight"), nullptr);    // attention
+  for (const Parameter& p : model.params().params()) EXPECT_EQ(p.name.find(".mlp"), std::string::npos) << p.name;
+}
 
 TEST(Model, LossAtInitIsLogVocab) {
-  ModelConfig c = tiny_hybrid(MixerKind::gdn, false);
-  c.d_model = 32;
-  c.vocab = 512;
-  c.init_std = 0.02;
-  c.mlp_hidden = 0;
-  c.linear.d_k = 16;
-  c.linear.d_v = 16;
-  c.linear.decay_rank = c.linear.gate_rank = 0;
-  c.attention.head_dim = 16;
-  for (MixerKind mixer : {MixerKind::deltanet, MixerKind::gdn, MixerKind::kda, MixerKind::gdn2}) {
-    c.mixer = mixer;
+  for (const DeltaRulePreset& preset : delta_rule_presets()) {
+    const std::string mixer = preset.name;
+    ModelConfig c = tiny_hybrid(mixer, false);
+    c.d_model = 32;
+    c.vocab = 512;
+    c.init_std = 0.02;
+    c.mlp_hidden = 0;
+    DeltaRuleConfig& l = c.mixer_config<DeltaRuleConfig>(mixer);
+    l.d_k = 16;
+    l.d_v = 16;
+    l.decay_rank = l.gate_rank = 0;
+    c.mixer_config<AttentionConfig>("attention").head_dim = 16;
     Model model(c, DType::f32);
     model.init_parameters(1);
     // 2 × 256 random tokens: the sample mean of the loss is within ≈ 0.01 of its expectation,
@@ -106,14 +125,15 @@ TEST(Model, LossAtInitIsLogVocab) {
     for (auto& id : ids) id = static_cast<int32_t>(rng.next_u64() % 512);
     for (auto& t : targets) t = static_cast<int32_t>(rng.next_u64() % 512);
     const double loss = model.forward_backward(index_tensor(ids), index_tensor(targets), seqs, 1.0);
-    EXPECT_NEAR(loss, std::log(512.0), 0.03) << mixer_kind_name(mixer);
+    EXPECT_NEAR(loss, std::log(512.0), 0.03) << mixer;
   }
 }
 
 TEST(Model, PackedDocumentsAreIndependent) {
   // The loss of a packed batch is the token-weighted mean of each document's loss on its own: no
   // conv, attention or recurrent state crosses a boundary (and RoPE positions restart).
-  for (MixerKind mixer : {MixerKind::deltanet, MixerKind::gdn, MixerKind::kda, MixerKind::gdn2}) {
+  for (const DeltaRulePreset& preset : delta_rule_presets()) {
+    const std::string mixer = preset.name;
     Model model(tiny_hybrid(mixer, false), DType::f64);
     model.init_parameters(6);
     const Batch batch = packed_batch(11, 7);
@@ -126,13 +146,12 @@ TEST(Model, PackedDocumentsAreIndependent) {
       weighted += loss * double(e - b - 1);
       targets += e - b - 1;
     }
-    EXPECT_NEAR(model.evaluate(batch.ids, batch.targets, batch.seqs), weighted / double(targets), 1e-12)
-        << mixer_kind_name(mixer);
+    EXPECT_NEAR(model.evaluate(batch.ids, batch.targets, batch.seqs), weighted / double(targets), 1e-12) << mixer;
   }
 }
 
 TEST(Model, GradientsAccumulateAndEvaluateLeavesThemAlone) {
-  Model model(tiny_hybrid(MixerKind::kda, false), DType::f64);
+  Model model(tiny_hybrid("kda", false), DType::f64);
   model.init_parameters(8);
   const Batch batch = packed_batch(11, 9);
   model.params().zero_grads();
@@ -151,7 +170,7 @@ TEST(Model, GradientsAccumulateAndEvaluateLeavesThemAlone) {
 // Every parameter is reported once, later blocks first, and its gradient is final when reported.
 TEST(Model, GradientsReadyReportsEachParameterOnceWhenFinal) {
   for (bool tied : {false, true}) {
-    Model model(tiny_hybrid(MixerKind::gdn, tied), DType::f64);
+    Model model(tiny_hybrid("gdn", tied), DType::f64);
     model.init_parameters(4);
     const Batch batch = packed_batch(11, 5);
     const auto& ps = model.params().params();
@@ -189,23 +208,26 @@ TEST(Model, GradientsReadyReportsEachParameterOnceWhenFinal) {
 // Each is one arena allocation, rounded up to 256 bytes.
 size_t kept_bytes(const ModelConfig& c, int64_t tokens, size_t element_bytes) {
   const auto arena_bytes = [](size_t bytes) { return (bytes + 255) / 256 * 256; };
-  const int64_t D = c.d_model, F = c.mlp_hidden, H = c.linear.heads;
-  const int64_t HK = H * c.linear.d_k, HV = H * c.linear.d_v;
+  const int64_t D = c.d_model, F = c.mlp_hidden;
   std::vector<int64_t> widths = {D};  // the embedding's output
   for (int64_t layer = 0; layer < c.layers; ++layer) {
-    if (c.is_attention_layer(layer)) {
-      const int64_t q = c.attention.heads * c.attention.head_dim, kv = c.attention.kv_heads * c.attention.head_dim;
-      widths.insert(widths.end(), {q, kv, kv, q, c.attention.heads});  // q, k, v (rotated), out, lse
+    if (c.layer_mixers[size_t(layer)] == "attention") {
+      const auto& a = dynamic_cast<const AttentionConfig&>(c.layer_config(layer));
+      const int64_t q = a.heads * a.head_dim, kv = a.kv_heads * a.head_dim;
+      widths.insert(widths.end(), {q, kv, kv, q, a.heads});  // q, k, v (rotated), out, lse
     } else {
-      const bool low_rank = c.mixer == MixerKind::kda || c.mixer == MixerKind::gdn2;
-      widths.insert(widths.end(), {HK, HK, HV});                                   // q, k, v projections
-      if (c.mixer == MixerKind::gdn2) widths.insert(widths.end(), {HK, HV});       // erase and write gates
-      if (c.mixer != MixerKind::gdn2) widths.push_back(H);                         // β
-      if (c.mixer == MixerKind::gdn) widths.push_back(H);                          // W_a x
-      if (low_rank) widths.insert(widths.end(), {c.linear.decay_rank, HK});        // W_f x and its inner
-      widths.push_back(HV);                                                        // o
-      if (c.linear.output_gate && low_rank) widths.push_back(c.linear.gate_rank);  // g_proj's inner
-      if (c.linear.output_gate) widths.push_back(HV);                              // z
+      const auto& l = dynamic_cast<const DeltaRuleConfig&>(c.layer_config(layer));
+      const int64_t H = l.heads, HK = H * l.d_k, HV = H * l.d_v;
+      const bool channel = l.preset.decay == ops::DecayKind::channel;        // low-rank decay and gate
+      const bool erase_write = l.preset.gate == ops::GateKind::erase_write;  // GDN-2
+      widths.insert(widths.end(), {HK, HK, HV});                             // q, k, v projections
+      if (erase_write) widths.insert(widths.end(), {HK, HV});                // erase and write gates
+      if (!erase_write) widths.push_back(H);                                 // β
+      if (l.preset.decay == ops::DecayKind::scalar) widths.push_back(H);     // W_a x
+      if (channel) widths.insert(widths.end(), {l.decay_rank, HK});          // W_f x and its inner
+      widths.push_back(HV);                                                  // o
+      if (l.output_gate && channel) widths.push_back(l.gate_rank);           // g_proj's inner
+      if (l.output_gate) widths.push_back(HV);                               // z
     }
     widths.insert(widths.end(), {D, F, F, D});  // mixer output (h), MLP gate and up, block output
   }
@@ -219,22 +241,23 @@ size_t kept_bytes(const ModelConfig& c, int64_t tokens, size_t element_bytes) {
 // L2-normed q and k, the decay gate, the normed output that feeds o_proj and the SwiGLU product are
 // recomputed in backward, not kept.
 TEST(Model, KeepsOnlyWhatBackwardNeeds) {
-  for (MixerKind mixer : {MixerKind::deltanet, MixerKind::gdn, MixerKind::kda, MixerKind::gdn2}) {
+  for (const DeltaRulePreset& preset : delta_rule_presets()) {
+    const std::string mixer = preset.name;
     for (bool gate : {false, true}) {
       ModelConfig c = tiny_hybrid(mixer, false);
-      c.linear.output_gate = gate;
+      c.mixer_config<DeltaRuleConfig>(mixer).output_gate = gate;
       Model model(c, DType::f64);
       model.init_parameters(2);
       const Batch batch = packed_batch(11, 3);
       model.forward_backward(batch.ids, batch.targets, batch.seqs, 1.0);
       EXPECT_LE(model.saved_activation_bytes(), kept_bytes(model.config(), batch.seqs.num_tokens(), sizeof(double)))
-          << mixer_kind_name(mixer) << " output_gate " << gate;
+          << mixer << " output_gate " << gate;
     }
   }
 }
 
 TEST(Model, Float32AgreesWithFloat64) {
-  const ModelConfig c = tiny_hybrid(MixerKind::gdn2, false);
+  const ModelConfig c = tiny_hybrid("gdn2", false);
   Model f32(c, DType::f32), f64(c, DType::f64);
   f32.init_parameters(10);
   f64.init_parameters(10);
@@ -248,7 +271,7 @@ TEST(Model, Float32AgreesWithFloat64) {
 }
 
 TEST(Model, RejectsBadInput) {
-  Model model(tiny_hybrid(MixerKind::gdn, false), DType::f64);
+  Model model(tiny_hybrid("gdn", false), DType::f64);
   model.init_parameters(12);
   const SeqLayout seqs = SeqLayout::uniform(1, 3);
   EXPECT_TRUE(throws_invalid_argument(
@@ -272,8 +295,8 @@ TEST(Model, RejectsBadInput) {
   const Tensor g = model.params().grads();
   for (int64_t i = 0; i < g.numel(); ++i) ASSERT_EQ(g.data<double>()[i], 0.0);
   // A config that cannot be built names its key.
-  ModelConfig bad = tiny_hybrid(MixerKind::gdn, false);
-  bad.attention.kv_heads = 3;
+  ModelConfig bad = tiny_hybrid("gdn", false);
+  bad.mixer_config<AttentionConfig>("attention").kv_heads = 3;
   EXPECT_TRUE(throws_invalid_argument([&] { Model m(bad, DType::f64); }, {"model.attention.kv_heads"}));
 }
 

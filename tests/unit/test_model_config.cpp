@@ -10,9 +10,11 @@
 #include <vector>
 
 #include "data/config_reader.h"
+#include "model/mixers/attention/attention_config.h"
+#include "model/mixers/delta_rule/delta_rule_config.h"
+#include "model/model_config.h"
+#include "model/parameter_count.h"
 #include "tests/testing/kernel_test.h"
-#include "worker/model_config.h"
-#include "worker/parameter_count.h"
 
 namespace linea {
 namespace {
@@ -137,19 +139,23 @@ TEST(ConfigReader, FileAndParseErrorsNameTheFile) {
 
 TEST(ModelConfig, ParsesAndDerivesDefaults) {
   const ModelConfig c = parse_model(kSmall);
-  EXPECT_EQ(c.mixer, MixerKind::gdn);
+  EXPECT_EQ(c.mixer, "gdn");
   EXPECT_EQ(c.attention_layers, (std::vector<int64_t>{3}));
+  EXPECT_EQ(c.layer_mixers, (std::vector<std::string>{"gdn", "gdn", "gdn", "attention"}));
   EXPECT_EQ(c.mlp_hidden, 256);  // 256 · ceil(int(64 · 8/3) / 256)
-  EXPECT_EQ(c.linear.decay_rank, 32);
-  EXPECT_EQ(c.attention.head_dim, 16);
-  EXPECT_EQ(c.attention.kv_heads, 4);
-  EXPECT_TRUE(c.linear.output_gate);
+  const auto& l = dynamic_cast<const DeltaRuleConfig&>(c.layer_config(0));
+  const auto& a = dynamic_cast<const AttentionConfig&>(c.layer_config(3));
+  EXPECT_EQ(l.section, "model.linear");
+  EXPECT_EQ(l.decay_rank, 32);
+  EXPECT_EQ(a.head_dim, 16);
+  EXPECT_EQ(a.kv_heads, 4);
+  EXPECT_TRUE(l.output_gate);
   EXPECT_FALSE(c.tie_embeddings);
   EXPECT_EQ(default_mlp_hidden(1024), 2816);
   EXPECT_EQ(default_mlp_hidden(2048), 5632);
 
   const ModelConfig d = parse_model(kSmall, {"model.mixer=deltanet", "model.hybrid=pure"});
-  EXPECT_FALSE(d.linear.output_gate);  // DeltaNet's default
+  EXPECT_FALSE(dynamic_cast<const DeltaRuleConfig&>(d.layer_config(0)).output_gate);  // DeltaNet's default
   EXPECT_TRUE(d.attention_layers.empty());
   const ModelConfig t = parse_model(kSmall, {"model.mixer=attention", "model.hybrid=pure"});
   EXPECT_EQ(t.attention_layers, (std::vector<int64_t>{0, 1, 2, 3}));
@@ -157,9 +163,15 @@ TEST(ModelConfig, ParsesAndDerivesDefaults) {
   EXPECT_EQ(listed.attention_layers, (std::vector<int64_t>{0, 2}));
 }
 
+// Whether parsing `text` with `overrides` throws std::invalid_argument naming every fragment.
+::testing::AssertionResult parse_fails(const std::string& text, const std::vector<std::string>& overrides,
+                                       const std::vector<std::string>& fragments) {
+  return throws_invalid_argument([&] { parse_model(text, overrides); }, fragments);
+}
+
 TEST(ModelConfig, ErrorsNameTheFileAndKey) {
   const auto fails = [](const std::vector<std::string>& overrides, const std::vector<std::string>& fragments) {
-    return throws_invalid_argument([&] { parse_model(kSmall, overrides); }, fragments);
+    return parse_fails(kSmall, overrides, fragments);
   };
   EXPECT_TRUE(fails({"model.d_modle=3"}, {"test.toml: unknown key 'model.d_modle'", "did you mean 'model.d_model'"}));
   EXPECT_TRUE(fails({"model.layers=\"24\""}, {"test.toml: model.layers: expected an integer >= 1, got a string"}));
@@ -183,6 +195,73 @@ TEST(ModelConfig, ErrorsNameTheFileAndKey) {
                                       {"test.toml: model.mixer: missing"}));
 }
 
+// model.layer_mixers: every layer's mixer by name, each mixer configured from [model.<mixer>] or
+// its family's shared table.
+TEST(ModelConfig, LayerMixersNameEveryLayer) {
+  const std::string base = R"(
+[model]
+d_model = 64
+layers = 6
+vocab = 100
+layer_mixers = "2*gdn,kda"
+
+[model.linear]
+heads = 2
+
+[model.kda]
+heads = 4
+d_v = 8
+
+[model.attention]
+heads = 4
+)";
+  const ModelConfig c = parse_model(base);
+  EXPECT_EQ(c.layer_mixers, (std::vector<std::string>{"gdn", "gdn", "kda", "gdn", "gdn", "kda"}));
+  EXPECT_EQ(c.mixers_description(), "2*gdn,kda");
+  const auto& gdn = dynamic_cast<const DeltaRuleConfig&>(c.layer_config(0));
+  const auto& kda = dynamic_cast<const DeltaRuleConfig&>(c.layer_config(2));
+  EXPECT_EQ(gdn.section, "model.linear");
+  EXPECT_EQ(gdn.heads, 2);
+  EXPECT_EQ(gdn.d_k, 32);
+  EXPECT_EQ(kda.section, "model.kda");
+  EXPECT_EQ(kda.heads, 4);
+  EXPECT_EQ(kda.d_k, 16);
+  EXPECT_EQ(kda.d_v, 8);
+  EXPECT_EQ(kda.preset.decay, ops::DecayKind::channel);
+  EXPECT_TRUE(c.attention_layers.empty());
+  // A list names one mixer per layer ("N*name" terms too); every family's table is read, used or not.
+  const ModelConfig listed = parse_model(base, {"model.layer_mixers=[\"kda\", \"attention\", \"4*gdn\"]"});
+  EXPECT_EQ(listed.layer_mixers, (std::vector<std::string>{"kda", "attention", "gdn", "gdn", "gdn", "gdn"}));
+  EXPECT_EQ(dynamic_cast<const AttentionConfig&>(listed.layer_config(1)).head_dim, 16);
+
+  const auto fails = [&](const std::vector<std::string>& overrides, const std::vector<std::string>& fragments) {
+    return parse_fails(base, overrides, fragments);
+  };
+  EXPECT_TRUE(fails({"model.mixer=gdn"}, {"test.toml: model.layer_mixers: give either layer_mixers or mixer"}));
+  EXPECT_TRUE(fails({"model.layer_mixers=\"gdn,mamba\""},
+                    {"model.layer_mixers: term 'mamba': unknown mixer 'mamba'; expected one of deltanet, gdn"}));
+  EXPECT_TRUE(fails({"model.layer_mixers=\"0*gdn\""}, {"model.layer_mixers: term '0*gdn'"}));
+  EXPECT_TRUE(fails({"model.layer_mixers=\"3*gdn,attention\""},
+                    {"model.layer_mixers: the pattern covers 4 layers, which does not divide 6 layers"}));
+  EXPECT_TRUE(fails({"model.layer_mixers=[\"gdn\", \"kda\"]"},
+                    {"model.layer_mixers: a list names one mixer per layer: 2 mixers for 6 layers"}));
+  EXPECT_TRUE(fails({"model.kda.heads=3"}, {"test.toml: model.kda.heads: d_model 64 is not divisible by 3 heads; set "
+                                            "model.kda.d_k"}));
+  EXPECT_TRUE(fails({"model.kda.hedas=3"}, {"unknown key 'model.kda.hedas'"}));
+}
+
+// A config that names its mixers by model.mixer and model.hybrid resolves to the keys it always did
+// (a resumed run compares them): no layer_mixers, no [model.<mixer>] table.
+TEST(ModelConfig, MixerAndHybridResolveAsBefore) {
+  ConfigReader reader = ConfigReader::from_string(kSmall, "test.toml");
+  ModelConfig::parse(reader.section("model"));
+  const std::string resolved = reader.resolved();
+  EXPECT_EQ(resolved.find("layer_mixers"), std::string::npos) << resolved;
+  EXPECT_EQ(resolved.find("[model.gdn]"), std::string::npos) << resolved;
+  EXPECT_NE(resolved.find("output_gate = true"), std::string::npos) << resolved;
+  EXPECT_NE(resolved.find("rope_theta"), std::string::npos) << resolved;
+}
+
 TEST(ModelConfig, HybridRules) {
   EXPECT_EQ(hybrid_attention_layers("3:1", 24), (std::vector<int64_t>{3, 7, 11, 15, 19, 23}));
   EXPECT_EQ(hybrid_attention_layers("6:1", 21), (std::vector<int64_t>{6, 13, 20}));
@@ -202,28 +281,25 @@ TEST(ModelConfig, HybridRules) {
 int64_t expected_parameters(const ModelConfig& c) {
   const int64_t d = c.d_model;
   int64_t total = c.vocab * d * (c.tie_embeddings ? 1 : 2) + d;  // embedding, head, final norm
-  const LinearMixerConfig& l = c.linear;
-  const int64_t H = l.heads, HK = l.heads * l.d_k, HV = l.heads * l.d_v;
   for (int64_t layer = 0; layer < c.layers; ++layer) {
     total += 2 * d + 3 * d * c.mlp_hidden;  // two RMSNorms, SwiGLU
-    if (c.is_attention_layer(layer)) {
-      const AttentionConfig& a = c.attention;
+    const std::string& mixer = c.layer_mixers[size_t(layer)];
+    if (mixer == "attention") {
+      const auto& a = dynamic_cast<const AttentionConfig&>(c.layer_config(layer));
       total += 2 * d * a.heads * a.head_dim + 2 * d * a.kv_heads * a.head_dim;
       continue;
     }
+    const auto& l = dynamic_cast<const DeltaRuleConfig&>(c.layer_config(layer));
+    const int64_t H = l.heads, HK = l.heads * l.d_k, HV = l.heads * l.d_v;
     total += d * (2 * HK + HV) + HV * d + l.d_v + l.conv * (2 * HK + HV);  // q, k, v, o, o_norm, convs
-    switch (c.mixer) {
-      case MixerKind::deltanet: total += d * H + (l.output_gate ? d * HV : 0); break;
-      case MixerKind::gdn:
-        total += 2 * d * H + 2 * H + (l.output_gate ? d * HV : 0);  // a, b, A_log, dt_bias, g
-        break;
-      case MixerKind::kda:
-      case MixerKind::gdn2:
-        total += (c.mixer == MixerKind::kda ? d * H : d * (HK + HV));  // β, or erase and write gates
-        total += d * l.decay_rank + l.decay_rank * HK + H + HK;        // f_proj, A_log, dt_bias
-        total += l.output_gate ? d * l.gate_rank + l.gate_rank * HV + HV : 0;
-        break;
-      case MixerKind::attention: break;
+    if (mixer == "deltanet") {
+      total += d * H + (l.output_gate ? d * HV : 0);
+    } else if (mixer == "gdn") {
+      total += 2 * d * H + 2 * H + (l.output_gate ? d * HV : 0);  // a, b, A_log, dt_bias, g
+    } else {                                                      // kda, gdn2
+      total += (mixer == "kda" ? d * H : d * (HK + HV));          // β, or erase and write gates
+      total += d * l.decay_rank + l.decay_rank * HK + H + HK;     // f_proj, A_log, dt_bias
+      total += l.output_gate ? d * l.gate_rank + l.gate_rank * HV + HV : 0;
     }
   }
   return total;
@@ -265,13 +341,15 @@ TEST(ParameterCount, ConfigsMatchTheirFormulaAndName) {
 TEST(ParameterCount, KnownTotals) {
   // Hand-computed: transformer 340M = 24·(4·1024² + 3·1024·2816 + 2·1024) + 2·32000·1024 + 1024.
   ModelConfig t;
-  t.d_model = 1024, t.layers = 24, t.vocab = 32000, t.mixer = MixerKind::attention;
-  t.attention.heads = 16, t.attention.head_dim = 64;
+  t.d_model = 1024, t.layers = 24, t.vocab = 32000, t.mixer = "attention";
+  t.mixer_config<AttentionConfig>("attention").heads = 16;
+  t.mixer_config<AttentionConfig>("attention").head_dim = 64;
   EXPECT_EQ(count_parameters(t).total, 373867520);
   // GDN 1.3B (flame's gated_deltanet_1B shape): ≈1.26B non-embedding (reference/mixers.md §4.1).
   ModelConfig g;
-  g.d_model = 2048, g.layers = 21, g.vocab = 32000, g.mixer = MixerKind::gdn;
-  g.linear.heads = 6, g.linear.d_k = 256, g.linear.d_v = 512;
+  g.d_model = 2048, g.layers = 21, g.vocab = 32000, g.mixer = "gdn";
+  DeltaRuleConfig& gl = g.mixer_config<DeltaRuleConfig>("gdn");
+  gl.heads = 6, gl.d_k = 256, gl.d_v = 512;
   const ParameterCount gc = count_parameters(g);
   EXPECT_NEAR(gc.non_embedding / 1e9, 1.26, 0.005);
   EXPECT_EQ(gc.group("embedding"), 32000 * 2048);
@@ -279,7 +357,9 @@ TEST(ParameterCount, KnownTotals) {
   EXPECT_EQ(gc.group("attention"), 0);
   // Counting never allocates: ≈ 0.9 trillion parameters (3.6 TB of f32) are counted instantly.
   ModelConfig huge = g;
-  huge.d_model = 32768, huge.layers = 96, huge.linear.heads = 64, huge.linear.d_k = 512, huge.linear.d_v = 1024;
+  huge.d_model = 32768, huge.layers = 96;
+  DeltaRuleConfig& hl = huge.mixer_config<DeltaRuleConfig>("gdn");
+  hl.heads = 64, hl.d_k = 512, hl.d_v = 1024;
   EXPECT_GT(count_parameters(huge).total, int64_t(800e9));
   const std::string table = format_parameter_count(g, gc);
   EXPECT_NE(table.find("linear mixers"), std::string::npos) << table;

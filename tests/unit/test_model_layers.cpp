@@ -8,15 +8,15 @@
 #include <string>
 
 #include "kernels/arena.h"
+#include "model/embedding.h"
+#include "model/linear.h"
+#include "model/low_rank_linear.h"
+#include "model/mixers/attention/attention_layer.h"
+#include "model/mixers/delta_rule/delta_rule_layer.h"
+#include "model/rms_norm.h"
+#include "model/short_conv.h"
+#include "model/swiglu_mlp.h"
 #include "tests/testing/kernel_test.h"
-#include "worker/attention_layer.h"
-#include "worker/delta_rule_layer.h"
-#include "worker/embedding.h"
-#include "worker/linear.h"
-#include "worker/low_rank_linear.h"
-#include "worker/rms_norm.h"
-#include "worker/short_conv.h"
-#include "worker/swiglu_mlp.h"
 
 namespace linea {
 namespace {
@@ -228,8 +228,8 @@ void check_attention(int64_t window) {
 TEST(ModelLayers, AttentionGQA) { check_attention(0); }
 TEST(ModelLayers, AttentionSlidingWindow) { check_attention(3); }
 
-LinearMixerConfig linear_config(bool gate, bool neg_eigval, int64_t conv) {
-  LinearMixerConfig l;
+DeltaRuleConfig linear_config(const std::string& mixer, bool gate, bool neg_eigval, int64_t conv) {
+  DeltaRuleConfig l(mixer);
   l.heads = 2;
   l.d_k = 4;
   l.d_v = 3;  // d_v ≠ d_k catches key/value width mix-ups
@@ -241,9 +241,9 @@ LinearMixerConfig linear_config(bool gate, bool neg_eigval, int64_t conv) {
   return l;
 }
 
-void check_delta_rule(MixerKind kind, const LinearMixerConfig& config, const std::vector<std::string>& expected) {
+void check_delta_rule(const DeltaRuleConfig& config, const std::vector<std::string>& expected) {
   ParameterSet params(DType::f64);
-  DeltaRuleLayer layer(params, "mixer", 6, kind, config, 1e-6);
+  DeltaRuleLayer layer(params, "mixer", 6, config, 1e-6);
   params.finalize();
   for (const std::string& name : expected) EXPECT_NE(params.find("mixer." + name), nullptr) << name;
   Rng rng(10);
@@ -256,35 +256,33 @@ void check_delta_rule(MixerKind kind, const LinearMixerConfig& config, const std
 }
 
 TEST(ModelLayers, DeltaNetPlainNorm) {
-  check_delta_rule(MixerKind::deltanet, linear_config(false, false, 4),
+  check_delta_rule(linear_config("deltanet", false, false, 4),
                    {"q_proj.weight", "q_conv1d.weight", "b_proj.weight", "o_norm.weight", "o_proj.weight"});
 }
 TEST(ModelLayers, DeltaNetGatedNoConvNegativeEigenvalues) {
-  check_delta_rule(MixerKind::deltanet, linear_config(true, true, 0), {"g_proj.weight"});
+  check_delta_rule(linear_config("deltanet", true, true, 0), {"g_proj.weight"});
 }
 TEST(ModelLayers, GatedDeltaNet) {
-  check_delta_rule(MixerKind::gdn, linear_config(true, false, 4),
+  check_delta_rule(linear_config("gdn", true, false, 4),
                    {"a_proj.weight", "b_proj.weight", "A_log", "dt_bias", "g_proj.weight", "v_conv1d.weight"});
 }
 TEST(ModelLayers, KimiDeltaAttention) {
-  check_delta_rule(MixerKind::kda, linear_config(true, false, 4),
-                   {"f_proj.0.weight", "f_proj.1.weight", "g_proj.0.weight", "g_proj.1.weight", "g_proj.1.bias",
-                    "A_log", "dt_bias"});
+  check_delta_rule(linear_config("kda", true, false, 4), {"f_proj.0.weight", "f_proj.1.weight", "g_proj.0.weight",
+                                                          "g_proj.1.weight", "g_proj.1.bias", "A_log", "dt_bias"});
 }
 TEST(ModelLayers, GatedDeltaNet2) {
-  check_delta_rule(MixerKind::gdn2, linear_config(true, true, 3),
+  check_delta_rule(linear_config("gdn2", true, true, 3),
                    {"b_proj.weight", "w_proj.weight", "f_proj.0.weight", "g_proj.1.bias", "A_log", "dt_bias"});
 }
 TEST(ModelLayers, GatedDeltaNet2WithoutOutputGate) {
-  check_delta_rule(MixerKind::gdn2, linear_config(false, false, 2), {"o_norm.weight"});
+  check_delta_rule(linear_config("gdn2", false, false, 2), {"o_norm.weight"});
 }
 
 TEST(ModelLayers, DeltaRuleParameterShapesAndRoles) {
   ParameterSet params(DType::f32);
-  const LinearMixerConfig config = linear_config(true, false, 4);
-  DeltaRuleLayer kda(params, "kda", 6, MixerKind::kda, config, 1e-6);
-  DeltaRuleLayer gdn(params, "gdn", 6, MixerKind::gdn, config, 1e-6);
-  DeltaRuleLayer gdn2(params, "gdn2", 6, MixerKind::gdn2, config, 1e-6);
+  DeltaRuleLayer kda(params, "kda", 6, linear_config("kda", true, false, 4), 1e-6);
+  DeltaRuleLayer gdn(params, "gdn", 6, linear_config("gdn", true, false, 4), 1e-6);
+  DeltaRuleLayer gdn2(params, "gdn2", 6, linear_config("gdn2", true, false, 4), 1e-6);
   struct Expect {
     std::string name;
     Shape shape;
@@ -320,9 +318,8 @@ TEST(ModelLayers, DeltaRuleParameterShapesAndRoles) {
 
 TEST(ModelLayers, GateInitialisation) {
   ParameterSet params(DType::f64);
-  const LinearMixerConfig config = linear_config(true, false, 4);
-  DeltaRuleLayer gdn(params, "gdn", 6, MixerKind::gdn, config, 1e-6);
-  DeltaRuleLayer kda(params, "kda", 6, MixerKind::kda, config, 1e-6);
+  DeltaRuleLayer gdn(params, "gdn", 6, linear_config("gdn", true, false, 4), 1e-6);
+  DeltaRuleLayer kda(params, "kda", 6, linear_config("kda", true, false, 4), 1e-6);
   params.finalize();
   Rng rng(11);
   gdn.init(rng, 0.02);

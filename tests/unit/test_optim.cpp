@@ -713,12 +713,12 @@ TEST(GradClip, SumsOfSquaresOfSeveralTensorsAreEachSum) {
   const Tensor a = Tensor::empty({3, 40000}, DType::f32), b = Tensor::empty({5}, DType::f32);
   fill_normal(a, rng, 0.0, 1.0);
   fill_normal(b, rng, 0.0, 1.0);
-  const std::vector<double> sums = sums_of_squares({a, b, Tensor::zeros({0}, DType::f32)});
+  const std::vector<double> sums = ops::sums_of_squares({a, b, Tensor::zeros({0}, DType::f32)});
   ASSERT_EQ(sums.size(), 3u);
-  EXPECT_EQ(sums[0], sum_of_squares(a));
-  EXPECT_EQ(sums[1], sum_of_squares(b));
+  EXPECT_EQ(sums[0], ops::sums_of_squares({a})[0]);
+  EXPECT_EQ(sums[1], ops::sums_of_squares({b})[0]);
   EXPECT_EQ(sums[2], 0.0);
-  EXPECT_TRUE(sums_of_squares({}).empty());
+  EXPECT_TRUE(ops::sums_of_squares({}).empty());
 }
 
 }  // namespace

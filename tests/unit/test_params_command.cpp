@@ -11,9 +11,9 @@
 
 #include "cli/command.h"
 #include "data/config_reader.h"
+#include "model/model_config.h"
+#include "model/parameter_count.h"
 #include "tests/testing/kernel_test.h"
-#include "worker/model_config.h"
-#include "worker/parameter_count.h"
 
 namespace linea {
 namespace {

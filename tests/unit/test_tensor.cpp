@@ -8,7 +8,7 @@
 #include "kernels/random.h"
 #include "kernels/seq_layout.h"
 #include "kernels/tensor.h"
-#include "worker/parameters.h"
+#include "model/parameters.h"
 
 namespace linea {
 

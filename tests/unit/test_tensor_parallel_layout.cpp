@@ -8,11 +8,13 @@
 #include <vector>
 
 #include "kernels/random.h"
+#include "model/mixers/attention/attention_config.h"
+#include "model/mixers/delta_rule/delta_rule_config.h"
+#include "model/model.h"
+#include "model/parameter_shard.h"
+#include "model/tensor_parallel.h"
 #include "parallel/local_communicator.h"
 #include "tests/testing/kernel_test.h"
-#include "worker/model.h"
-#include "worker/parameter_shard.h"
-#include "worker/tensor_parallel.h"
 
 namespace linea {
 namespace {
@@ -143,11 +145,11 @@ TEST(TensorParallelLayout, AModelWithoutTensorParallelismHoldsEverythingWhole) {
   c.d_model = 8;
   c.layers = 2;
   c.vocab = 11;
-  c.mixer = MixerKind::kda;
+  c.mixer = "kda";
   c.hybrid = "[1]";
   c.attention_layers = {1};
-  c.linear.heads = 2;
-  c.attention.heads = 2;
+  c.mixer_config<DeltaRuleConfig>("kda").heads = 2;
+  c.mixer_config<AttentionConfig>("attention").heads = 2;
   const Model model(c, DType::f32, /*allocate=*/false);
   EXPECT_EQ(model.tensor_parallel().size, 1);
   for (const Parameter& p : model.params().params()) {

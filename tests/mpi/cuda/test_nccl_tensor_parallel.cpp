@@ -27,15 +27,15 @@
 #include <vector>
 
 #include "kernels/cuda/runtime.h"
+#include "model/model.h"
+#include "model/parameter_shard.h"
 #include "parallel/mpi_comm.h"
 #include "parallel/process_grid.h"
 #include "tests/testing/assert_close.h"
 #include "tests/testing/model_inputs.h"
 #include "worker/distributed_optimizer.h"
 #include "worker/grad_clip.h"
-#include "worker/model.h"
 #include "worker/optimizer.h"
-#include "worker/parameter_shard.h"
 
 namespace linea {
 namespace {
@@ -47,7 +47,7 @@ using testing::to_f64;
 // Splits over R = 2 or 4 ranks: vocabulary 97 unevenly, MLP width 96, 4 GDN heads, 8 attention
 // heads over 4 kv heads (GQA groups of 2, head_dim 64 as the CUDA attention supports) evenly.
 ModelConfig gpu_hybrid() {
-  return testing::tiny_hybrid_config(MixerKind::gdn, /*tied=*/false,
+  return testing::tiny_hybrid_config("gdn", /*tied=*/false,
                                      {.d_model = 64,
                                       .layers = 2,
                                       .vocab = 97,

@@ -1,0 +1,70 @@
+#include "model/block.h"
+
+#include "kernels/ops.h"
+#include "model/mixer_registry.h"
+
+namespace linea {
+
+Block::Block(ParameterSet& params, const std::string& name, const ModelConfig& config, int64_t layer,
+             const TensorParallel& tp)
+    : tp_(tp),
+      attn_norm_(params, name + ".attn_norm", config.d_model, config.norm_eps),
+      mixer_(
+          mixer_family(config.layer_mixers.at(static_cast<size_t>(layer)))
+              .make_layer(params, name + ".mixer", config.d_model, config.norm_eps, config.layer_config(layer), tp)) {
+  if (config.mlp) {
+    mlp_norm_.emplace(params, name + ".mlp_norm", config.d_model, config.norm_eps);
+    mlp_.emplace(params, name + ".mlp", config.d_model, config.mlp_hidden, tp);
+  }
+}
+
+void Block::init(Rng& rng, double std) {
+  attn_norm_.init();
+  mixer_->init(rng, std);
+  if (mlp_) {
+    mlp_norm_->init();
+    mlp_->init(rng, std);
+  }
+}
+
+// Σ_TP: the sum over the tensor-parallel group of each rank's term (nothing without TP).
+Tensor Block::forward(StepContext& ctx, const Tensor& x) {
+  // h = x + Σ_TP mixer(attn_norm(x)),  out = h + Σ_TP mlp(mlp_norm(h))
+  x_ = x;
+  h_ = mixer_->forward(ctx, attn_norm_.forward(ctx, x));
+  tp_.all_reduce_sum(h_);
+  ops::add_inplace(h_, x);
+  if (!mlp_) return h_;
+  Tensor out = mlp_->forward(ctx, mlp_norm_->forward(ctx, h_));
+  tp_.all_reduce_sum(out);
+  ops::add_inplace(out, h_);
+  return out;
+}
+
+void Block::backward(StepContext& ctx, const Tensor& dout, Tensor dx) {
+  const Shape shape = dout.shape();
+  // ∂L/∂h = dout + mlp_normᵀ(Σ_TP mlpᵀ(dout)), with mlp_norm(h) recomputed (dout without MLP). It
+  // is held in dx, so that the MLP half's temporaries can go before the mixer half makes its own.
+  Tensor dh = dx;  // a second handle on dx
+  if (mlp_) {
+    const Tensor mlp_in = mlp_norm_->forward(ctx, h_);
+    Tensor dmlp_in = ctx.temporary(shape);
+    mlp_->backward(ctx, mlp_in, dout, dmlp_in);
+    tp_.all_reduce_sum(dmlp_in);
+    mlp_norm_->backward(h_, dmlp_in, dh);
+    ops::add_inplace(dh, dout);
+  } else {
+    dh.copy_from(dout);
+  }
+  ctx.scratch.reset();
+  // ∂L/∂x = dh + attn_normᵀ(Σ_TP mixerᵀ(dh)), with attn_norm(x) recomputed
+  const Tensor mixer_in = attn_norm_.forward(ctx, x_);
+  Tensor dmixer_in = ctx.temporary(shape);
+  mixer_->backward(ctx, mixer_in, dh, dmixer_in);
+  tp_.all_reduce_sum(dmixer_in);
+  Tensor dnormed = ctx.temporary(shape);
+  attn_norm_.backward(x_, dmixer_in, dnormed);
+  ops::add_inplace(dx, dnormed);
+}
+
+}  // namespace linea

@@ -1,0 +1,83 @@
+// ops::attention_forward / attention_backward: argument checks (OpArguments) and dispatch on
+// device and dtype (kernels/ops.h, model/mixers/attention/attention.h): the CPU reference in
+// model/mixers/attention/cpu/attention.h, the flash kernels in model/mixers/attention/cuda/attention.h.
+#include "model/mixers/attention/attention.h"
+
+#include <cmath>
+#include <string>
+
+#include "kernels/op_arguments.h"
+#include "model/mixers/attention/cpu/attention.h"
+#ifdef LINEA_WITH_CUDA
+#include "model/mixers/attention/cuda/attention.h"
+#endif
+
+namespace linea::ops {
+
+namespace {
+
+// Checks the shape description, the layout and q; returns N. q is [N, Hq·Dh].
+int64_t check_attention_shape(OpArguments& args, const AttentionShape& shape, const SeqLayout& seqs, const Tensor& q) {
+  args.require(shape.q_heads > 0 && shape.kv_heads > 0 && shape.head_dim > 0, "shape",
+               "q_heads, kv_heads and head_dim must be positive, got " + std::to_string(shape.q_heads) + ", " +
+                   std::to_string(shape.kv_heads) + ", " + std::to_string(shape.head_dim));
+  args.require(shape.q_heads % shape.kv_heads == 0, "shape",
+               "q_heads (" + std::to_string(shape.q_heads) + ") must be a multiple of kv_heads (" +
+                   std::to_string(shape.kv_heads) + ")");
+  args.require(shape.window >= 0, "shape", "window must be ≥ 0 (0 = unlimited), got " + std::to_string(shape.window));
+  args.require(std::isfinite(shape.scale), "shape", "scale must be finite");
+  args.require(!q.defined() || q.ndim() == 2, "q", "must be 2-D [N, Hq·Dh], got " + q.describe());
+  args.floating(q, "q", {kAnyDim, shape.q_heads * shape.head_dim});
+  try {
+    seqs.validate(q.dim(0));
+  } catch (const std::invalid_argument& e) {
+    args.fail("seqs", e.what());
+  }
+  return q.dim(0);
+}
+
+}  // namespace
+
+void attention_forward(Tensor out, Tensor lse, const Tensor& q, const Tensor& k, const Tensor& v,
+                       const AttentionShape& shape, const SeqLayout& seqs) {
+  OpArguments args("attention_forward");
+  const int64_t n = check_attention_shape(args, shape, seqs, q);
+  const int64_t query_width = shape.q_heads * shape.head_dim, kv_width = shape.kv_heads * shape.head_dim;
+  args.floating(k, "k", {n, kv_width})
+      .floating(v, "v", {n, kv_width})
+      .floating(out, "out", {n, query_width})
+      .statistics(lse, "lse", {n, shape.q_heads});
+#ifdef LINEA_WITH_CUDA
+  if (args.on_cuda()) return cuda::attention_forward(out, lse, q, k, v, shape, seqs);
+#endif
+  args.dispatch([&](auto zero) {
+    using T = decltype(zero);
+    cpu::attention_forward<T>(out.data<T>(), lse.data<T>(), q.data<T>(), k.data<T>(), v.data<T>(), shape, seqs);
+  });
+}
+
+void attention_backward(Tensor dq, Tensor dk, Tensor dv, const Tensor& dout, const Tensor& q, const Tensor& k,
+                        const Tensor& v, const Tensor& out, const Tensor& lse, const AttentionShape& shape,
+                        const SeqLayout& seqs) {
+  OpArguments args("attention_backward");
+  const int64_t n = check_attention_shape(args, shape, seqs, q);
+  const int64_t query_width = shape.q_heads * shape.head_dim, kv_width = shape.kv_heads * shape.head_dim;
+  args.floating(k, "k", {n, kv_width})
+      .floating(v, "v", {n, kv_width})
+      .floating(out, "out", {n, query_width})
+      .floating(dout, "dout", {n, query_width})
+      .statistics(lse, "lse", {n, shape.q_heads})
+      .floating(dq, "dq", {n, query_width})
+      .floating(dk, "dk", {n, kv_width})
+      .floating(dv, "dv", {n, kv_width});
+#ifdef LINEA_WITH_CUDA
+  if (args.on_cuda()) return cuda::attention_backward(dq, dk, dv, dout, q, k, v, out, lse, shape, seqs);
+#endif
+  args.dispatch([&](auto zero) {
+    using T = decltype(zero);
+    cpu::attention_backward<T>(dq.data<T>(), dk.data<T>(), dv.data<T>(), dout.data<T>(), q.data<T>(), k.data<T>(),
+                               v.data<T>(), out.data<T>(), lse.data<T>(), shape, seqs);
+  });
+}
+
+}  // namespace linea::ops

@@ -1,0 +1,153 @@
+// Host side of the CUDA delta rule: the table of chunks (64 tokens, never across a sequence), the
+// f32 workspaces (one scratch request per call) and the order of the kernels (the pipeline is in
+// model/mixers/delta_rule/cuda/delta_rule_chunk.cuh). Calls that the bf16 tensor-core pipeline
+// takes go there (model/mixers/delta_rule/cuda/delta_rule_bf16.h); the rest, f32 among them, run
+// the f32 pipeline here.
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "kernels/cuda/check.h"
+#include "kernels/cuda/scratch.h"
+#include "model/mixers/delta_rule/cuda/delta_rule.h"
+#include "model/mixers/delta_rule/cuda/delta_rule_bf16.h"
+#include "model/mixers/delta_rule/cuda/delta_rule_chunk.cuh"
+
+namespace linea::cuda {
+
+namespace delta {
+
+void allow_shared_memory(const void* kernel, size_t bytes) {
+  int device = 0, limit = 0;
+  check_cuda(cudaGetDevice(&device), "cudaGetDevice");
+  check_cuda(cudaDeviceGetAttribute(&limit, cudaDevAttrMaxSharedMemoryPerBlockOptin, device),
+             "cudaDeviceGetAttribute(shared memory per block)");
+  if (bytes > static_cast<size_t>(limit)) {
+    throw std::runtime_error("delta_rule: a kernel needs " + std::to_string(bytes) +
+                             " bytes of shared memory; the device allows " + std::to_string(limit));
+  }
+  check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)),
+             "cudaFuncSetAttribute(max dynamic shared memory)");
+}
+
+Call describe_call(const ops::DeltaRuleSpec& spec, const ops::DeltaRuleInputs& in) {
+  Call call;
+  call.decay = spec.decay;
+  call.gate = spec.gate;
+  call.dtype = in.q.dtype();
+  call.q = in.q.raw(), call.k = in.k.raw(), call.v = in.v.raw();
+  call.beta = in.beta.defined() ? in.beta.raw() : nullptr;
+  call.b = in.b.defined() ? in.b.raw() : nullptr;
+  call.w = in.w.defined() ? in.w.raw() : nullptr;
+  call.g = in.g.defined() ? static_cast<const float*>(in.g.raw()) : nullptr;
+  call.tokens = in.q.dim(0);
+  call.heads = static_cast<int>(in.q.dim(1));
+  call.key_dim = static_cast<int>(in.q.dim(2));
+  call.value_dim = static_cast<int>(in.v.dim(2));
+  call.scale = static_cast<float>(spec.scale);
+  return call;
+}
+
+std::vector<int64_t> chunk_table(const SeqLayout& seqs) {
+  std::vector<int64_t> first, end, seq_chunk{0};
+  for (int64_t s = 0; s < seqs.num_seqs(); ++s) {
+    for (int64_t t = seqs.begin(s); t < seqs.end(s); t += kChunk) {
+      first.push_back(t);
+      end.push_back(std::min(t + kChunk, seqs.end(s)));
+    }
+    seq_chunk.push_back(static_cast<int64_t>(first.size()));
+  }
+  std::vector<int64_t> table = first;
+  table.insert(table.end(), end.begin(), end.end());
+  table.insert(table.end(), seq_chunk.begin(), seq_chunk.end());
+  return table;
+}
+
+Chunks place_chunk_table(const std::vector<int64_t>& table, int64_t seqs, void* device) {
+  check_cuda(cudaMemcpy(device, table.data(), table.size() * sizeof(int64_t), cudaMemcpyHostToDevice),
+             "cudaMemcpy (chunk table)");
+  const int64_t chunks = (static_cast<int64_t>(table.size()) - seqs - 1) / 2;
+  const int64_t* t = static_cast<const int64_t*>(device);
+  return {t, t + chunks, t + 2 * chunks, chunks, seqs};
+}
+
+namespace {
+
+// The call, its chunk table on the device and its f32 workspaces, from one scratch request.
+struct Plan {
+  Call call;
+  Workspace ws{};
+  GradWorkspace gws{};
+
+  Plan(const ops::DeltaRuleSpec& spec, const SeqLayout& seqs, const ops::DeltaRuleInputs& in, bool backward)
+      : call(describe_call(spec, in)) {
+    const std::vector<int64_t> table = chunk_table(seqs);
+    const int64_t chunks = (static_cast<int64_t>(table.size()) - seqs.num_seqs() - 1) / 2;
+    const size_t f = sizeof(float);
+    const size_t rows = static_cast<size_t>(call.tokens) * call.heads;
+    const size_t keys = rows * call.key_dim, values = rows * call.value_dim;
+    const size_t tiles = static_cast<size_t>(chunks) * call.heads * kChunk * kChunk;
+    const size_t states = static_cast<size_t>(chunks) * call.heads * call.key_dim * call.value_dim;
+    const size_t decays = spec.decay == ops::DecayKind::channel  ? keys
+                          : spec.decay == ops::DecayKind::scalar ? rows
+                                                                 : 0;
+    std::vector<size_t> sizes = {table.size() * sizeof(int64_t),
+                                 decays * f,
+                                 values * f,
+                                 values * f,
+                                 keys * f,
+                                 keys * f,
+                                 keys * f,
+                                 tiles * f,
+                                 tiles * f,
+                                 states * f};
+    if (backward) {
+      for (size_t bytes : {values, states, values, keys, keys, keys, keys, keys, keys, keys})
+        sizes.push_back(bytes * f);
+    }
+    const std::vector<void*> p = scratch(sizes);
+    call.chunks = place_chunk_table(table, seqs.num_seqs(), p[0]);
+    const auto at = [&](size_t i) { return static_cast<float*>(p[i]); };
+    ws = {at(1), at(2), at(3), at(4), at(5), at(6), at(7), at(8), at(9)};
+    if (backward) gws = {at(10), at(11), at(12), at(13), at(14), at(15), at(16), at(17), at(18), at(19)};
+  }
+};
+
+template <class P = float>
+P* pointer(const Tensor& t) {
+  return t.defined() ? static_cast<P*>(t.raw()) : nullptr;
+}
+
+}  // namespace
+}  // namespace delta
+
+void delta_rule_forward(const ops::DeltaRuleSpec& spec, const SeqLayout& seqs, const ops::DeltaRuleInputs& in, Tensor o,
+                        Tensor ht) {
+  if (delta::bf16_takes(spec, in, {&o})) return delta::bf16_forward(spec, seqs, in, o, ht);
+  const delta::Plan plan(spec, seqs, in, false);
+  delta::intra_chunk(plan.call, plan.ws);
+  delta::state_forward(plan.call, plan.ws, delta::pointer(in.h0), delta::pointer(ht));
+  delta::output(plan.call, plan.ws, o.raw());
+}
+
+void delta_rule_backward(const ops::DeltaRuleSpec& spec, const SeqLayout& seqs, const ops::DeltaRuleInputs& in,
+                         const Tensor& d_o, const Tensor& dht, ops::DeltaRuleGrads& grads) {
+  if (delta::bf16_takes(spec, in, {&d_o, &grads.dq, &grads.dk, &grads.dv})) {
+    return delta::bf16_backward(spec, seqs, in, d_o, dht, grads);
+  }
+  const delta::Plan plan(spec, seqs, in, true);
+  delta::intra_chunk(plan.call, plan.ws);
+  delta::state_forward(plan.call, plan.ws, delta::pointer(in.h0), nullptr);
+  delta::written_local(plan.call, plan.ws, d_o.raw(), plan.gws);
+  delta::state_backward(plan.call, plan.ws, d_o.raw(), delta::pointer(dht), plan.gws, delta::pointer(grads.dh0));
+  const delta::GradientOutputs out{grads.dq.raw(),
+                                   grads.dk.raw(),
+                                   grads.dv.raw(),
+                                   delta::pointer<void>(grads.dbeta),
+                                   delta::pointer<void>(grads.db),
+                                   delta::pointer<void>(grads.dw),
+                                   delta::pointer(grads.dg)};
+  delta::chunk_gradients(plan.call, plan.ws, d_o.raw(), plan.gws, out);
+}
+
+}  // namespace linea::cuda

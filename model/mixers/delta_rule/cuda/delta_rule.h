@@ -1,0 +1,24 @@
+// The delta-rule family (model/mixers/delta_rule/delta_rule.h) on CUDA, by chunks of 64 tokens: the algorithm of
+// model/mixers/delta_rule/cpu/delta_rule_chunked.h, with the same per-chunk math. Called by ops::delta_rule_* after
+// their argument checks, when the tensors are on a CUDA device.
+//
+// Dtypes: q, k, v, beta, b, w, o, d_o and dq, dk, dv, dbeta, db, dw share one dtype, bf16 or f32;
+// g and dg are always f32; h0, ht, dht and dh0 are f32. All arithmetic is f32 (the chunk products on
+// the tensor cores in 3×TF32, kernels/chunk/cuda/block_gemm.cuh; workspaces f32). Gradients are
+// overwritten (dh0 too). Everything runs on the default stream. Chunks never cross a sequence of
+// `seqs`; the state restarts at every sequence (h0, ht: one state per sequence). K ≤ 256; V any
+// (tiled across blocks). The sums over a chunk's tokens are in a fixed order: results repeat
+// bit for bit from run to run.
+#pragma once
+#include "model/mixers/delta_rule/delta_rule.h"
+
+namespace linea::cuda {
+
+// o: [N, H, V]; ht: [S, H, K, V] or undefined.
+void delta_rule_forward(const ops::DeltaRuleSpec& spec, const SeqLayout& seqs, const ops::DeltaRuleInputs& in, Tensor o,
+                        Tensor ht);
+// Gradients of L with ∂L/∂o = d_o and ∂L/∂ht = dht (undefined = zeros), as the CPU op's.
+void delta_rule_backward(const ops::DeltaRuleSpec& spec, const SeqLayout& seqs, const ops::DeltaRuleInputs& in,
+                         const Tensor& d_o, const Tensor& dht, ops::DeltaRuleGrads& grads);
+
+}  // namespace linea::cuda

@@ -1,0 +1,71 @@
+// The chunk-parallel products with P (one block per chunk and head, through block_gemm):
+//   output:        O_ie  = Σ_d Qg_id S0_de + scale · Σ_{j≤i} P_ij Ũ_je     (Qg = scale · Q ⊙ γ)
+//   written_local: dŨ_ie = scale · Σ_{j≥i} P_ji dO_je                      (∂L/∂Ũ through O alone)
+#include "kernels/chunk/cuda/block_gemm.cuh"
+#include "kernels/cuda/check.h"
+#include "model/mixers/delta_rule/cuda/delta_rule_chunk.cuh"
+
+namespace linea::cuda::delta {
+
+namespace {
+
+template <class E, ops::DecayKind kDecay, ops::GateKind kGate>
+__global__ void __launch_bounds__(kThreads, 3) output_kernel(Operands<E> x, Chunks chunks, Workspace ws, E* o) {
+  const int64_t chunk = blockIdx.x;
+  const int head = blockIdx.y;
+  const int K = x.key_dim, V = x.value_dim;
+  const ChunkRef<E, kDecay, kGate> c(x, chunks, ws.G, chunk, head);
+  const float* S0 = ws.S + (chunk * x.heads + head) * K * V;
+  const float* P = ws.P + (chunk * x.heads + head) * kChunk * kChunk;
+  __shared__ BlockGemmTiles tiles;
+  // Qg S0 + (scale · P) Ũ, one sum. A bf16 O is rounded to 8 bits right away and feeds nothing else
+  // here: its products take TF32 operands (one pass).
+  constexpr bool kBf16 = kTf32Exact<E>;
+  const int64_t key_stride = int64_t{x.heads} * K, value_stride = int64_t{x.heads} * V;
+  block_gemm_sum<gemm::a_tf32_if(kBf16) | gemm::b_tf32_if(kBf16)>(
+      c.len, V, [&](int i, int e, float s) { o[c.value(i, e)] = from_float<E>(s); }, tiles,
+      gemm_term(K, Strided<float>{ws.Qg + c.key(0, 0), key_stride}, Strided<float>{S0, V}),
+      gemm_term(c.len, Strided<float>{P, kChunk, x.scale}, Strided<float>{ws.Ut + c.value(0, 0), value_stride}));
+}
+
+template <class E, ops::DecayKind kDecay, ops::GateKind kGate>
+__global__ void __launch_bounds__(kThreads)
+    written_local_kernel(Operands<E> x, Chunks chunks, Workspace ws, const E* d_o, GradWorkspace gws) {
+  const int64_t chunk = blockIdx.x;
+  const int head = blockIdx.y;
+  const int V = x.value_dim;
+  const ChunkRef<E, kDecay, kGate> c(x, chunks, ws.G, chunk, head);
+  const float* P = ws.P + (chunk * x.heads + head) * kChunk * kChunk;
+  __shared__ BlockGemmTiles tiles;
+  block_gemm<gemm::a_m_fast | gemm::b_tf32_if(kTf32Exact<E>)>(
+      c.len, V, c.len, Strided<float>{P, kChunk}, Strided<E>{d_o + c.value(0, 0), int64_t{x.heads} * V},
+      [&](int i, int e, float s) { gws.dUt[c.value(i, e)] = x.scale * s; }, tiles);
+}
+
+dim3 chunk_grid(const Call& call) {
+  return dim3(static_cast<unsigned>(call.chunks.count), static_cast<unsigned>(call.heads));
+}
+
+}  // namespace
+
+void output(const Call& call, const Workspace& ws, void* o) {
+  if (call.chunks.count == 0) return;
+  dispatch_kinds(call, [&](auto element, auto decay, auto gate) {
+    using E = decltype(element);
+    output_kernel<E, decltype(decay)::value, decltype(gate)::value>
+        <<<chunk_grid(call), kThreads>>>(operands<E>(call), call.chunks, ws, static_cast<E*>(o));
+    check_launch("delta_rule output_kernel");
+  });
+}
+
+void written_local(const Call& call, const Workspace& ws, const void* d_o, const GradWorkspace& gws) {
+  if (call.chunks.count == 0) return;
+  dispatch_kinds(call, [&](auto element, auto decay, auto gate) {
+    using E = decltype(element);
+    written_local_kernel<E, decltype(decay)::value, decltype(gate)::value>
+        <<<chunk_grid(call), kThreads>>>(operands<E>(call), call.chunks, ws, static_cast<const E*>(d_o), gws);
+    check_launch("delta_rule written_local_kernel");
+  });
+}
+
+}  // namespace linea::cuda::delta

@@ -1,0 +1,221 @@
+// Checks the delta-rule arguments and dispatches to the CPU kernels (model/mixers/delta_rule/cpu/delta_rule_*) or,
+// for tensors on a CUDA device, to model/mixers/delta_rule/cuda/delta_rule.h (chunked only).
+#include "model/mixers/delta_rule/delta_rule.h"
+
+#include <stdexcept>
+#include <string>
+
+#include "kernels/op_arguments.h"
+#include "model/mixers/delta_rule/cpu/delta_rule_chunked.h"
+#include "model/mixers/delta_rule/cpu/delta_rule_recurrent.h"
+#ifdef LINEA_WITH_CUDA
+#include "model/mixers/delta_rule/cuda/delta_rule.h"
+#endif
+
+namespace linea::ops {
+
+namespace {
+
+struct Dims {
+  int64_t tokens = 0, heads = 0, key_dim = 0, value_dim = 0, seqs = 0;
+};
+
+// The dtypes and device every argument of one call must have. On the CPU everything has q's dtype
+// (f32 or f64); on CUDA the token operands have q's dtype (f32 or bf16), the log decays g, dg and
+// the states h0, ht, dht, dh0 are f32.
+struct Expected {
+  Device device = Device::cpu;
+  DType operand = DType::f32, decay = DType::f32, state = DType::f32;
+};
+
+// The largest key dimension of the CUDA kernels (model/mixers/delta_rule/cuda/delta_rule_chunk.cuh).
+constexpr int64_t kMaxCudaKeyDim = 256;
+
+Expected expected_types(const OpArguments& args, const std::string& op, DeltaRuleImpl impl, const Tensor& q) {
+  Expected x{q.device(), q.dtype(), q.dtype(), q.dtype()};
+  if (q.device() == Device::cpu) {
+    args.require(q.dtype() == DType::f32 || q.dtype() == DType::f64, "q",
+                 "expected f32 or f64 on the CPU, got " + q.describe());
+    return x;
+  }
+#ifndef LINEA_WITH_CUDA
+  (void)impl;
+  throw std::runtime_error(op + ": q is on " + std::string(device_name(q.device())) +
+                           " but this build has no CUDA backend (configure with -DLINEA_CUDA=ON)");
+#else
+  (void)op;
+  args.require(impl == DeltaRuleImpl::chunked, "impl", "recurrent has no CUDA implementation; use chunked");
+  args.require(q.dtype() == DType::f32 || q.dtype() == DType::bf16, "q",
+               "expected f32 or bf16 on cuda, got " + q.describe());
+  x.decay = x.state = DType::f32;
+  return x;
+#endif
+}
+
+Shape decay_shape(const DeltaRuleSpec& spec, const Dims& d) {
+  if (spec.decay == DecayKind::scalar) return {d.tokens, d.heads};
+  return {d.tokens, d.heads, d.key_dim};
+}
+
+// One side of the op: the inputs q, k, v, beta, b, w, g, h0, or their gradients, named with the
+// prefix "d". Which must be defined follows the spec; h0 (dh0) is optional.
+struct OperandSet {
+  const Tensor &q, &k, &v, &beta, &b, &w, &g, &h0;
+};
+
+void check_operand_set(OpArguments& args, const DeltaRuleSpec& spec, const Dims& d, const Expected& x,
+                       const OperandSet& s, const std::string& prefix) {
+  const DType dtype = x.operand;
+  args.typed(s.q, prefix + "q", {d.tokens, d.heads, d.key_dim}, dtype)
+      .typed(s.k, prefix + "k", {d.tokens, d.heads, d.key_dim}, dtype)
+      .typed(s.v, prefix + "v", {d.tokens, d.heads, d.value_dim}, dtype);
+  if (spec.gate == GateKind::beta) {
+    args.typed(s.beta, prefix + "beta", {d.tokens, d.heads}, dtype)
+        .absent(s.b, prefix + "b", "for GateKind::beta")
+        .absent(s.w, prefix + "w", "for GateKind::beta");
+  } else {
+    args.typed(s.b, prefix + "b", {d.tokens, d.heads, d.key_dim}, dtype)
+        .typed(s.w, prefix + "w", {d.tokens, d.heads, d.value_dim}, dtype)
+        .absent(s.beta, prefix + "beta", "for GateKind::erase_write");
+  }
+  if (spec.decay == DecayKind::none) {
+    args.absent(s.g, prefix + "g", "for DecayKind::none");
+  } else {
+    args.typed(s.g, prefix + "g", decay_shape(spec, d), x.decay);
+  }
+  args.optional_typed(s.h0, prefix + "h0", {d.seqs, d.heads, d.key_dim, d.value_dim}, x.state);
+}
+
+Dims check_inputs(OpArguments& args, const std::string& op, DeltaRuleImpl impl, const DeltaRuleSpec& spec,
+                  const SeqLayout& seqs, const DeltaRuleInputs& in, Expected& x) {
+  args.require(in.q.defined() && in.q.ndim() == 3, "q", "expected [N, H, K], got " + in.q.describe());
+  args.require(in.v.defined() && in.v.ndim() == 3, "v", "expected [N, H, V], got " + in.v.describe());
+  x = expected_types(args, op, impl, in.q);
+  Dims d{in.q.dim(0), in.q.dim(1), in.q.dim(2), in.v.dim(2), seqs.num_seqs()};
+  args.require(d.heads >= 1 && d.key_dim >= 1 && d.value_dim >= 1, "q", "H, K and V must be positive");
+  args.require(
+      x.device != Device::cuda || d.key_dim <= kMaxCudaKeyDim, "q",
+      "the CUDA kernels take K ≤ " + std::to_string(kMaxCudaKeyDim) + ", got K = " + std::to_string(d.key_dim));
+  try {
+    seqs.validate(d.tokens);
+  } catch (const std::invalid_argument& e) {
+    args.fail("seqs", e.what());
+  }
+  check_operand_set(args, spec, d, x, {in.q, in.k, in.v, in.beta, in.b, in.w, in.g, in.h0}, "");
+  return d;
+}
+
+template <class T>
+cpu::DeltaRuleOperands<T> operands(const DeltaRuleSpec& spec, const DeltaRuleInputs& in, const Dims& d) {
+  using Rows = cpu::Rows<const T>;
+  cpu::DeltaRuleOperands<T> x;
+  x.heads = d.heads;
+  x.key_dim = d.key_dim;
+  x.value_dim = d.value_dim;
+  x.decay = spec.decay;
+  x.scale = static_cast<T>(spec.scale);
+  x.q = Rows::dense(in.q.data<T>(), d.heads, d.key_dim);
+  x.k = Rows::dense(in.k.data<T>(), d.heads, d.key_dim);
+  x.v = Rows::dense(in.v.data<T>(), d.heads, d.value_dim);
+  if (spec.gate == GateKind::beta) {
+    x.erase = x.write = Rows::broadcast(in.beta.data<T>(), d.heads);
+  } else {
+    x.erase = Rows::dense(in.b.data<T>(), d.heads, d.key_dim);
+    x.write = Rows::dense(in.w.data<T>(), d.heads, d.value_dim);
+  }
+  if (spec.decay == DecayKind::scalar) x.log_decay = Rows::broadcast(in.g.data<T>(), d.heads);
+  if (spec.decay == DecayKind::channel) x.log_decay = Rows::dense(in.g.data<T>(), d.heads, d.key_dim);
+  if (in.h0.defined()) x.h0 = in.h0.data<T>();
+  return x;
+}
+
+// Zeroes the gradients (the kernels accumulate) and views them like the inputs.
+template <class T>
+cpu::DeltaRuleGradients<T> gradients(const DeltaRuleSpec& spec, DeltaRuleGrads& g, const Dims& d) {
+  using Rows = cpu::Rows<T>;
+  cpu::DeltaRuleGradients<T> x;
+  for (Tensor* t : {&g.dq, &g.dk, &g.dv, &g.dbeta, &g.db, &g.dw, &g.dg, &g.dh0}) {
+    if (t->defined()) t->zero();
+  }
+  x.dq = Rows::dense(g.dq.data<T>(), d.heads, d.key_dim);
+  x.dk = Rows::dense(g.dk.data<T>(), d.heads, d.key_dim);
+  x.dv = Rows::dense(g.dv.data<T>(), d.heads, d.value_dim);
+  if (spec.gate == GateKind::beta) {
+    x.derase = x.dwrite = Rows::broadcast(g.dbeta.data<T>(), d.heads);
+  } else {
+    x.derase = Rows::dense(g.db.data<T>(), d.heads, d.key_dim);
+    x.dwrite = Rows::dense(g.dw.data<T>(), d.heads, d.value_dim);
+  }
+  if (spec.decay == DecayKind::scalar) x.dlog_decay = Rows::broadcast(g.dg.data<T>(), d.heads);
+  if (spec.decay == DecayKind::channel) x.dlog_decay = Rows::dense(g.dg.data<T>(), d.heads, d.key_dim);
+  if (g.dh0.defined()) x.dh0 = g.dh0.data<T>();
+  return x;
+}
+
+template <class T>
+void forward(DeltaRuleImpl impl, const DeltaRuleSpec& spec, const SeqLayout& seqs, const DeltaRuleInputs& in,
+             const Dims& d, Tensor& o, Tensor& ht) {
+  const cpu::DeltaRuleOperands<T> x = operands<T>(spec, in, d);
+  T* ht_data = ht.defined() ? ht.data<T>() : nullptr;
+  if (impl == DeltaRuleImpl::recurrent) {
+    cpu::delta_rule_recurrent_forward(x, seqs, o.data<T>(), ht_data);
+  } else {
+    cpu::delta_rule_chunked_forward(x, seqs, o.data<T>(), ht_data);
+  }
+}
+
+template <class T>
+void backward(DeltaRuleImpl impl, const DeltaRuleSpec& spec, const SeqLayout& seqs, const DeltaRuleInputs& in,
+              const Dims& d, const Tensor& d_o, const Tensor& dht, DeltaRuleGrads& grads) {
+  const cpu::DeltaRuleOperands<T> x = operands<T>(spec, in, d);
+  const cpu::DeltaRuleGradients<T> dx = gradients<T>(spec, grads, d);
+  const T* dht_data = dht.defined() ? dht.data<T>() : nullptr;
+  if (impl == DeltaRuleImpl::recurrent) {
+    cpu::delta_rule_recurrent_backward(x, seqs, d_o.data<T>(), dht_data, dx);
+  } else {
+    cpu::delta_rule_chunked_backward(x, seqs, d_o.data<T>(), dht_data, dx);
+  }
+}
+
+}  // namespace
+
+void delta_rule_forward(DeltaRuleImpl impl, const DeltaRuleSpec& spec, const SeqLayout& seqs, const DeltaRuleInputs& in,
+                        Tensor o, Tensor ht) {
+  const std::string op = "delta_rule_forward";
+  OpArguments args(op);
+  Expected x;
+  const Dims d = check_inputs(args, op, impl, spec, seqs, in, x);
+  args.typed(o, "o", {d.tokens, d.heads, d.value_dim}, x.operand)
+      .optional_typed(ht, "ht", {d.seqs, d.heads, d.key_dim, d.value_dim}, x.state);
+#ifdef LINEA_WITH_CUDA
+  if (x.device == Device::cuda) return cuda::delta_rule_forward(spec, seqs, in, o, ht);
+#endif
+  if (x.operand == DType::f32) {
+    forward<float>(impl, spec, seqs, in, d, o, ht);
+  } else {
+    forward<double>(impl, spec, seqs, in, d, o, ht);
+  }
+}
+
+void delta_rule_backward(DeltaRuleImpl impl, const DeltaRuleSpec& spec, const SeqLayout& seqs,
+                         const DeltaRuleInputs& in, const Tensor& d_o, const Tensor& dht, DeltaRuleGrads& grads) {
+  const std::string op = "delta_rule_backward";
+  OpArguments args(op);
+  Expected x;
+  const Dims d = check_inputs(args, op, impl, spec, seqs, in, x);
+  const DType dtype = x.operand;
+  args.typed(d_o, "d_o", {d.tokens, d.heads, d.value_dim}, dtype)
+      .optional_typed(dht, "dht", {d.seqs, d.heads, d.key_dim, d.value_dim}, x.state);
+  check_operand_set(args, spec, d, x,
+                    {grads.dq, grads.dk, grads.dv, grads.dbeta, grads.db, grads.dw, grads.dg, grads.dh0}, "d");
+#ifdef LINEA_WITH_CUDA
+  if (x.device == Device::cuda) return cuda::delta_rule_backward(spec, seqs, in, d_o, dht, grads);
+#endif
+  if (dtype == DType::f32) {
+    backward<float>(impl, spec, seqs, in, d, d_o, dht, grads);
+  } else {
+    backward<double>(impl, spec, seqs, in, d, d_o, dht, grads);
+  }
+}
+
+}  // namespace linea::ops

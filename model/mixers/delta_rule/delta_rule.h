@@ -1,0 +1,57 @@
+// The delta-rule family (DeltaNet, Gated DeltaNet, Kimi Delta Attention, Gated DeltaNet-2) as one
+// parameterized op. Per head, with state S ∈ R^{K×V} and the most general (GDN-2) form
+//
+//   S' = Diag(exp(g_t)) S_{t-1}                (decay: none, one scalar per head, or per key channel)
+//   u  = w_t ⊙ v_t − S'ᵀ (b_t ⊙ k_t)           (erase gate b ∈ R^K, write gate w ∈ R^V)
+//   S_t = S' + k_t uᵀ,      o_t = scale · S_tᵀ q_t
+//
+// GateKind::beta sets b = β·1 and w = β·1 (DeltaNet, GDN, KDA). See reference/mixers.md §1–§2.
+// Two implementations with identical results: `recurrent` (token by token, the readable
+// reference) and `chunked` (C = 64, the WY/UT-transform algorithm). q and k are used as given
+// (the caller L2-normalises them). The state restarts at every sequence of `seqs`; h0 and ht hold
+// one state per sequence.
+//
+// Layout (fla's, flattened over tokens): q, k: [N, H, K]; v: [N, H, V]; beta: [N, H];
+// b: [N, H, K]; w: [N, H, V]; g: [N, H] (scalar decay) or [N, H, K] (channel decay), undefined for
+// none; h0, ht: [S, H, K, V] (h0 may be undefined = zeros). All f32 or all f64 on the CPU. On a CUDA
+// device (chunked only, K ≤ 256): token operands bf16 or f32, g and the states f32
+// (model/mixers/delta_rule/cuda/delta_rule.h).
+#pragma once
+#include "kernels/seq_layout.h"
+#include "kernels/tensor.h"
+
+namespace linea::ops {
+
+enum class DecayKind { none, scalar, channel };
+enum class GateKind { beta, erase_write };
+enum class DeltaRuleImpl { recurrent, chunked };
+
+struct DeltaRuleSpec {
+  DecayKind decay = DecayKind::none;
+  GateKind gate = GateKind::beta;
+  double scale = 1.0;
+};
+
+struct DeltaRuleInputs {
+  Tensor q, k, v;
+  Tensor beta;  // GateKind::beta
+  Tensor b, w;  // GateKind::erase_write
+  Tensor g;     // DecayKind::scalar or channel
+  Tensor h0;    // optional
+};
+
+// Gradients of every input (overwritten). Fields that do not apply to the spec stay undefined;
+// dh0 is written whenever it is defined.
+struct DeltaRuleGrads {
+  Tensor dq, dk, dv, dbeta, db, dw, dg, dh0;
+};
+
+// o: [N, H, V], ht: [S, H, K, V] (may be undefined to skip).
+void delta_rule_forward(DeltaRuleImpl impl, const DeltaRuleSpec& spec, const SeqLayout& seqs, const DeltaRuleInputs& in,
+                        Tensor o, Tensor ht);
+// Gradients of the loss L with ∂L/∂o = d_o and ∂L/∂ht = dht (dht may be undefined = zeros).
+// Recomputes whatever the forward would have produced.
+void delta_rule_backward(DeltaRuleImpl impl, const DeltaRuleSpec& spec, const SeqLayout& seqs,
+                         const DeltaRuleInputs& in, const Tensor& d_o, const Tensor& dht, DeltaRuleGrads& grads);
+
+}  // namespace linea::ops

@@ -1,0 +1,33 @@
+// ShortConv: depthwise causal convolution over time (kernel W, no bias) followed by SiLU, on
+// x: [N, C], weight: [C, W] ~ N(0, init_std) (fla's ShortConvolution). It restarts at every
+// document boundary of ctx.seqs. Saves nothing: forward's output is a temporary (ctx.scratch),
+// cheap to recompute; backward takes x again, overwrites dx and accumulates dweight.
+// Depthwise, so channels are independent: a tensor-parallel rank may hold channels `shard` of the
+// full C (x then holds those channels too).
+#pragma once
+#include <optional>
+#include <string>
+
+#include "kernels/random.h"
+#include "model/parameters.h"
+#include "model/step_context.h"
+
+namespace linea {
+
+class ShortConv {
+ public:
+  // channels: the full count; shard: the channels this rank holds (all when unset).
+  ShortConv(ParameterSet& params, const std::string& name, int64_t channels, int64_t kernel,
+            std::optional<ShardRange> shard = std::nullopt);
+
+  void init(Rng& rng, double std);
+  Tensor forward(StepContext& ctx, const Tensor& x);
+  // x: the forward's input.
+  void backward(StepContext& ctx, const Tensor& x, const Tensor& dy, Tensor dx);
+
+ private:
+  int64_t channels_;  // held by this rank
+  Parameter* weight_;
+};
+
+}  // namespace linea
