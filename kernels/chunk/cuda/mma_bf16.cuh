@@ -1,5 +1,6 @@
 // Warp-level bf16 tensor-core products for the chunked kernels: mma.sync m16n8k16 (bf16 operands,
-// f32 accumulators) on operand tiles in shared memory, read by ldmatrix, filled by cp.async.
+// f32 accumulators) on operand tiles in shared memory, read by ldmatrix, filled by cp.async. The
+// instruction wrappers (copy16, ldsm_x4, mma, pack) serve the flash attention kernels too.
 //
 // Tiles. Tile<C> is a row-major bf16 matrix of C columns (C a multiple of 64) in shared memory whose
 // 16-byte chunks are permuted within each row: chunk c of row r sits at chunk c ^ (r % 8). An
@@ -41,11 +42,11 @@ __device__ __forceinline__ void copy16(void* to, const void* from, bool valid) {
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(shared_address(to)), "l"(from),
                "r"(valid ? 16 : 0));
 }
-__device__ __forceinline__ void commit_copies() { asm volatile("cp.async.commit_group;"); }
+__device__ __forceinline__ void commit_copies() { asm volatile("cp.async.commit_group;" ::: "memory"); }
 // Waits until at most `kPending` of the thread's committed copy groups are still in flight.
 template <int kPending>
 __device__ __forceinline__ void wait_copies() {
-  asm volatile("cp.async.wait_group %0;" ::"n"(kPending));
+  asm volatile("cp.async.wait_group %0;" ::"n"(kPending) : "memory");
 }
 
 __device__ __forceinline__ void ldsm_x4(uint32_t (&r)[4], const bf16* p) {
@@ -88,12 +89,15 @@ __device__ __forceinline__ void b_nk(uint32_t (&b)[2][2], const Tile<C>& t, int 
   b[0][0] = r[0], b[0][1] = r[1], b[1][0] = r[2], b[1][1] = r[3];
 }
 
-// d += a b on one 16×8×16 tile.
-__device__ __forceinline__ void mma(float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]) {
+// d += a b on one 16×8×16 tile (b given as its two registers, or as a fragment).
+__device__ __forceinline__ void mma(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
   asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
       "{%0, %1, %2, %3};"
       : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+__device__ __forceinline__ void mma(float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]) {
+  mma(d, a, b[0], b[1]);
 }
 
 // Two floats as a bf16 pair (round to nearest even), `lo` in the low half.
