@@ -62,8 +62,9 @@ SegmentTable segment_table(const std::vector<int64_t>& table, int64_t seqs, int 
   return t;
 }
 
-// A call's problem and workspaces: the forward's output operands (Q', R), or with `backward` the
-// backward's buffers (Ũ, dŨ, h, dh); with segments, their problem and buffers too.
+// A call's problem and workspaces: the forward's output operands (Q', R; GDN-2's V'), or with
+// `backward` the backward's buffers (Ũ, dŨ, h, dh; a decay per channel: scale Q ⊙ γ, scale P);
+// with segments, their problem and buffers too.
 struct Bf16Plan {
   bf16path::Problem problem{}, by_segment{};
   bf16path::Workspace ws{};
@@ -90,8 +91,9 @@ struct Bf16Plan {
     const size_t seg_kk = seg_pairs * call.key_dim * call.key_dim * f,
                  seg_kv = seg_pairs * call.key_dim * call.value_dim * f;
     const size_t seg_table = (st.seg_chunk.size() + st.seq_segment.size()) * sizeof(int64_t);
+    const bool per_channel = spec.decay == ops::DecayKind::channel, gated = spec.gate == ops::GateKind::erase_write;
     std::vector<size_t> sizes = {table.size() * sizeof(int64_t),
-                                 call.g ? rows * f : 0,
+                                 spec.decay == ops::DecayKind::scalar ? rows * f : 0,
                                  pairs * tile,
                                  keys * b,
                                  values * b,
@@ -105,26 +107,37 @@ struct Bf16Plan {
                                  seg_kv,
                                  backward ? seg_kv : 0,
                                  backward ? seg_kv : 0,
-                                 segments ? keys * b : 0};
+                                 segments ? keys * b : 0,
+                                 per_channel ? pairs * call.key_dim * f : 0,           // G_L
+                                 per_channel ? keys * b : 0,                           // K ⊙ exp(G_L − G)
+                                 per_channel && backward ? keys * b : 0,               // scale Q ⊙ γ
+                                 per_channel && backward ? pairs * tile : 0,           // scale P
+                                 per_channel && gated && !backward ? values * b : 0};  // w ⊙ V
     const std::vector<void*> p = scratch(sizes);
     problem = {static_cast<const bf16*>(call.q),
                static_cast<const bf16*>(call.k),
                static_cast<const bf16*>(call.v),
                static_cast<const bf16*>(call.beta),
+               static_cast<const bf16*>(call.b),
+               static_cast<const bf16*>(call.w),
                call.g,
                place_chunk_table(table, seqs.num_seqs(), p[0]),
                call.heads,
                call.key_dim,
                call.value_dim,
-               call.scale};
-    const auto at = [&](size_t i) { return static_cast<bf16*>(p[i]); };
-    ws.G = call.g ? static_cast<float*>(p[1]) : nullptr;
+               call.scale,
+               spec.decay,
+               spec.gate};
+    const auto at = [&](size_t i) { return sizes[i] ? static_cast<bf16*>(p[i]) : nullptr; };
+    ws.G = sizes[1] ? static_cast<float*>(p[1]) : nullptr;
     ws.T = at(2), ws.W = at(3), ws.U = at(4);
     if (backward) {
       ws.Ut = at(5), ws.dUt = at(6), ws.h = at(7), ws.dh = at(8);
     } else {
       ws.Qe = at(5), ws.R = at(6);
     }
+    ws.Glast = sizes[16] ? static_cast<float*>(p[16]) : nullptr;
+    ws.Kend = at(17), ws.Qg = at(18), ws.P = at(19), ws.Vw = at(20);
     if (segments == 0) return;
     std::vector<int64_t> seg = st.seg_chunk;
     seg.insert(seg.end(), st.seq_segment.begin(), st.seq_segment.end());
@@ -139,10 +152,10 @@ struct Bf16Plan {
     zero_keys_bytes = keys * b;
   }
 
-  // The workspace of the passes that make A, B or C: the same W, U, G, nothing stored.
+  // The workspace of the passes that make A, B or C: what the passes read, nothing stored.
   bf16path::Workspace transition_workspace() const {
     bf16path::Workspace t{};
-    t.G = ws.G, t.T = ws.T, t.W = ws.W, t.U = ws.U;
+    t.G = ws.G, t.Glast = ws.Glast, t.T = ws.T, t.W = ws.W, t.U = ws.U, t.Kend = ws.Kend, t.Qg = ws.Qg, t.P = ws.P;
     return t;
   }
 
@@ -171,15 +184,14 @@ struct Bf16Plan {
 bool bf16_takes(const ops::DeltaRuleSpec& spec, const ops::DeltaRuleInputs& in,
                 std::initializer_list<const Tensor*> tensors) {
   const int64_t K = in.q.dim(2), V = in.v.dim(2);
-  if (in.q.dtype() != DType::bf16 || spec.decay == ops::DecayKind::channel || spec.gate != ops::GateKind::beta ||
-      K > bf16path::kMaxKd || K % 8 != 0 || V % 8 != 0 || V > bf16path::kMaxV ||
-      !aligned16({in.q.raw(), in.k.raw(), in.v.raw()})) {
+  if (in.q.dtype() != DType::bf16 || !bf16path::takes_kinds(spec.decay, spec.gate) || K > bf16path::kMaxKd ||
+      K % 8 != 0 || V % 8 != 0 || V > bf16path::kMaxV || !aligned16({in.q.raw(), in.k.raw(), in.v.raw()})) {
     return false;
   }
   for (const Tensor* t : tensors) {
-    if (!aligned16({t->raw()})) return false;
+    if (t->defined() && !aligned16({t->raw()})) return false;
   }
-  return true;
+  return !in.w.defined() || aligned16({in.w.raw()});
 }
 
 void bf16_forward(const ops::DeltaRuleSpec& spec, const SeqLayout& seqs, const ops::DeltaRuleInputs& in, Tensor o,
@@ -209,9 +221,10 @@ void bf16_backward(const ops::DeltaRuleSpec& spec, const SeqLayout& seqs, const 
     bf16path::chain(plan.chain(plan.C, plan.dS_end, pointer<const float>(dht), pointer<float>(grads.dh0)), true);
     bf16path::state_backward(plan.by_segment, plan.ws, d_out, plan.dS_end, nullptr);
   }
-  bf16path::gradients(plan.problem, plan.ws, d_out,
-                      {pointer<bf16>(grads.dq), pointer<bf16>(grads.dk), pointer<bf16>(grads.dv),
-                       pointer<bf16>(grads.dbeta), pointer<float>(grads.dg)});
+  bf16path::gradients(
+      plan.problem, plan.ws, d_out,
+      {pointer<bf16>(grads.dq), pointer<bf16>(grads.dk), pointer<bf16>(grads.dv), pointer<bf16>(grads.dbeta),
+       pointer<bf16>(grads.db), pointer<bf16>(grads.dw), pointer<float>(grads.dg)});
 }
 
 }  // namespace linea::cuda::delta

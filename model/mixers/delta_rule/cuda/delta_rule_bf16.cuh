@@ -1,14 +1,18 @@
-// The bf16 tensor-core pipeline of the CUDA delta rule (model/mixers/delta_rule/cuda/delta_rule_bf16_*.cu): what its
-// kernels share. It takes bf16 token operands, a scalar decay or none and the β gate (DeltaNet,
-// GDN), K and V multiples of 8, K ≤ 256 (tiles of Kd = 64, 128 or 256 key columns, zero past K),
-// V ≤ 512 in tiles of 64 columns; model/mixers/delta_rule/cuda/delta_rule.cu sends it the calls it takes (bf16_takes).
+// The bf16 tensor-core pipeline of the CUDA delta rule (model/mixers/delta_rule/cuda/delta_rule_bf16_*.cu): what
+// its kernels share. It takes bf16 token operands of DeltaNet and GDN (no decay or a scalar one, the
+// β gate) and of KDA and GDN-2 (a decay per key channel; the β gate, or GDN-2's erase gate b and
+// write gate w), K and V multiples of 8, K ≤ 256 (tiles of Kd = 64, 128 or 256 key columns, zero
+// past K), V ≤ 512 in tiles of 64 columns; model/mixers/delta_rule/cuda/delta_rule.cu sends it the calls it
+// takes (bf16_takes).
 //
-// Notation of model/mixers/delta_rule/cpu/delta_rule_chunked.h, per chunk of L ≤ C = 64 tokens of one head:
-// G_i = Σ_{s≤i} g_s, γ_i = exp(G_i), e_ij = exp(G_i − G_j) (j ≤ i), A_ij = β_i e_ij k_i·k_j (j < i),
-// T = (I + A)⁻¹, W = T (βγ ⊙ K), U = T (β ⊙ V), Ũ = U − W S (S the state entering the chunk),
-// P_ij = e_ij q_i·k_j (j ≤ i), O = scale (Q ⊙ γ) S + scale P Ũ, S ← γ_L S + (K ⊙ exp(G_L − G))ᵀ Ũ.
-// The forward computes O as Q' S + R V, Q' = scale γ ⊙ Q − scale P W, R = scale P T diag(β)
-// (delta_rule_bf16_intra.cu says why).
+// Notation of model/mixers/delta_rule/cpu/delta_rule_chunked.h, per chunk of L ≤ C = 64 tokens of
+// one head: G_i = Σ_{s≤i} g_s, γ_i = exp(G_i), e_ij = exp(G_i − G_j) (j ≤ i), A_ij = β_i e_ij k_i·k_j
+// (j < i), T = (I + A)⁻¹, W = T (βγ ⊙ K), U = T (β ⊙ V), Ũ = U − W S (S the state entering the
+// chunk), P_ij = e_ij q_i·k_j (j ≤ i), O = scale (Q ⊙ γ) S + scale P Ũ,
+// S ← γ_L S + (K ⊙ exp(G_L − G))ᵀ Ũ. The forward computes O as Q' S + R V, Q' = scale γ ⊙ Q − scale P W,
+// R = scale P T diag(β) (delta_rule_bf16_intra.cu says why). With a decay per channel G, γ and e
+// carry a channel index d (A_ij = β_i Σ_d k_id k_jd e_ijd, W = T diag(β) (K ⊙ γ), the state's rows
+// decay by γ_L,d); GDN-2 has b_i ⊙ k_i for β_i k_i in A and W, and w ⊙ V for β ⊙ V in U.
 //
 // Kernels (in order; bf16 stored, f32 accumulated; every product on mma.sync m16n8k16):
 //   intra            per (chunk, head): G, T, W, U; for the output Q', R             (_intra.cu)
@@ -16,7 +20,10 @@
 //                    entering each chunk (h), O when asked, ht                       (_state.cu)
 //   state_backward   the same in reverse: dŨ = scale Pᵀ dO + (K ⊙ exp(G_L − G)) dS, the state
 //                    gradient at each chunk's end (dh), dh0                          (_state.cu)
-//   gradients        per (chunk, head): dq, dk, dv, dβ, dg written once              (_gradients.cu)
+//   gradients        per (chunk, head): dq, dk, dv, dβ (or db, dw), dg written once  (_gradients.cu)
+// A decay per channel is handled inside a chunk by blocks of 16 rows (delta_rule_bf16_channel.cuh),
+// and its intra also stores what the state passes cannot form from q and k themselves:
+// K ⊙ exp(G_L − G), G_L, and for the backward scale Q ⊙ γ and scale P.
 // Long sequences on a grid that would not fill the device run the state passes by segments of at
 // most 64 chunks, chained by the segments' affine transitions (_segments.cu, delta_rule_bf16.cu).
 // The forward runs intra and state_forward (with O); the backward runs intra and state_forward
@@ -43,27 +50,51 @@ inline constexpr int kMaxV = 512;  // intra holds a chunk's V rows whole
 
 // One call's operands (bf16) as the kernels see them.
 struct Problem {
-  const bf16 *q, *k, *v, *beta;
-  const float* g;  // null without decay
+  const bf16 *q, *k, *v;
+  const bf16* beta;   // GateKind::beta: [N, H]
+  const bf16 *b, *w;  // GateKind::erase_write: [N, H, K], [N, H, V]
+  const float* g;     // [N, H] (scalar decay), [N, H, K] (channel), null without decay
   Chunks chunks;
   int heads, key_dim, value_dim;
   float scale;
+  ops::DecayKind decay;
+  ops::GateKind gate;
 };
 
-// Buffers between the kernels: G [N, H] f32; T [NC, H, C, C] (row-major, all C × C entries; the
-// identity past L); W, Q' (Qe) [N, H, K], U, Ũ (Ut), dŨ (dUt) [N, H, V]; R [NC, H, C, C]; h (the
-// state entering each chunk) and dh (∂L/∂ the state at each chunk's end) [NC, H, K, V]. A null
-// pointer is not written (Qe and R: the forward's output only).
+// Buffers between the kernels: G [N, H] f32 (scalar decay); T [NC, H, C, C] (row-major, all C × C
+// entries; the identity past L); W, Q' (Qe) [N, H, K], U, Ũ (Ut), dŨ (dUt) [N, H, V]; R
+// [NC, H, C, C]; h (the state entering each chunk) and dh (∂L/∂ the state at each chunk's end)
+// [NC, H, K, V]. A decay per channel has instead of G: Glast [NC, H, K] f32 (G at each chunk's last
+// row), Kend = K ⊙ exp(G_L − G) [N, H, K]; for the backward Qg = scale Q ⊙ γ [N, H, K] and
+// P = scale P [NC, H, C, C] (zero above the diagonal); for GDN-2's forward output Vw = w ⊙ V
+// [N, H, V]. A null pointer is not written (Qe, R and Vw: the forward's output only).
 struct Workspace {
-  float* G;
-  bf16 *T, *W, *U, *Ut, *dUt, *h, *dh, *Qe, *R;
+  float *G, *Glast;
+  bf16 *T, *W, *U, *Ut, *dUt, *h, *dh, *Qe, *R, *Kend, *Qg, *P, *Vw;
 };
 
-// The gradients (dg null without decay).
+// The gradients (dg null without decay; dbeta with the β gate, db and dw with GDN-2's).
 struct Outputs {
-  bf16 *dq, *dk, *dv, *dbeta;
+  bf16 *dq, *dk, *dv, *dbeta, *db, *dw;
   float* dg;
 };
+
+// The kinds the pipeline takes: no decay or a scalar one with the β gate; a decay per channel with
+// either gate.
+inline bool takes_kinds(ops::DecayKind decay, ops::GateKind gate) {
+  return gate == ops::GateKind::beta || decay == ops::DecayKind::channel;
+}
+
+// fn(DecayConstant{}, GateConstant{}) (delta_rule_chunk.cuh) for the given kinds (ones that
+// takes_kinds).
+template <class Fn>
+void dispatch_kinds(ops::DecayKind decay, ops::GateKind gate, Fn&& fn) {
+  using ops::DecayKind, ops::GateKind;
+  if (decay == DecayKind::none) return fn(DecayConstant<DecayKind::none>{}, GateConstant<GateKind::beta>{});
+  if (decay == DecayKind::scalar) return fn(DecayConstant<DecayKind::scalar>{}, GateConstant<GateKind::beta>{});
+  if (gate == GateKind::beta) return fn(DecayConstant<DecayKind::channel>{}, GateConstant<GateKind::beta>{});
+  return fn(DecayConstant<DecayKind::channel>{}, GateConstant<GateKind::erase_write>{});
+}
 
 struct Span {
   int64_t first;
@@ -100,6 +131,29 @@ __device__ __forceinline__ void stage_matrix(const Tile<C>& to, const bf16* from
   }
 }
 
+// Stores a tile's rows i < L, columns col0 + [0, C) (those < width) to the chunk's rows of a
+// [N, H, width] tensor (head `head`), 16 bytes at a time.
+template <int C>
+__device__ __forceinline__ void store_rows(bf16* to, const Tile<C>& from, const Span& s, int heads, int head, int width,
+                                           int col0) {
+  constexpr int kPieces = C / 8;
+  for (int p = threadIdx.x; p < kC * kPieces; p += blockDim.x) {
+    const int i = p / kPieces, c = 8 * (p % kPieces);
+    if (i < s.len && col0 + c < width) {
+      *reinterpret_cast<uint4*>(to + ((s.first + i) * heads + head) * static_cast<int64_t>(width) + col0 + c) =
+          *reinterpret_cast<const uint4*>(from.at(i, c));
+    }
+  }
+}
+
+// Starts copying `count` f32 values (a multiple of 4, 16-byte aligned) into to[0, n) (0 past count).
+__device__ __forceinline__ void stage_vector(float* to, const float* from, int count, int n) {
+  for (int p = threadIdx.x; 4 * p < n; p += blockDim.x) {
+    const bool valid = 4 * p < count;
+    mma::copy16(to + 4 * p, valid ? from + 4 * p : from, valid);
+  }
+}
+
 // Starts copying the chunk's per-row f32 values of a [N, H] tensor into to[0, C) (0 past L).
 __device__ __forceinline__ void stage_row_values(float* to, const float* from, const Span& s, int heads, int head) {
   for (int i = threadIdx.x; i < kC; i += blockDim.x) {
@@ -131,6 +185,10 @@ __device__ __forceinline__ void put(const Tile<C>& t, int i, int j, float x0, fl
 template <int C>
 __device__ __forceinline__ float2 get(const Tile<C>& t, int i, int j) {
   return mma::unpack(*reinterpret_cast<const uint32_t*>(t.at(i, j)));
+}
+template <int C>
+__device__ __forceinline__ float entry(const Tile<C>& t, int i, int j) {
+  return __bfloat162float(*t.at(i, j));
 }
 // Writes the pair at row `row`, column j of a [N·H, width] bf16 tensor (j even, width even).
 __device__ __forceinline__ void put_global(bf16* base, int64_t row, int width, int j, float x0, float x1) {

@@ -1,8 +1,9 @@
-// The bf16 tensor-core pipeline of the CUDA delta rule (model/mixers/delta_rule/cuda/delta_rule_bf16.cuh), as
-// model/mixers/delta_rule/cuda/delta_rule.cu calls it: bf16_takes says whether a call is one it takes (bf16 token
-// operands, no decay or a scalar one, the β gate, K ≤ 256, V ≤ 512, K and V multiples of 8,
-// 16-byte aligned token tensors); bf16_forward and bf16_backward have the contract of
-// cuda::delta_rule_forward and cuda::delta_rule_backward (model/mixers/delta_rule/cuda/delta_rule.h) for those calls.
+// The bf16 tensor-core pipeline of the CUDA delta rule (model/mixers/delta_rule/cuda/delta_rule_bf16.cuh),
+// as model/mixers/delta_rule/cuda/delta_rule.cu calls it: bf16_takes says whether a call is one it
+// takes (bf16 token operands of DeltaNet, GDN, KDA or GDN-2, K ≤ 256, V ≤ 512, K and V multiples
+// of 8, 16-byte aligned token tensors); bf16_forward and bf16_backward have the contract of
+// cuda::delta_rule_forward and cuda::delta_rule_backward (model/mixers/delta_rule/cuda/delta_rule.h)
+// for those calls.
 #pragma once
 #include <initializer_list>
 
@@ -10,7 +11,8 @@
 
 namespace linea::cuda::delta {
 
-// `tensors`: the call's other token tensors (o; or d_o, dq, dk, dv), checked for alignment.
+// `tensors`: the call's other token tensors (o; or d_o and the gradients), checked for alignment
+// where defined.
 bool bf16_takes(const ops::DeltaRuleSpec& spec, const ops::DeltaRuleInputs& in,
                 std::initializer_list<const Tensor*> tensors);
 void bf16_forward(const ops::DeltaRuleSpec& spec, const SeqLayout& seqs, const ops::DeltaRuleInputs& in, Tensor o,

@@ -28,6 +28,7 @@
 #include "kernels/cuda/check.h"
 #include "kernels/cuda/warp_reduce.cuh"
 #include "model/mixers/delta_rule/cuda/delta_rule_bf16.cuh"
+#include "model/mixers/delta_rule/cuda/delta_rule_bf16_channel.cuh"
 
 namespace linea::cuda::delta::bf16path {
 
@@ -70,12 +71,28 @@ __device__ __forceinline__ float row_sum(float x) {
   return x + __shfl_xor_sync(0xffffffffu, x, 2);
 }
 
-template <int Kt, bool kDecay>
+template <int Kt, ops::DecayKind kDecayKind, ops::GateKind kGate>
 __global__ void __launch_bounds__(kThreads, 1) gradients_kernel(Problem p, Workspace ws, const bf16* d_o, Outputs out) {
+  constexpr bool kDecay = kDecayKind == ops::DecayKind::scalar, kChannel = kDecayKind == ops::DecayKind::channel;
+  constexpr bool kGated = kGate == ops::GateKind::erase_write;
   extern __shared__ __align__(128) unsigned char shared[];
   const GradientShared<Kt> sm(shared);
   constexpr int kN = Kt / 16;  // column tiles of a warp's part of a [64, Kt] result
   __shared__ float G[kC], beta[kC];
+  // A decay per channel: after step 1 the value tiles' place holds the three reach operands (row
+  // reach of K, column reaches of x and Q), then G; after the reach products, dG and r [C, Kt].
+  using DecayTile = channel::DecayTile<Kt>;
+  __shared__ uint32_t steep[channel::kBlocks][Kt / 32];
+  __shared__ float state_dot_rows[kChannel ? Kt : 1];
+  bf16* const reach_k = sm.values;
+  bf16* const reach_x = reach_k + channel::kReachRows * Kt;
+  bf16* const reach_q = reach_x + channel::kReachRows * Kt;
+  const DecayTile dt{reinterpret_cast<float*>(reach_q + channel::kReachRows * Kt), &steep[0][0]};
+  float* const dG_tile = reinterpret_cast<float*>(reach_k);
+  float* const r_tile = dG_tile + kC * DecayTile::kPitch;
+  static_assert(!kChannel || 3 * channel::kReachRows * Kt * sizeof(bf16) + DecayTile::kBytes <=
+                                 2 * ValueTiles<Kt>::kElements * sizeof(bf16),
+                "the channel decay's tiles fit in the value tiles' place");
   enum { kR, kDbA, kDG, kDbV, kSums };
   __shared__ float sums[kSums][2][kC];  // row sums, one per warp column half
   __shared__ float state_dot[kThreads / 32];
@@ -104,7 +121,7 @@ __global__ void __launch_bounds__(kThreads, 1) gradients_kernel(Problem p, Works
   stage_matrix(sm.T, ws.T + (chunk * H + head) * kC * kC, kC, kC, kC, kC, 0);
   if (threadIdx.x < kC) {
     const int i = threadIdx.x;
-    beta[i] = i < L ? __bfloat162float(p.beta[(s.first + i) * H + head]) : 0.0f;
+    beta[i] = kGated ? 1.0f : i < L ? __bfloat162float(p.beta[(s.first + i) * H + head]) : 0.0f;
     G[i] = kDecay && i < L ? ws.G[(s.first + i) * H + head] : 0.0f;
   }
   // e_ij (j ≤ i < L: exponent ≤ 0) and γ_i.
@@ -120,8 +137,18 @@ __global__ void __launch_bounds__(kThreads, 1) gradients_kernel(Problem p, Works
     stage_rows(sm.K, p.k, s, H, head, K, k0);
     stage_values(0, k0, first);
     mma::commit_copies();
+    // b_id (GDN-2) or β_i, and x = k or b ⊙ k, at key column k0 + d.
+    const auto erase = [&](int i, int d) {
+      if constexpr (kGated) {
+        return i < L && k0 + d < K ? __bfloat162float(p.b[((s.first + i) * H + head) * K + k0 + d]) : 0.0f;
+      } else {
+        return beta[i];
+      }
+    };
+    const auto x_entry = [&](int i, int d) { return kGated ? entry(sm.K, i, d) * erase(i, d) : entry(sm.K, i, d); };
 
     // 1.
+    float row_dot = 0.0f;  // a decay per channel: Σ_e S0_de dS_de of the thread's row (below)
     float dQ[kN][4] = {}, dK[kN][4] = {}, dY[kN][4] = {}, dP[4][4] = {}, dA[4][4] = {};
     for (int b = 0; b < value_tiles; ++b) {
       const ValueTiles<Kt> t = sm.tiles(b & 1);
@@ -138,10 +165,18 @@ __global__ void __launch_bounds__(kThreads, 1) gradients_kernel(Problem p, Works
           mma::for_pairs(dX[n], m0, j0 + 8 * n, [&](int i, int e, float x0, float x1) {
             put(sm.dX, i, e, x0, x1);
             if (first && i < L && e0 + e < V) {
-              put_global(out.dv, (s.first + i) * H + head, V, e0 + e, beta[i] * x0, beta[i] * x1);
+              const int64_t row = (s.first + i) * H + head;
+              if constexpr (kGated) {
+                const float2 w = mma::unpack(*reinterpret_cast<const uint32_t*>(p.w + row * V + e0 + e));
+                const float2 v = get(t.v, i, e);
+                put_global(out.dv, row, V, e0 + e, w.x * x0, w.y * x1);
+                put_global(out.dw, row, V, e0 + e, v.x * x0, v.y * x1);
+              } else {
+                put_global(out.dv, row, V, e0 + e, beta[i] * x0, beta[i] * x1);
+              }
             }
           });
-          if (first) {
+          if (first && !kGated) {
             mma::for_entries(m0, j0 + 8 * n,
                              [&](int i, int e, int q) { dbv[q >> 1] += dX[n][q] * __bfloat162float(*t.v.at(i, e)); });
           }
@@ -186,6 +221,21 @@ __global__ void __launch_bounds__(kThreads, 1) gradients_kernel(Problem p, Works
           dot += a.x * c.x + a.y * c.y;
         }
       }
+      if constexpr (kChannel) {  // thread t: row t / kPerRow, kSpan columns
+        constexpr int kPerRow = kThreads / Kt, kSpan = kBV / kPerRow;
+        const int d = threadIdx.x / kPerRow, e_first = kSpan * (threadIdx.x % kPerRow);
+        for (int e = e_first; e < e_first + kSpan; e += 2) {
+          const float2 a = get(t.S0, d, e), c = get(t.dS, d, e);
+          row_dot += a.x * c.x + a.y * c.y;
+        }
+      }
+    }
+    if constexpr (kChannel) {
+      constexpr int kPerRow = kThreads / Kt;
+      for (int o = 1; o < kPerRow; o <<= 1) row_dot += __shfl_xor_sync(0xffffffffu, row_dot, o);
+      __syncthreads();  // the value tiles are read: G and the reach operands go over them
+      if (threadIdx.x % kPerRow == 0) state_dot_rows[threadIdx.x / kPerRow] = row_dot;
+      dt.load(p.g, s, H, head, K, k0, nullptr);
     }
 
     // 2.
@@ -208,59 +258,151 @@ __global__ void __launch_bounds__(kThreads, 1) gradients_kernel(Problem p, Works
       }
     }
 
-    // 3. The first terms, and the row sums that need dK̂ and dY before they are overwritten.
-    const float G_last = kDecay ? G[L - 1] : 0.0f;
+    if constexpr (!kChannel) {
+      // 3. The first terms, and the row sums that need dK̂ and dY before they are overwritten.
+      const float G_last = kDecay ? G[L - 1] : 0.0f;
 #pragma unroll
-    for (int n = 0; n < kN; ++n) {
-      mma::for_entries(m0, c0 + 8 * n, [&](int i, int d, int q) {
-        const float k = __bfloat162float(*sm.K.at(i, d)), dy = -dY[n][q];
-        const float to_end = kDecay && i < L ? expf(G_last - G[i]) : 1.0f, g = gamma(i);
-        dQ[n][q] *= p.scale * g;
-        r[q >> 1] += k * to_end * dK[n][q];
-        dbA[q >> 1] += k * g * dy;
-        dK[n][q] = to_end * dK[n][q] + beta[i] * g * dy;
-        dY[n][q] = 0.0f;  // from here on: dÃ K
-      });
-    }
-    __syncthreads();  // dÃ, dÃβ, dP̃ complete
-    float(&dek)[kN][4] = dY;
-    float col[kN][4] = {};  // (dÃβ)ᵀ K + dP̃ᵀ Q
+      for (int n = 0; n < kN; ++n) {
+        mma::for_entries(m0, c0 + 8 * n, [&](int i, int d, int q) {
+          const float k = __bfloat162float(*sm.K.at(i, d)), dy = -dY[n][q];
+          const float to_end = kDecay && i < L ? expf(G_last - G[i]) : 1.0f, g = gamma(i);
+          dQ[n][q] *= p.scale * g;
+          r[q >> 1] += k * to_end * dK[n][q];
+          dbA[q >> 1] += k * g * dy;
+          dK[n][q] = to_end * dK[n][q] + beta[i] * g * dy;
+          dY[n][q] = 0.0f;  // from here on: dÃ K
+        });
+      }
+      __syncthreads();  // dÃ, dÃβ, dP̃ complete
+      float(&dek)[kN][4] = dY;
+      float col[kN][4] = {};  // (dÃβ)ᵀ K + dP̃ᵀ Q
 #pragma unroll 1
-    for (int k = 0; k < kC; k += 16) {
-      uint32_t ap[4], aa[4], aab[4], apt[4];
-      mma::a_mk(ap, sm.dP, m0, k);
-      mma::a_mk(aa, sm.dA, m0, k);
-      mma::a_km(aab, sm.dAb, m0, k);
-      mma::a_km(apt, sm.dP, m0, k);
+      for (int k = 0; k < kC; k += 16) {
+        uint32_t ap[4], aa[4], aab[4], apt[4];
+        mma::a_mk(ap, sm.dP, m0, k);
+        mma::a_mk(aa, sm.dA, m0, k);
+        mma::a_km(aab, sm.dAb, m0, k);
+        mma::a_km(apt, sm.dP, m0, k);
 #pragma unroll
-      for (int j = 0; j < kN; j += 2) {
-        uint32_t bk[2][2], bq[2][2];
-        mma::b_kn(bk, sm.K, k, c0 + 8 * j);
-        mma::b_kn(bq, sm.Q, k, c0 + 8 * j);
+        for (int j = 0; j < kN; j += 2) {
+          uint32_t bk[2][2], bq[2][2];
+          mma::b_kn(bk, sm.K, k, c0 + 8 * j);
+          mma::b_kn(bq, sm.Q, k, c0 + 8 * j);
 #pragma unroll
-        for (int h = 0; h < 2; ++h) {
-          mma::mma(dQ[j + h], ap, bk[h]);
-          mma::mma(dek[j + h], aa, bk[h]);
-          mma::mma(col[j + h], aab, bk[h]);
-          mma::mma(col[j + h], apt, bq[h]);
+          for (int h = 0; h < 2; ++h) {
+            mma::mma(dQ[j + h], ap, bk[h]);
+            mma::mma(dek[j + h], aa, bk[h]);
+            mma::mma(col[j + h], aab, bk[h]);
+            mma::mma(col[j + h], apt, bq[h]);
+          }
         }
       }
-    }
 #pragma unroll
-    for (int n = 0; n < kN; ++n) {
-      mma::for_entries(m0, c0 + 8 * n, [&](int i, int d, int q) {
-        const float k = __bfloat162float(*sm.K.at(i, d)), qv = __bfloat162float(*sm.Q.at(i, d));
-        dbA[q >> 1] += k * dek[n][q];
-        dG[q >> 1] += qv * dQ[n][q] - k * col[n][q];
-        dK[n][q] += beta[i] * dek[n][q] + col[n][q] + diagonal[i] * qv;
-        dQ[n][q] += diagonal[i] * k;
-      });
-      mma::for_pairs(dQ[n], m0, c0 + 8 * n, [&](int i, int d, float x0, float x1) {
-        if (i < L && k0 + d < K) put_global(out.dq, (s.first + i) * H + head, K, k0 + d, x0, x1);
-      });
-      mma::for_pairs(dK[n], m0, c0 + 8 * n, [&](int i, int d, float x0, float x1) {
-        if (i < L && k0 + d < K) put_global(out.dk, (s.first + i) * H + head, K, k0 + d, x0, x1);
-      });
+      for (int n = 0; n < kN; ++n) {
+        mma::for_entries(m0, c0 + 8 * n, [&](int i, int d, int q) {
+          const float k = __bfloat162float(*sm.K.at(i, d)), qv = __bfloat162float(*sm.Q.at(i, d));
+          dbA[q >> 1] += k * dek[n][q];
+          dG[q >> 1] += qv * dQ[n][q] - k * col[n][q];
+          dK[n][q] += beta[i] * dek[n][q] + col[n][q] + diagonal[i] * qv;
+          dQ[n][q] += diagonal[i] * k;
+        });
+        mma::for_pairs(dQ[n], m0, c0 + 8 * n, [&](int i, int d, float x0, float x1) {
+          if (i < L && k0 + d < K) put_global(out.dq, (s.first + i) * H + head, K, k0 + d, x0, x1);
+        });
+        mma::for_pairs(dK[n], m0, c0 + 8 * n, [&](int i, int d, float x0, float x1) {
+          if (i < L && k0 + d < K) put_global(out.dk, (s.first + i) * H + head, K, k0 + d, x0, x1);
+        });
+      }
+    } else {
+      // 3 with a decay per channel: the sums over pairs by blocks of 16 rows
+      // (delta_rule_bf16_channel.cuh), every dG and r entry kept for the per-channel dg.
+      const int block = warp_index() & 3;
+      __syncthreads();  // G, dÃ, dÃβ and dP̃
+      channel::fill_row_reach<Kt>(reach_k, dt, [&](int j, int d) { return entry(sm.K, j, d); });
+      channel::fill_column_reach<Kt>(reach_x, dt, x_entry);
+      channel::fill_column_reach<Kt>(reach_q, dt, [&](int m, int d) { return entry(sm.Q, m, d); });
+      float r_e[kN][4], db_e[kN][4];
+#pragma unroll
+      for (int n = 0; n < kN; ++n) {
+        mma::for_entries(m0, c0 + 8 * n, [&](int i, int d, int q) {
+          const float k = entry(sm.K, i, d), dy = -dY[n][q];
+          const float g = expf(dt.at(i, d)), to_end = expf(dt.at(kC - 1, d) - dt.at(i, d));
+          dQ[n][q] *= p.scale * g;
+          r_e[n][q] = k * to_end * dK[n][q];
+          db_e[n][q] = k * g * dy;
+          dK[n][q] = to_end * dK[n][q] + erase(i, d) * g * dy;
+          dY[n][q] = 0.0f;  // from here on: the row sums of dÃ
+        });
+      }
+      __syncthreads();  // the reach operands
+      float(&dek)[kN][4] = dY;
+      float prow[kN][4] = {}, col[kN][4] = {};  // Σ_{j<i} dP̃_ij k_j e_ij; the column sums of dÃ and dP̃
+      const Tile<Kt> rows_k = channel::row_reach<Kt>(reach_k, block);
+      const int rows = channel::kBlock * (block + 1), from = channel::kBlock * block;
+      mma::product<mma::Hold::as_is, mma::Hold::as_is>(dek, sm.dA, m0, rows_k, c0, rows);
+      mma::product<mma::Hold::as_is, mma::Hold::as_is>(prow, sm.dP, m0, rows_k, c0, rows);
+      mma::product<mma::Hold::transposed, mma::Hold::as_is>(
+          col, kGated ? sm.dA : sm.dAb, m0, channel::column_reach<Kt>(reach_x, block), c0, kC - from, from);
+      mma::product<mma::Hold::transposed, mma::Hold::as_is>(col, sm.dP, m0, channel::column_reach<Kt>(reach_q, block),
+                                                            c0, kC - from, from);
+      __syncthreads();  // the reach operands are read: dG and r go over them
+      const Tile<kC>& dAx = kGated ? sm.dA : sm.dAb;
+#pragma unroll
+      for (int n = 0; n < kN; ++n) {
+        mma::for_entries(m0, c0 + 8 * n, [&](int i, int d, int q) {
+          float row_k = dek[n][q] * channel::row_near(dt, i, d), row_p = prow[n][q] * channel::row_near(dt, i, d);
+          float column = col[n][q] * channel::column_near(dt, i, d);
+          if (dt.is_steep(block, d)) {  // the pairs inside the block one by one
+            const int first_row = i - i % channel::kBlock;
+            for (int j = first_row; j < i; ++j) {
+              const float kf = entry(sm.K, j, d) * expf(dt.at(i, d) - dt.at(j, d));
+              row_k += entry(sm.dA, i, j) * kf;
+              row_p += entry(sm.dP, i, j) * kf;
+            }
+            for (int m = i + 1; m < first_row + channel::kBlock; ++m) {
+              column += (entry(dAx, m, i) * x_entry(m, d) + entry(sm.dP, m, i) * entry(sm.Q, m, d)) *
+                        expf(dt.at(m, d) - dt.at(i, d));
+            }
+          }
+          const float k = entry(sm.K, i, d), qv = entry(sm.Q, i, d), b = erase(i, d);
+          const float dq = dQ[n][q] + row_p;
+          db_e[n][q] += k * row_k;
+          float dG_e = qv * dq + b * db_e[n][q] - k * column;
+          if (i == L - 1) dG_e += expf(dt.at(i, d)) * state_dot_rows[d];
+          dK[n][q] += b * row_k + column + diagonal[i] * qv;
+          dQ[n][q] = dq + diagonal[i] * k;
+          if constexpr (!kGated) dbA[q >> 1] += db_e[n][q];
+          dG_tile[i * DecayTile::kPitch + d] = i < L ? dG_e : 0.0f;
+          r_tile[i * DecayTile::kPitch + d] = i < L ? r_e[n][q] : 0.0f;
+        });
+        mma::for_pairs(dQ[n], m0, c0 + 8 * n, [&](int i, int d, float x0, float x1) {
+          if (i < L && k0 + d < K) put_global(out.dq, (s.first + i) * H + head, K, k0 + d, x0, x1);
+        });
+        mma::for_pairs(dK[n], m0, c0 + 8 * n, [&](int i, int d, float x0, float x1) {
+          if (i < L && k0 + d < K) put_global(out.dk, (s.first + i) * H + head, K, k0 + d, x0, x1);
+        });
+        if constexpr (kGated) {
+          mma::for_pairs(db_e[n], m0, c0 + 8 * n, [&](int i, int d, float x0, float x1) {
+            if (i < L && k0 + d < K) put_global(out.db, (s.first + i) * H + head, K, k0 + d, x0, x1);
+          });
+        }
+      }
+      __syncthreads();
+      // dg_id = Σ_{s≥i} dG_sd + Σ_{s<i} r_sd, a thread per channel.
+      if (threadIdx.x < Kt && k0 + static_cast<int>(threadIdx.x) < K) {
+        const int d = threadIdx.x;
+        float before = 0.0f;
+        for (int i = 0; i < L; ++i) {
+          const float x = r_tile[i * DecayTile::kPitch + d];
+          r_tile[i * DecayTile::kPitch + d] = before;
+          before += x;
+        }
+        float after = 0.0f;
+        for (int i = L - 1; i >= 0; --i) {
+          after += dG_tile[i * DecayTile::kPitch + d];
+          out.dg[((s.first + i) * H + head) * K + k0 + d] = after + r_tile[i * DecayTile::kPitch + d];
+        }
+      }
     }
   }
 
@@ -281,7 +423,7 @@ __global__ void __launch_bounds__(kThreads, 1) gradients_kernel(Problem p, Works
     const int i = threadIdx.x;
     const auto total = [&](int q) { return sums[q][0][i] + sums[q][1][i]; };
     const float dbA_i = total(kDbA);
-    if (i < L) out.dbeta[(s.first + i) * H + head] = __float2bfloat16_rn(dbA_i + total(kDbV));
+    if (!kGated && i < L) out.dbeta[(s.first + i) * H + head] = __float2bfloat16_rn(dbA_i + total(kDbV));
     if constexpr (kDecay) {
       float dG_i = total(kDG) + beta[i] * dbA_i;
       if (i == L - 1) {
@@ -305,9 +447,9 @@ __global__ void __launch_bounds__(kThreads, 1) gradients_kernel(Problem p, Works
   }
 }
 
-template <int Kt>
+template <int Kt, ops::DecayKind kDecay, ops::GateKind kGate>
 void launch(const Problem& p, const Workspace& ws, const bf16* d_o, const Outputs& out) {
-  const auto kernel = p.g ? gradients_kernel<Kt, true> : gradients_kernel<Kt, false>;
+  const auto kernel = gradients_kernel<Kt, kDecay, kGate>;
   constexpr size_t bytes = GradientShared<Kt>::bytes();
   allow_shared_memory(reinterpret_cast<const void*>(kernel), bytes);
   const dim3 grid(static_cast<unsigned>(p.chunks.count), static_cast<unsigned>(p.heads));
@@ -319,7 +461,15 @@ void launch(const Problem& p, const Workspace& ws, const bf16* d_o, const Output
 
 void gradients(const Problem& p, const Workspace& ws, const bf16* d_o, const Outputs& out) {
   if (p.chunks.count == 0) return;
-  p.key_dim <= 64 ? launch<64>(p, ws, d_o, out) : launch<128>(p, ws, d_o, out);
+  dispatch_kinds(p.decay, p.gate, [&](auto decay, auto gate) {
+    constexpr ops::DecayKind kDecay = decltype(decay)::value;
+    constexpr ops::GateKind kGate = decltype(gate)::value;
+    if constexpr (kDecay == ops::DecayKind::channel) {  // key passes of 64 (the channel tiles fit)
+      launch<64, kDecay, kGate>(p, ws, d_o, out);
+    } else {
+      p.key_dim <= 64 ? launch<64, kDecay, kGate>(p, ws, d_o, out) : launch<128, kDecay, kGate>(p, ws, d_o, out);
+    }
+  });
 }
 
 }  // namespace linea::cuda::delta::bf16path
