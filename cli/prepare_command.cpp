@@ -20,26 +20,34 @@ constexpr const char* kUsage =
     R"(usage: linea prepare --input FILE|GLOB [--input ...] --output DIR --tokenizer SPEC [options]
        linea prepare --default-corpus [--output DIR] [--threads N]
 
-Tokenizes text into llm.c-format shards (uint16 tokens when the vocabulary fits, else uint32) and a
-manifest.json. Every document is preceded by the EOS token.
+Tokenizes text into llm.c-format shards (uint16 tokens when the vocabulary fits, else uint32,
+llm.c's version 7) and a manifest.json. Every document is preceded by the EOS token.
 
-inputs (gzip or zstd compressed or plain, detected from the first bytes):
+inputs:
+  *.parquet: the "text" column (FineWeb-Edu as published); snappy, gzip, zstd or uncompressed
   *.jsonl, *.json, *.ndjson (optionally .gz/.zst): one JSON object per line, document = its "text"
-  any other name: plain text, one document per blank-line-separated paragraph (--text-docs file:
-  one document per file)
+  any other name: plain text (gzip or zstd compressed or plain, detected from the first bytes), one
+  document per blank-line-separated paragraph (--text-docs file: one document per file)
 
 options:
   --input FILE|GLOB     input files; repeatable; globs are expanded and sorted
   --output DIR          output directory; must not exist or be empty
   --tokenizer SPEC      spm:MODEL (a SentencePiece .model), spm-train:VOCAB_SIZE (train a
                         SentencePiece unigram model on the first train documents), gpt2:DIR (GPT-2
-                        byte-level BPE from DIR/vocab.json and DIR/merges.txt)
+                        byte-level BPE from DIR/vocab.json and DIR/merges.txt),
+                        hf:PATH/tokenizer.json (a Hugging Face BPE tokenizer),
+                        tiktoken:PATH.tiktoken[:cl100k|o200k|llama3] (a tiktoken rank file and the
+                        regex and special tokens of that encoding; default: from the rank count)
+  --where COND[,COND]   keep the parquet rows / JSON records whose numeric fields pass every
+                        condition NAME OP NUMBER, OP one of >= > <= < == != (e.g. "int_score>=3");
+                        repeatable; nulls do not pass
   --shard-tokens N      tokens per shard (default 100000000)
   --val-fraction F      every (1/F)-th document goes to the val split
   --val-docs N          the first N documents go to the val split
-  --threads N           tokenizer threads (default: all cores); output is the same for any N
+  --threads N           tokenizer threads, and parquet row groups decoded at once (default: all
+                        cores); output is the same for any N
   --text-docs MODE      plain text: paragraph (default) or file
-  --text-field NAME     JSONL field holding the text (default "text")
+  --text-field NAME     JSONL field or parquet column holding the text (default "text")
   --name PREFIX         shard names PREFIX_train_000000.bin, ... (default "corpus")
   --spm-sample-mb N     spm-train: MB of text to train on (default 32)
   --spm-model-type T    spm-train: unigram (default) or bpe
@@ -117,8 +125,8 @@ int run_prepare(int argc, char** argv) {
   std::vector<std::string> inputs;
   std::string tokenizer;
   bool default_corpus = false;
-  data::TextDocuments text_docs = data::TextDocuments::paragraph;
-  std::string text_field = "text";
+  data::DocumentOptions documents;
+  std::vector<std::string> where;
   for (FlagReader f(argc, argv); !f.done();) {
     if (f.is("--help") || f.is("-h")) {
       std::fputs(kUsage, stdout);
@@ -142,9 +150,11 @@ int run_prepare(int argc, char** argv) {
       if (mode != "paragraph" && mode != "file") {
         throw std::invalid_argument("--text-docs: expected paragraph or file, got \"" + mode + "\"");
       }
-      text_docs = mode == "file" ? data::TextDocuments::file : data::TextDocuments::paragraph;
+      documents.text_documents = mode == "file" ? data::TextDocuments::file : data::TextDocuments::paragraph;
     } else if (f.is("--text-field")) {
-      text_field = f.value();
+      documents.text_field = f.value();
+    } else if (f.is("--where")) {
+      where.push_back(f.value());
     } else if (f.is("--name")) {
       options.shard_prefix = f.value();
     } else if (f.is("--spm-sample-mb")) {
@@ -176,12 +186,14 @@ int run_prepare(int argc, char** argv) {
   if (tokenizer.empty()) throw std::invalid_argument("--tokenizer: required (see linea prepare --help)");
   options.tokenizer = data::TokenizerChoice::parse(tokenizer);
   const auto files = data::expand_inputs(inputs);
-  const auto summary = data::prepare_corpus(
-      [&] { return std::make_unique<data::FileDocumentSource>(files, text_docs, text_field); }, options);
+  documents.filter = data::RowFilter::parse(where);
+  documents.threads = options.threads;
+  const auto summary =
+      data::prepare_corpus([&] { return std::make_unique<data::FileDocumentSource>(files, documents); }, options);
   const double mb = static_cast<double>(summary.text_bytes) / 1e6;
   std::printf(
       "prepared %s: %lld train docs / %lld tokens, %lld val docs / %lld tokens, %lld shards, vocabulary %d\n"
-      "tokenizer %.1f s; %.1f MB of text tokenized in %.1f s (%.1f MB/s, %.0f tokens/s)\n",
+      "tokenizer %.1f s; %.1f MB of text tokenized in %.3f s (%.1f MB/s, %.0f tokens/s)\n",
       options.output.c_str(), static_cast<long long>(summary.train_docs), static_cast<long long>(summary.train_tokens),
       static_cast<long long>(summary.val_docs), static_cast<long long>(summary.val_tokens),
       static_cast<long long>(summary.shards), summary.vocab_size, summary.tokenizer_seconds, mb, summary.encode_seconds,

@@ -44,6 +44,11 @@ CompressedFileReader::~CompressedFileReader() {
   if (file_) std::fclose(file_);
 }
 
+int64_t CompressedFileReader::raw_position() const {
+  if (gz_) return static_cast<int64_t>(gzoffset(static_cast<gzFile>(gz_)));
+  return file_ ? static_cast<int64_t>(std::ftell(file_)) : 0;
+}
+
 void CompressedFileReader::fail(const std::string& what) const {
   const char* kind = compression_ == Compression::gzip ? "gzip" : compression_ == Compression::zstd ? "zstd" : "plain";
   throw std::runtime_error("input " + path_.string() + " (" + kind + "): " + what);

@@ -27,6 +27,8 @@ class CompressedFileReader {
   size_t read(char* out, size_t n);
   Compression compression() const { return compression_; }
   const std::filesystem::path& path() const { return path_; }
+  // How many bytes of the file (compressed, as stored) have been read.
+  int64_t raw_position() const;
 
  private:
   [[noreturn]] void fail(const std::string& what) const;
@@ -50,6 +52,7 @@ class LineReader {
   bool next(std::string& line);
   int64_t line_number() const { return line_number_; }
   const std::filesystem::path& path() const { return in_.path(); }
+  int64_t raw_position() const { return in_.raw_position(); }
 
  private:
   CompressedFileReader in_;

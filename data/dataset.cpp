@@ -11,10 +11,18 @@ TokenStream::TokenStream(std::vector<std::unique_ptr<ShardReader>> shards, int64
   for (const auto& s : shards_) starts_.push_back(starts_.back() + s->num_tokens());
 }
 
+TokenStream::TokenStream(std::vector<int32_t> tokens) : memory_(std::move(tokens)) {
+  starts_.push_back(static_cast<int64_t>(memory_.size()));
+}
+
 void TokenStream::read(int64_t begin, int64_t count, int32_t* out) const {
   if (begin < 0 || count < 0 || begin + count > num_tokens()) {
     throw std::out_of_range("token stream: tokens [" + std::to_string(begin) + ", " + std::to_string(begin + count) +
                             ") outside [0, " + std::to_string(num_tokens()) + ")");
+  }
+  if (shards_.empty()) {
+    std::copy(memory_.begin() + begin, memory_.begin() + begin + count, out);
+    return;
   }
   // The shard holding `begin`: the last one starting at or before it (empty shards are skipped).
   auto s = static_cast<size_t>(std::upper_bound(starts_.begin(), starts_.end(), begin) - starts_.begin()) - 1;

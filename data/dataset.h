@@ -19,6 +19,8 @@ class TokenStream {
  public:
   TokenStream() = default;
   TokenStream(std::vector<std::unique_ptr<ShardReader>> shards, int64_t vocab_size);
+  // Tokens held in memory (a streaming run's val split), already checked against the vocabulary.
+  explicit TokenStream(std::vector<int32_t> tokens);
 
   int64_t num_tokens() const { return starts_.back(); }
   int64_t num_shards() const { return static_cast<int64_t>(shards_.size()); }
@@ -28,6 +30,7 @@ class TokenStream {
 
  private:
   std::vector<std::unique_ptr<ShardReader>> shards_;
+  std::vector<int32_t> memory_;     // the tokens, when held in memory (then shards_ is empty)
   std::vector<int64_t> starts_{0};  // shard s covers [starts_[s], starts_[s + 1])
   int64_t vocab_size_ = 0;
 };

@@ -6,7 +6,7 @@
 #include <unordered_map>
 
 #include "data/atomic_file.h"
-#include "data/gpt2_pretokenizer.h"
+#include "data/pretokenizer.h"
 #include "data/unicode_classes.h"
 
 namespace linea::data {
@@ -20,6 +20,27 @@ const std::array<uint32_t, 256>& gpt2_byte_to_unicode() {
     return t;
   }();
   return table;
+}
+
+std::string gpt2_symbol_bytes(std::string_view symbol) {
+  static const std::unordered_map<uint32_t, char> unicode_to_byte = [] {
+    std::unordered_map<uint32_t, char> m;
+    for (int b = 0; b < 256; ++b) m[gpt2_byte_to_unicode()[b]] = static_cast<char>(b);
+    return m;
+  }();
+  std::string bytes;
+  for (size_t pos = 0; pos < symbol.size();) {
+    int len;
+    const uint32_t cp = decode_utf8(symbol, pos, &len);
+    const auto it = unicode_to_byte.find(cp);
+    if (it != unicode_to_byte.end()) {
+      bytes.push_back(it->second);
+    } else {
+      bytes.append(symbol, pos, static_cast<size_t>(len));
+    }
+    pos += static_cast<size_t>(len);
+  }
+  return bytes;
 }
 
 Gpt2BpeTokenizer::Gpt2BpeTokenizer(const std::filesystem::path& dir) {
@@ -59,32 +80,15 @@ Gpt2BpeTokenizer::Gpt2BpeTokenizer(const std::filesystem::path& dir) {
       throw std::runtime_error("tokenizer file " + vocab_name + ": no token for byte " + std::to_string(b) + " (\"" +
                                s + "\"); a byte-level vocabulary must hold all 256");
     }
-    byte_id_[b] = it->second;
   }
   const auto eos = id_of.find(kEndOfText);
   if (eos == id_of.end()) {
     throw std::runtime_error("tokenizer file " + vocab_name + ": no \"" + std::string(kEndOfText) + "\" token");
   }
   eos_id_ = eos->second;
-
-  // What each id decodes to: its code points mapped back to bytes (others kept as UTF-8).
-  std::unordered_map<uint32_t, char> unicode_to_byte;
-  for (int b = 0; b < 256; ++b) unicode_to_byte[byte_to_unicode[b]] = static_cast<char>(b);
-  token_bytes_.resize(symbol.size());
-  for (size_t id = 0; id < symbol.size(); ++id) {
-    const std::string& s = symbol[id];
-    for (size_t pos = 0; pos < s.size();) {
-      int len;
-      const uint32_t cp = decode_utf8(s, pos, &len);
-      const auto it = unicode_to_byte.find(cp);
-      if (it != unicode_to_byte.end()) {
-        token_bytes_[id].push_back(it->second);
-      } else {
-        token_bytes_[id].append(s, pos, static_cast<size_t>(len));
-      }
-      pos += static_cast<size_t>(len);
-    }
-  }
+  std::vector<std::string> token_bytes(symbol.size());
+  for (size_t id = 0; id < symbol.size(); ++id) token_bytes[id] = gpt2_symbol_bytes(symbol[id]);
+  bpe_ = std::make_unique<ByteLevelBpe>(std::move(token_bytes), "tokenizer file " + vocab_name);
 
   // merges.txt
   std::istringstream merges(read_file(merges_path));
@@ -102,63 +106,26 @@ Gpt2BpeTokenizer::Gpt2BpeTokenizer(const std::filesystem::path& dir) {
       throw std::runtime_error(where() + ": expected two symbols separated by one space, got \"" + line + "\"");
     }
     const std::string left = line.substr(0, space), right = line.substr(space + 1);
-    const auto l = id_of.find(left), r = id_of.find(right), m = id_of.find(left + right);
-    if (l == id_of.end() || r == id_of.end() || m == id_of.end()) {
-      const std::string& missing = l == id_of.end() ? left : r == id_of.end() ? right : left + right;
-      throw std::runtime_error(where() + ": \"" + missing + "\" is not in " + vocab_name);
+    for (const std::string& part : {left, right, left + right}) {
+      if (!id_of.count(part)) throw std::runtime_error(where() + ": \"" + part + "\" is not in " + vocab_name);
     }
-    merges_.emplace(pair_key(l->second, r->second), Merge{rank++, m->second});  // first occurrence wins
+    bpe_->add_merge(gpt2_symbol_bytes(left), gpt2_symbol_bytes(right), rank++, where());
   }
-}
-
-void Gpt2BpeTokenizer::encode_piece(std::string_view piece, std::vector<int32_t>& out) const {
-  std::vector<int32_t> symbols;
-  symbols.reserve(piece.size());
-  for (char c : piece) symbols.push_back(byte_id_[static_cast<unsigned char>(c)]);
-  while (symbols.size() > 1) {
-    // The pair with the lowest rank...
-    const Merge* best = nullptr;
-    int32_t best_left = 0, best_right = 0;
-    for (size_t i = 0; i + 1 < symbols.size(); ++i) {
-      const auto it = merges_.find(pair_key(symbols[i], symbols[i + 1]));
-      if (it != merges_.end() && (!best || it->second.rank < best->rank)) {
-        best = &it->second;
-        best_left = symbols[i];
-        best_right = symbols[i + 1];
-      }
-    }
-    if (!best) break;
-    // ...is merged at every occurrence, left to right.
-    size_t w = 0;
-    for (size_t i = 0; i < symbols.size(); ++w) {
-      if (i + 1 < symbols.size() && symbols[i] == best_left && symbols[i + 1] == best_right) {
-        symbols[w] = best->merged;
-        i += 2;
-      } else {
-        symbols[w] = symbols[i++];
-      }
-    }
-    symbols.resize(w);
-  }
-  out.insert(out.end(), symbols.begin(), symbols.end());
 }
 
 std::vector<int32_t> Gpt2BpeTokenizer::encode(std::string_view text) const {
   std::vector<int32_t> ids;
   ids.reserve(text.size() / 3 + 1);
-  for (std::string_view piece : gpt2_pretokenize(text)) encode_piece(piece, ids);
+  thread_local std::vector<std::string_view> pieces;
+  pieces.clear();
+  pretokenize(PretokenizerPattern::gpt2, text, pieces);
+  for (std::string_view piece : pieces) bpe_->encode_piece(piece, false, ids);
   return ids;
 }
 
 std::string Gpt2BpeTokenizer::decode(std::span<const int32_t> ids) const {
   std::string text;
-  for (int32_t id : ids) {
-    if (id < 0 || id >= vocab_size()) {
-      throw std::out_of_range("GPT-2 BPE decode: id " + std::to_string(id) + " outside [0, " +
-                              std::to_string(vocab_size()) + ")");
-    }
-    text += token_bytes_[id];
-  }
+  for (int32_t id : ids) bpe_->decode(id, text);
   return text;
 }
 

@@ -1,5 +1,6 @@
 #include "data/loader.h"
 
+#include <cstdio>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 #include <vector>
@@ -54,9 +55,7 @@ LoaderPosition LoaderPosition::from_json(const nlohmann::json& j, const std::str
 // ---------------------------------------------------------------------------------------------
 // Loader
 
-Loader::Loader(std::shared_ptr<const Dataset> data, const LoaderConfig& config)
-    : data_(std::move(data)), config_(config) {
-  const LoaderConfig& c = config_;
+int64_t check_loader_config(const LoaderConfig& c) {
   require(c.seq_len >= 1, "loader: seq_len must be ≥ 1, got " + std::to_string(c.seq_len));
   require(c.world >= 1 && c.rank >= 0 && c.rank < c.world,
           "loader: rank " + std::to_string(c.rank) + " of world " + std::to_string(c.world) + " is not valid");
@@ -66,13 +65,19 @@ Loader::Loader(std::shared_ptr<const Dataset> data, const LoaderConfig& config)
               " must be a positive multiple of world × micro_batch_seqs = " + std::to_string(c.world) + " × " +
               std::to_string(c.micro_batch_seqs));
   require(c.prefetch >= 1, "loader: prefetch must be ≥ 1");
+  return c.global_batch_seqs / (c.world * c.micro_batch_seqs);
+}
+
+Loader::Loader(std::shared_ptr<const Dataset> data, const LoaderConfig& config)
+    : data_(std::move(data)), config_(config) {
+  const LoaderConfig& c = config_;
+  micro_steps_ = check_loader_config(c);
   const int64_t n = data_->split(Split::train).num_tokens();
   windows_ = (n - 1) / c.seq_len;
   require(windows_ >= c.global_batch_seqs,
           "loader: the train split of " + data_->dir().string() + " has " + std::to_string(n) + " tokens, " +
               std::to_string(windows_) + " sequences of " + std::to_string(c.seq_len) +
               " + 1 tokens: fewer than one global batch of " + std::to_string(c.global_batch_seqs));
-  micro_steps_ = c.global_batch_seqs / (c.world * c.micro_batch_seqs);
   consumer_.seed = c.seed;
   consumer_.seq_len = c.seq_len;
   consumer_.global_batch_seqs = c.global_batch_seqs;
@@ -153,12 +158,23 @@ TokenBatch Loader::next() {
   return batch;
 }
 
-LoaderPosition Loader::position() const {
+LoaderPosition Loader::loader_position() const {
   std::lock_guard lock(mutex_);
   return consumer_;
 }
 
-void Loader::seek(const LoaderPosition& p) {
+void Loader::check_position(const nlohmann::json& position, const std::string& source) const {
+  check(LoaderPosition::from_json(position, source));
+}
+
+std::string Loader::describe() const {
+  const double tokens = static_cast<double>(data_->split(Split::train).num_tokens());
+  char text[64];
+  std::snprintf(text, sizeof text, "%.2fM train tokens", tokens / 1e6);
+  return data_->dir().string() + " (" + text + ")";
+}
+
+void Loader::check(const LoaderPosition& p) const {
   const auto mismatch = [&](const char* field, auto saved, auto now) {
     if (saved != now) {
       throw std::invalid_argument("loader position: " + std::string(field) + " is " + std::to_string(saved) +
@@ -175,6 +191,10 @@ void Loader::seek(const LoaderPosition& p) {
   require(p.micro_step < micro_steps_, "loader position: micro_step " + std::to_string(p.micro_step) +
                                            " ≥ micro-steps per step " + std::to_string(micro_steps_) +
                                            " (resume on a different layout only at a step boundary)");
+}
+
+void Loader::seek_to(const LoaderPosition& p) {
+  check(p);
   {
     std::lock_guard lock(mutex_);
     ready_.clear();
@@ -191,7 +211,15 @@ void Loader::seek(const LoaderPosition& p) {
 ValidationIterator::ValidationIterator(std::shared_ptr<const Dataset> data, int64_t seq_len, int64_t global_batch_seqs,
                                        int rank, int world, int64_t max_steps, bool document_masking,
                                        int64_t micro_batch_seqs)
-    : data_(std::move(data)),
+    : ValidationIterator(std::shared_ptr<const TokenStream>(data, &data->split(Split::val)), data->eos_id(),
+                         data->dir().string(), seq_len, global_batch_seqs, rank, world, max_steps, document_masking,
+                         micro_batch_seqs) {}
+
+ValidationIterator::ValidationIterator(std::shared_ptr<const TokenStream> val, int32_t eos_id, const std::string& name,
+                                       int64_t seq_len, int64_t global_batch_seqs, int rank, int world,
+                                       int64_t max_steps, bool document_masking, int64_t micro_batch_seqs)
+    : val_(std::move(val)),
+      eos_id_(eos_id),
       seq_len_(seq_len),
       global_batch_seqs_(global_batch_seqs),
       rank_(rank),
@@ -207,11 +235,11 @@ ValidationIterator::ValidationIterator(std::shared_ptr<const Dataset> data, int6
   require(rank_seqs_ % micro_seqs_ == 0, "validation: each rank's " + std::to_string(rank_seqs_) +
                                              " sequences per step must be a multiple of micro_batch_seqs " +
                                              std::to_string(micro_seqs_));
-  const int64_t n = data_->split(Split::val).num_tokens();
+  const int64_t n = val_->num_tokens();
   const int64_t windows = n > 0 ? (n - 1) / seq_len : 0;
   num_steps_ = windows / global_batch_seqs;
   if (max_steps > 0) num_steps_ = std::min(num_steps_, max_steps);
-  require(num_steps_ > 0, "validation: the val split of " + data_->dir().string() + " has " + std::to_string(n) +
+  require(num_steps_ > 0, "validation: the val split of " + name + " has " + std::to_string(n) +
                               " tokens: fewer than one global batch of " + std::to_string(global_batch_seqs) +
                               " sequences of " + std::to_string(seq_len) + " + 1 tokens");
 }
@@ -221,7 +249,7 @@ bool ValidationIterator::next(TokenBatch& batch) {
   std::vector<int64_t> starts(static_cast<size_t>(micro_seqs_));
   const int64_t first = step_ * global_batch_seqs_ + rank_ * rank_seqs_ + micro_step_ * micro_seqs_;
   for (int64_t b = 0; b < micro_seqs_; ++b) starts[b] = (first + b) * seq_len_;
-  pack_windows(data_->split(Split::val), starts, seq_len_, document_masking_ ? data_->eos_id() : -1, batch);
+  pack_windows(*val_, starts, seq_len_, document_masking_ ? eos_id_ : -1, batch);
   if (++micro_step_ * micro_seqs_ == rank_seqs_) {
     micro_step_ = 0;
     ++step_;

@@ -27,6 +27,7 @@
 
 #include "data/dataset.h"
 #include "data/token_batch.h"
+#include "data/training_batches.h"
 
 namespace linea::data {
 
@@ -41,6 +42,10 @@ struct LoaderConfig {
   // one sequence, EOS an ordinary token (long-context benchmarks over short documents).
   bool document_masking = true;
 };
+
+// Checks a configuration on its own (every shape positive, G a multiple of R·B, ...) and returns
+// the micro-steps per step G / (R·B); throws std::invalid_argument naming the field.
+int64_t check_loader_config(const LoaderConfig& config);
 
 // Where a Loader stands: the next micro-batch it returns. Serialized into checkpoints; the last
 // four fields say which stream it belongs to and are checked when it is restored.
@@ -59,29 +64,38 @@ struct LoaderPosition {
   bool operator==(const LoaderPosition&) const = default;
 };
 
-class Loader {
+class Loader : public TrainingBatches {
  public:
   // Throws std::invalid_argument naming the field when the configuration does not fit the data
   // (G not divisible by R·B, fewer windows than one global batch, ...).
   Loader(std::shared_ptr<const Dataset> data, const LoaderConfig& config);
-  ~Loader();
+  ~Loader() override;
   Loader(const Loader&) = delete;
   Loader& operator=(const Loader&) = delete;
 
   // The next micro-batch; blocks until it is ready. Rethrows an error met while preparing it.
-  TokenBatch next();
-  LoaderPosition position() const;
-  // Continues from `p` (from position() of a loader over the same data, seed, T and G; R and B
-  // may differ when p.micro_step is 0). Throws std::invalid_argument naming the mismatch.
-  void seek(const LoaderPosition& p);
+  TokenBatch next() override;
+  LoaderPosition loader_position() const;
+  // Continues from `p` (from loader_position() of a loader over the same data, seed, T and G; R
+  // and B may differ when p.micro_step is 0). Throws std::invalid_argument naming the mismatch.
+  void seek_to(const LoaderPosition& p);
+
+  // TrainingBatches: the position as LoaderPosition's JSON.
+  nlohmann::json position() const override { return loader_position().to_json(); }
+  void check_position(const nlohmann::json& position, const std::string& source) const override;
+  void seek(const nlohmann::json& position, const std::string& source) override {
+    seek_to(LoaderPosition::from_json(position, source));
+  }
+  std::string describe() const override;
 
   int64_t windows_per_epoch() const { return windows_; }
   int64_t steps_per_epoch() const { return windows_ / config_.global_batch_seqs; }
-  int64_t micro_steps_per_step() const { return micro_steps_; }
+  int64_t micro_steps_per_step() const override { return micro_steps_; }
 
  private:
   TokenBatch build(const LoaderPosition& p) const;
   LoaderPosition advance(LoaderPosition p) const;
+  void check(const LoaderPosition& p) const;
   void prefetch_loop();
 
   std::shared_ptr<const Dataset> data_;
@@ -105,13 +119,18 @@ class ValidationIterator {
   // not divisible by world, or the share G / world by micro_batch_seqs.
   ValidationIterator(std::shared_ptr<const Dataset> data, int64_t seq_len, int64_t global_batch_seqs, int rank,
                      int world, int64_t max_steps = 0, bool document_masking = true, int64_t micro_batch_seqs = 0);
+  // Over any val token stream (a streaming run's, held in memory); `name` says where it comes from.
+  ValidationIterator(std::shared_ptr<const TokenStream> val, int32_t eos_id, const std::string& name, int64_t seq_len,
+                     int64_t global_batch_seqs, int rank, int world, int64_t max_steps = 0,
+                     bool document_masking = true, int64_t micro_batch_seqs = 0);
   int64_t num_steps() const { return num_steps_; }
   // The next micro-batch of this rank's share of the global batches; false after the last one.
   bool next(TokenBatch& batch);
   void reset() { step_ = micro_step_ = 0; }
 
  private:
-  std::shared_ptr<const Dataset> data_;
+  std::shared_ptr<const TokenStream> val_;
+  int32_t eos_id_;
   int64_t seq_len_, global_batch_seqs_, rank_seqs_, micro_seqs_, rank_;
   bool document_masking_;
   int64_t num_steps_ = 0, step_ = 0, micro_step_ = 0;

@@ -6,16 +6,19 @@
 #include <cmath>
 #include <cstdio>
 #include <exception>
+#include <future>
 #include <memory>
 #include <stdexcept>
 #include <vector>
 
 #include "data/atomic_file.h"
 #include "data/gpt2_bpe_tokenizer.h"
+#include "data/hf_tokenizer.h"
 #include "data/manifest.h"
 #include "data/progress_meter.h"
 #include "data/sentencepiece_tokenizer.h"
 #include "data/shard_set_writer.h"
+#include "data/tiktoken_tokenizer.h"
 
 namespace linea::data {
 
@@ -106,63 +109,78 @@ std::vector<std::string> sample_sentences(DocumentSource& source, const ValSplit
 // Puts the tokenizer's files into `dir` and returns the tokenizer and its manifest entry.
 std::unique_ptr<Tokenizer> install_tokenizer(const PrepareOptions& o, const DocumentSourceFactory& documents,
                                              const std::filesystem::path& dir, TokenizerSpec& spec) {
-  switch (o.tokenizer.kind) {
-    case TokenizerChoice::Kind::spm_model: {
-      auto tok = std::make_unique<SentencePieceTokenizer>(o.tokenizer.path);
-      spec = {SentencePieceTokenizer::kKind, "tokenizer.model"};
-      write_file_atomically(dir / spec.path, read_file(o.tokenizer.path));
-      return tok;
-    }
-    case TokenizerChoice::Kind::gpt2: {
-      auto tok = std::make_unique<Gpt2BpeTokenizer>(o.tokenizer.path);
-      spec = {Gpt2BpeTokenizer::kKind, "gpt2"};
+  if (o.tokenizer.kind != TokenizerChoice::Kind::spm_train) {
+    auto tok = o.tokenizer.load();
+    spec.kind = std::string(tok->kind());
+    if (o.tokenizer.kind == TokenizerChoice::Kind::gpt2) {
+      spec.path = "gpt2";
       std::filesystem::create_directories(dir / spec.path);
       for (const char* file : {"vocab.json", "merges.txt"}) {
         write_file_atomically(dir / spec.path / file, read_file(o.tokenizer.path / file));
       }
-      return tok;
+    } else {
+      spec.path = o.tokenizer.kind == TokenizerChoice::Kind::spm_model ? "tokenizer.model"
+                  : o.tokenizer.kind == TokenizerChoice::Kind::hf      ? "tokenizer.json"
+                                                                       : "tokenizer.tiktoken";
+      write_file_atomically(dir / spec.path, read_file(o.tokenizer.path));
     }
-    case TokenizerChoice::Kind::spm_train: {
-      auto source = documents();
-      const auto sentences = sample_sentences(*source, ValSplit(o), o.spm_sample_bytes);
-      if (sentences.empty()) throw std::runtime_error("spm-train: the inputs hold no training text");
-      if (o.progress) {
-        std::fprintf(stderr, "prepare: training a SentencePiece %s model (vocabulary %d) on %zu lines...\n",
-                     o.spm_model_type.c_str(), o.tokenizer.vocab_size, sentences.size());
-      }
-      SentencePieceTrainOptions train;
-      train.vocab_size = o.tokenizer.vocab_size;
-      train.model_type = o.spm_model_type;
-      train.threads = o.threads;
-      train.seed = o.seed;
-      auto tok = std::make_unique<SentencePieceTokenizer>(train_sentencepiece(sentences, train), "trained model");
-      spec = {SentencePieceTokenizer::kKind, "tokenizer.model"};
-      write_file_atomically(dir / spec.path, tok->serialized_model());
-      return tok;
-    }
+    return tok;
   }
-  throw std::logic_error("unknown tokenizer choice");
+  // spm-train: learn a model from the first train documents.
+  auto source = documents();
+  const auto sentences = sample_sentences(*source, ValSplit(o), o.spm_sample_bytes);
+  if (sentences.empty()) throw std::runtime_error("spm-train: the inputs hold no training text");
+  if (o.progress) {
+    std::fprintf(stderr, "prepare: training a SentencePiece %s model (vocabulary %d) on %zu lines...\n",
+                 o.spm_model_type.c_str(), o.tokenizer.vocab_size, sentences.size());
+  }
+  SentencePieceTrainOptions train;
+  train.vocab_size = o.tokenizer.vocab_size;
+  train.model_type = o.spm_model_type;
+  train.threads = o.threads;
+  train.seed = o.seed;
+  auto tok = std::make_unique<SentencePieceTokenizer>(train_sentencepiece(sentences, train), "trained model");
+  spec = {SentencePieceTokenizer::kKind, "tokenizer.model"};
+  write_file_atomically(dir / spec.path, tok->serialized_model());
+  return tok;
 }
 
 }  // namespace
 
-TokenizerChoice TokenizerChoice::parse(const std::string& text) {
+TokenizerChoice TokenizerChoice::parse(const std::string& text, const std::string& flag) {
+  const std::string prefix = flag.empty() ? "" : flag + ": ";
   const auto bad = [&]() -> std::invalid_argument {
-    return std::invalid_argument("--tokenizer: expected spm:MODEL, spm-train:VOCAB_SIZE or gpt2:DIR, got \"" + text +
-                                 "\"");
+    return std::invalid_argument(prefix +
+                                 "expected spm:MODEL, spm-train:VOCAB_SIZE, gpt2:DIR, hf:PATH/tokenizer.json or "
+                                 "tiktoken:PATH.tiktoken[:cl100k|o200k|llama3], got \"" +
+                                 text + "\"");
   };
   const size_t colon = text.find(':');
   if (colon == std::string::npos || colon + 1 == text.size()) throw bad();
   const std::string kind = text.substr(0, colon), value = text.substr(colon + 1);
   TokenizerChoice c;
+  c.path = value;
   if (kind == "spm") {
     c.kind = Kind::spm_model;
-    c.path = value;
   } else if (kind == "gpt2") {
     c.kind = Kind::gpt2;
-    c.path = value;
+  } else if (kind == "hf") {
+    c.kind = Kind::hf;
+  } else if (kind == "tiktoken") {
+    c.kind = Kind::tiktoken;
+    const size_t last = value.rfind(':');
+    if (last != std::string::npos) {
+      const std::string variant = value.substr(last + 1);
+      c.variant = pattern_from_name(variant);
+      if (!c.variant || *c.variant == PretokenizerPattern::gpt2) {
+        throw std::invalid_argument(prefix + text + ": unknown tiktoken encoding \"" + variant +
+                                    "\"; expected cl100k, o200k or llama3");
+      }
+      c.path = value.substr(0, last);
+    }
   } else if (kind == "spm-train") {
     c.kind = Kind::spm_train;
+    c.path.clear();
     size_t used = 0;
     try {
       c.vocab_size = std::stoi(value, &used);
@@ -170,13 +188,23 @@ TokenizerChoice TokenizerChoice::parse(const std::string& text) {
       throw bad();
     }
     if (used != value.size() || c.vocab_size < 300) {
-      throw std::invalid_argument("--tokenizer spm-train: vocabulary size \"" + value +
-                                  "\": expected an integer ≥ 300");
+      throw std::invalid_argument(prefix + "spm-train: vocabulary size \"" + value + "\": expected an integer ≥ 300");
     }
   } else {
     throw bad();
   }
   return c;
+}
+
+std::unique_ptr<Tokenizer> TokenizerChoice::load() const {
+  switch (kind) {
+    case Kind::spm_model: return std::make_unique<SentencePieceTokenizer>(path);
+    case Kind::gpt2: return std::make_unique<Gpt2BpeTokenizer>(path);
+    case Kind::hf: return std::make_unique<HfTokenizer>(path);
+    case Kind::tiktoken: return std::make_unique<TiktokenTokenizer>(path, variant);
+    case Kind::spm_train: break;
+  }
+  throw std::invalid_argument("spm-train: a tokenizer to train, not one to load");
 }
 
 PrepareSummary prepare_corpus(const DocumentSourceFactory& documents, const PrepareOptions& o) {
@@ -204,17 +232,31 @@ PrepareSummary prepare_corpus(const DocumentSourceFactory& documents, const Prep
   const int64_t round_bytes = kRoundBytesPerThread * o.threads;
 
   auto source = documents();
-  std::vector<std::string> docs;
   std::vector<std::vector<int32_t>> encoded;
   int64_t doc_index = 0;
-  for (bool more = true; more;) {
-    docs.clear();
+  // Rounds of documents: the next round is read on another thread while this one is tokenized.
+  struct Round {
+    std::vector<std::string> docs;
     int64_t bytes = 0;
+    bool last = false;
+    double fraction = -1;  // of the input read after it
+  };
+  const auto read_round = [&source, round_bytes] {
+    Round r;
     std::string doc;
-    while (bytes < round_bytes && (more = source->next(doc))) {
-      bytes += static_cast<int64_t>(doc.size());
-      docs.push_back(std::move(doc));
+    while (r.bytes < round_bytes && !(r.last = !source->next(doc))) {
+      r.bytes += static_cast<int64_t>(doc.size());
+      r.docs.push_back(std::move(doc));
     }
+    r.fraction = source->fraction_read();
+    return r;
+  };
+  std::future<Round> reading = std::async(std::launch::async, read_round);
+  for (bool last = false; !last;) {
+    Round round = reading.get();
+    last = round.last;
+    if (!last) reading = std::async(std::launch::async, read_round);
+    const std::vector<std::string>& docs = round.docs;
     encoded.resize(docs.size());
     std::vector<std::exception_ptr> errors(docs.size());
 #pragma omp parallel for num_threads(o.threads) schedule(dynamic, 1)
@@ -233,8 +275,8 @@ PrepareSummary prepare_corpus(const DocumentSourceFactory& documents, const Prep
       (is_val ? val : train).append(encoded[i]);
       ++(is_val ? summary.val_docs : summary.train_docs);
     }
-    summary.text_bytes += bytes;
-    progress.update(doc_index, train.tokens() + val.tokens(), summary.text_bytes);
+    summary.text_bytes += round.bytes;
+    progress.update(doc_index, train.tokens() + val.tokens(), summary.text_bytes, round.fraction);
   }
   if (train.tokens() == 0) {
     throw std::runtime_error("prepare: no training documents (" + std::to_string(summary.val_docs) +

@@ -1,7 +1,8 @@
 // prepare: documents → tokenizer → shards + manifest (the logic behind `linea prepare`).
 // Every document is written as [EOS, its tokens...] (EOS precedes each document, as llm.c's
 // fineweb.py does), to the val or the train split, in source order whatever the thread count.
-// Tokenization runs on `threads` threads over rounds of documents; output order is fixed.
+// Tokenization runs on `threads` threads over rounds of documents (the next round is read on
+// another thread meanwhile); output order is fixed.
 // The output directory is built as "<output>.partial-<pid>" beside it (shards written atomically,
 // tokenizer files copied in, manifest.json last) and renamed to <output> at the end, so <output>
 // is either absent or complete; a failed run removes its partial directory. <output> must not
@@ -9,19 +10,30 @@
 #pragma once
 #include <cstdint>
 #include <filesystem>
+#include <memory>
+#include <optional>
 #include <string>
 
 #include "data/document_source.h"
+#include "data/pretokenizer.h"
+#include "data/tokenizer.h"
 
 namespace linea::data {
 
 struct TokenizerChoice {
-  enum class Kind : uint8_t { spm_model, spm_train, gpt2 };
+  enum class Kind : uint8_t { spm_model, spm_train, gpt2, hf, tiktoken };
   Kind kind = Kind::spm_train;
-  std::filesystem::path path;  // spm_model: the .model file; gpt2: the directory of vocab.json, merges.txt
-  int vocab_size = 0;          // spm_train
-  // Parses "spm:MODEL", "spm-train:VOCAB_SIZE" or "gpt2:DIR"; throws std::invalid_argument otherwise.
-  static TokenizerChoice parse(const std::string& text);
+  // spm_model: the .model file; gpt2: the directory of vocab.json, merges.txt; hf: a tokenizer.json;
+  // tiktoken: a .tiktoken rank file.
+  std::filesystem::path path;
+  int vocab_size = 0;                          // spm_train
+  std::optional<PretokenizerPattern> variant;  // tiktoken: cl100k, o200k or llama3 (none: from the file)
+  // Parses "spm:MODEL", "spm-train:VOCAB_SIZE", "gpt2:DIR", "hf:PATH/tokenizer.json" or
+  // "tiktoken:PATH.tiktoken[:cl100k|o200k|llama3]"; throws std::invalid_argument otherwise. `flag`
+  // names the option in errors ("--tokenizer"; empty: none, for a caller that names it itself).
+  static TokenizerChoice parse(const std::string& text, const std::string& flag = "--tokenizer");
+  // Loads (or, for spm-train, cannot load: throws) the tokenizer it names.
+  std::unique_ptr<Tokenizer> load() const;
 };
 
 struct PrepareOptions {

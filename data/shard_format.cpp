@@ -131,9 +131,10 @@ ShardReader::ShardReader(std::filesystem::path path) : path_(std::move(path)) {
     }
   } else if (header[0] == kShardMagicU32) {
     width_ = TokenWidth::u32;
-    if (header[1] != kShardVersionU32) {
+    if (header[1] != kShardVersionU32 && header[1] != kShardVersionU32Legacy) {
       reject("version " + std::to_string(header[1]) + " with uint32 magic " + std::to_string(kShardMagicU32) +
-             ": expected version " + std::to_string(kShardVersionU32));
+             ": expected version " + std::to_string(kShardVersionU32) + " (llm.c) or " +
+             std::to_string(kShardVersionU32Legacy));
     }
   } else {
     reject("bad magic " + std::to_string(header[0]) + ": expected " + std::to_string(kShardMagicU16) +

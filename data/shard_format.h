@@ -1,8 +1,10 @@
-// Token shards in llm.c's `.bin` layout, so shards made by llm.c's preprocessing (e.g. fineweb.py)
-// load as they are:
+// Token shards in llm.c's `.bin` layout (dev/data/data_common.py, write_datafile), so shards made
+// by llm.c's preprocessing (fineweb.py, for GPT-2 or LLaMA-3) load as they are:
 //   int32 header[256]: header[0] magic, header[1] version, header[2] token count, the rest zero;
-//   then `count` little-endian tokens: uint16 when magic = 20240520 (version 1),
-//                                     uint32 when magic = 20240801 (version 2).
+//   then `count` little-endian tokens: uint16 when magic = 20240520, version 1 ("gpt-2"),
+//                                     uint32 when magic = 20240801, version 7 ("llama-3").
+// Writers use uint16 when the vocabulary fits in 65536 ids, else uint32 (version 7). Readers also
+// take uint32 shards of version 2, which linea wrote before it followed llm.c's version 7.
 // The checksum of a shard is zlib's CRC-32 of the whole file (header and tokens), the value
 // `python -c "import zlib,sys; print(zlib.crc32(open(sys.argv[1],'rb').read()))" FILE` prints.
 // ShardWriter streams tokens into a file written atomically (see atomic_file.h); ShardReader maps a
@@ -22,7 +24,8 @@ inline constexpr int64_t kShardHeaderBytes = kShardHeaderInts * 4;
 inline constexpr int32_t kShardMagicU16 = 20240520;
 inline constexpr int32_t kShardMagicU32 = 20240801;
 inline constexpr int32_t kShardVersionU16 = 1;
-inline constexpr int32_t kShardVersionU32 = 2;
+inline constexpr int32_t kShardVersionU32 = 7;
+inline constexpr int32_t kShardVersionU32Legacy = 2;   // read, never written
 inline constexpr int64_t kMaxShardTokens = INT32_MAX;  // header[2] is an int32
 
 enum class TokenWidth : uint8_t { u16 = 2, u32 = 4 };

@@ -23,5 +23,8 @@ struct TokenBatch {
 // Fills `batch` from windows of seq_len + 1 tokens of `stream` starting at `window_starts`.
 void pack_windows(const TokenStream& stream, std::span<const int64_t> window_starts, int64_t seq_len, int32_t eos_id,
                   TokenBatch& batch);
+// The same over tokens in memory.
+void pack_windows(std::span<const int32_t> tokens, std::span<const int64_t> window_starts, int64_t seq_len,
+                  int32_t eos_id, TokenBatch& batch);
 
 }  // namespace linea::data

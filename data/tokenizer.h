@@ -1,6 +1,7 @@
-// Tokenizer: text ↔ token ids, one interface over SentencePiece (sentencepiece_tokenizer.h) and
-// GPT-2 byte-level BPE (gpt2_bpe_tokenizer.h). encode() treats its input as plain text: special
-// tokens written in the text are not recognised (as tiktoken's encode_ordinary, which llm.c uses).
+// Tokenizer: text ↔ token ids, one interface over SentencePiece (sentencepiece_tokenizer.h), GPT-2
+// byte-level BPE (gpt2_bpe_tokenizer.h), tiktoken rank files (tiktoken_tokenizer.h) and Hugging
+// Face tokenizer.json BPE (hf_tokenizer.h). encode() treats its input as plain text: special tokens
+// written in the text are not recognised (as tiktoken's encode_ordinary, which llm.c uses).
 // Implementations are immutable after loading, so encode/decode may run on many threads at once.
 #pragma once
 #include <cstdint>
@@ -14,7 +15,8 @@
 namespace linea::data {
 
 // Which tokenizer and where its files are. kind "sentencepiece": path is a .model file;
-// kind "gpt2-bpe": path is a directory holding vocab.json and merges.txt.
+// "gpt2-bpe": a directory holding vocab.json and merges.txt; "hf-tokenizer-json": a tokenizer.json;
+// "tiktoken-cl100k", "tiktoken-o200k", "tiktoken-llama3": a .tiktoken rank file.
 struct TokenizerSpec {
   std::string kind;
   std::string path;

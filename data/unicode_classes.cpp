@@ -1,17 +1,30 @@
 #include "data/unicode_classes.h"
 
 #include <algorithm>
+#include <iterator>
 #include <string>
 
 namespace linea::data {
 
-CharClass char_class(uint32_t cp) {
-  if (cp < 0x80) {  // ASCII fast path, same answer as the table
-    if (cp == ' ' || (cp >= '\t' && cp <= '\r')) return CharClass::space;
-    if ((cp | 0x20) >= 'a' && (cp | 0x20) <= 'z') return CharClass::letter;
-    if (cp >= '0' && cp <= '9') return CharClass::number;
-    return CharClass::other;
+namespace {
+
+// The class of every code point of the Basic Multilingual Plane, looked up once from the ranges.
+struct BmpTable {
+  CharClass cls[0x10000];
+  BmpTable() {
+    std::fill(std::begin(cls), std::end(cls), CharClass::other);
+    for (int i = 0; i < kNumCodePointRanges && kCodePointRanges[i].lo < 0x10000; ++i) {
+      const CodePointRange& r = kCodePointRanges[i];
+      std::fill(cls + r.lo, cls + std::min<uint32_t>(r.hi, 0xFFFF) + 1, r.cls);
+    }
   }
+};
+
+}  // namespace
+
+CharClass char_class(uint32_t cp) {
+  static const BmpTable bmp;
+  if (cp < 0x10000) return bmp.cls[cp];
   const CodePointRange* end = kCodePointRanges + kNumCodePointRanges;
   const CodePointRange* it =
       std::upper_bound(kCodePointRanges, end, cp, [](uint32_t c, const CodePointRange& r) { return c < r.lo; });

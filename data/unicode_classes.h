@@ -1,6 +1,8 @@
-// The character classes GPT-2's pre-tokenization regex distinguishes: \p{L} (letter), \p{N}
-// (number), \s (space) and everything else (other), plus UTF-8 decoding of one code point. The
-// ranges are generated from Python's `regex` module (scripts/gen_unicode_classes.py).
+// The character classes that the pre-tokenization regexes of GPT-2, cl100k, o200k and LLaMA-3 tell
+// apart (data/pretokenizer.h): the letter categories Lu, Ll, Lt, Lm, Lo (\p{L} is their union),
+// marks \p{M}, numbers \p{N}, whitespace \s, and everything else (other), plus UTF-8 decoding of
+// one code point. The ranges are generated from Python's `regex` module
+// (scripts/gen_unicode_classes.py); the classes are disjoint.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -8,7 +10,7 @@
 
 namespace linea::data {
 
-enum class CharClass : uint8_t { other, letter, number, space };
+enum class CharClass : uint8_t { other, upper, lower, title, modifier, other_letter, mark, number, space };
 
 struct CodePointRange {
   uint32_t lo, hi;  // inclusive

@@ -14,7 +14,7 @@
 //   [model.linear]   the config of the delta-rule mixers that have no table of their own: heads, d_k,
 //                    d_v, conv, output_gate, allow_neg_eigval, decay_rank, gate_rank
 //                    (model/mixers/delta_rule/delta_rule_config.h)
-//   [model.attention] softmax attention's: heads, kv_heads, head_dim, window, rope_theta
+//   [model.attention] softmax attention's: heads, kv_heads, head_dim, window, rope_theta, backend
 //                    (model/mixers/attention/attention_config.h)
 // See reference/mixers.md §1 (layers), §4 (reference shapes, hybrid layouts). parse() validates
 // every field and shape; errors name the file and the dotted key.

@@ -1,22 +1,28 @@
 #!/usr/bin/env python3
-"""Generates data/unicode_classes_table.cpp: the code-point ranges that GPT-2's pre-tokenization
-regex treats as letters (\\p{L}), numbers (\\p{N}) and whitespace (\\s), taken from the `regex`
-module that GPT-2's encoder.py uses, so data/gpt2_pretokenizer.cpp can follow it without a regex
-engine. Run from the repository root: python3 scripts/gen_unicode_classes.py"""
+"""Generates data/unicode_classes_table.cpp: the code-point ranges of the character classes that
+the pre-tokenization regexes of GPT-2, cl100k, o200k and LLaMA-3 distinguish (data/pretokenizer.h):
+the general categories Lu, Ll, Lt, Lm, Lo (\\p{L} is their union), M (Mn, Mc, Me), N (Nd, Nl, No),
+and \\s (White_Space). They come from the `regex` module that tiktoken's and GPT-2's Python code
+use, so data/pretokenizer.cpp follows them without a regex engine. Run from the repository root:
+python3 scripts/gen_unicode_classes.py"""
 import subprocess
 
 import regex
 import unicodedata
 
-classes = [("letter", regex.compile(r"\p{L}")), ("number", regex.compile(r"\p{N}")), ("space", regex.compile(r"\s"))]
+classes = [("upper", r"\p{Lu}"), ("lower", r"\p{Ll}"), ("title", r"\p{Lt}"), ("modifier", r"\p{Lm}"),
+           ("other_letter", r"\p{Lo}"), ("mark", r"\p{M}"), ("number", r"\p{N}"), ("space", r"\s")]
+classes = [(name, regex.compile(pattern)) for name, pattern in classes]
 ranges = []  # [lo, hi, class]
 for cp in range(0x110000):
     if 0xD800 <= cp <= 0xDFFF:
         continue  # surrogates never come out of UTF-8 decoding
     ch = chr(cp)
-    cls = next((name for name, pattern in classes if pattern.match(ch)), None)
-    if cls is None:
+    matching = [name for name, pattern in classes if pattern.match(ch)]
+    assert len(matching) <= 1, f"U+{cp:04X} is in {matching}: the classes must be disjoint"
+    if not matching:
         continue
+    cls = matching[0]
     if ranges and ranges[-1][2] == cls and ranges[-1][1] == cp - 1:
         ranges[-1][1] = cp
     else:

@@ -20,8 +20,6 @@
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
-debs=${LINEA_GPU_DEBS:-$root/.gpu-deps}
-prefix=${LINEA_GPU_PREFIX:-/tmp/linea-deps}
 build=${LINEA_BUILD_DIR:-$root/build-gpu}
 logs=${LINEA_GPU_LOGS:-$build/logs}
 mkdir -p "$logs"
@@ -37,47 +35,7 @@ step "machine"
 } 2>&1 | tee "$logs/machine.txt"
 
 # ---- dependencies that the machine lacks, unpacked into $prefix --------------------------------
-multiarch=x86_64-linux-gnu
-if [ -d "$debs" ]; then
-  step "unpacking $(ls "$debs"/*.deb | wc -l) packages from $debs into $prefix"
-  mkdir -p "$prefix"
-  for deb in "$debs"/*.deb; do dpkg -x "$deb" "$prefix" || exit 1; done
-  # The packages name their install prefix /usr in a few places: point those at $prefix/usr.
-  sed -i "s|\"/usr/share/glog/cmake\"|\"$prefix/usr/share/glog/cmake\"|" \
-    "$prefix/usr/lib/$multiarch/cmake/glog/glog-modules.cmake" 2>/dev/null
-  for pc in "$prefix"/usr/lib/$multiarch/pkgconfig/*.pc; do
-    [ -f "$pc" ] && sed -i "s|^prefix=/usr\$|prefix=$prefix/usr|" "$pc"
-  done
-fi
-export CMAKE_PREFIX_PATH="$prefix/usr${CMAKE_PREFIX_PATH:+:$CMAKE_PREFIX_PATH}"
-export PKG_CONFIG_PATH="$prefix/usr/lib/$multiarch/pkgconfig:$prefix/pkgconfig${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}"
-export LD_LIBRARY_PATH="$prefix/usr/lib/$multiarch${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-
-# OpenBLAS: CMakeLists.txt asks pkg-config for `openblas`; Debian and Ubuntu keep that file in a
-# folder per threading flavour (openblas-openmp, openblas-pthread). Add those folders, and when
-# none holds an openblas.pc, describe the installed library in one.
-for dir in /usr/lib/$multiarch/openblas-*/pkgconfig; do
-  [ -d "$dir" ] && PKG_CONFIG_PATH="$PKG_CONFIG_PATH:$dir"
-done
-if ! pkg-config --exists openblas; then
-  lib=$(ls /usr/lib/$multiarch/libopenblas.so /usr/lib/$multiarch/openblas-*/libopenblas.so 2>/dev/null | head -1)
-  header=$(ls /usr/include/$multiarch/openblas-*/cblas.h /usr/include/openblas/cblas.h /usr/include/cblas.h \
-    2>/dev/null | head -1)
-  if [ -n "$lib" ] && [ -n "$header" ]; then
-    step "writing openblas.pc for $lib ($header)"
-    mkdir -p "$prefix/pkgconfig"
-    printf 'Name: openblas\nDescription: OpenBLAS (found by scripts/gpu.sh)\nVersion: 0\nLibs: -L%s -lopenblas\nCflags: -I%s\n' \
-      "$(dirname "$lib")" "$(dirname "$header")" >"$prefix/pkgconfig/openblas.pc"
-  fi
-fi
-export PKG_CONFIG_PATH
-
-# HDF5 (serial): FindHDF5 asks the h5cc wrapper, which Ubuntu ships separately (hdf5-helpers);
-# without it, name the serial installation's root.
-cmake_args=()
-if ! command -v h5cc >/dev/null && [ -d /usr/lib/$multiarch/hdf5/serial ]; then
-  cmake_args+=(-DHDF5_ROOT=/usr/lib/$multiarch/hdf5/serial)
-fi
+source "$root/scripts/gpu-env.sh"
 nvcc_path=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
 
 # ---- configure and build -------------------------------------------------------------------------

@@ -12,7 +12,7 @@ packages=(
   libtomlplusplus-dev nlohmann-json3-dev
   libopenblas-openmp-dev
   libsentencepiece-dev
-  zlib1g-dev libzstd-dev
+  zlib1g-dev libzstd-dev libsnappy-dev
   dict-gcide
 )
 missing=()

@@ -3,6 +3,8 @@
 #include <algorithm>
 
 #include "data/config_reader.h"
+#include "data/prepare.h"
+#include "data/row_filter.h"
 #include "worker/lr_schedule.h"
 
 namespace linea {
@@ -70,6 +72,37 @@ DataConfig parse_data(ConfigSection s) {
   c.eos_id = s.integer("eos_id", c.eos_id, -1, INT32_MAX);
   c.verify_checksums = s.boolean("verify_checksums", c.verify_checksums);
   c.document_masking = s.boolean("document_masking", c.document_masking);
+  if (c.path.rfind("parquet:", 0) != 0) {
+    for (const char* key : {"tokenizer", "val_docs", "text_field", "where", "threads"}) {
+      if (s.has(key)) {
+        s.fail(key,
+               "only for a parquet stream (data.path = \"parquet:GLOB\"); a shard directory's manifest names "
+               "its tokenizer and splits");
+      }
+    }
+    return c;
+  }
+  if (c.path.size() == 8) s.fail("path", "expected \"parquet:GLOB\" with a file or glob after the colon");
+  c.tokenizer = s.required_string("tokenizer");
+  data::TokenizerChoice choice;
+  try {
+    choice = data::TokenizerChoice::parse(c.tokenizer, "");
+  } catch (const std::invalid_argument& e) {
+    s.fail("tokenizer", e.what());
+  }
+  if (choice.kind == data::TokenizerChoice::Kind::spm_train) {
+    s.fail("tokenizer", "a parquet stream needs a trained tokenizer, not spm-train (train one with linea prepare)");
+  }
+  c.val_docs = s.integer("val_docs", c.val_docs, 0);
+  if (c.val_docs < 1) s.fail("val_docs", "expected the number of documents held out for validation (≥ 1)");
+  c.text_field = s.string("text_field", c.text_field);
+  c.where = s.string("where", c.where);
+  try {
+    data::RowFilter::parse(c.where.empty() ? std::vector<std::string>{} : std::vector<std::string>{c.where});
+  } catch (const std::invalid_argument& e) {
+    s.fail("where", e.what());
+  }
+  c.threads = s.integer("threads", c.threads, 1, 1024);
   return c;
 }
 

@@ -8,8 +8,10 @@
 //   [train]  steps, stop_at, batch_seqs, micro_batch_seqs, seq_len, seed, log_every, eval_every,
 //            eval_batches, checkpoint_every, keep_checkpoints, resume, threads,
 //            precision ("auto" = bf16 on cuda, f32 on the cpu | "bf16" (cuda only) | "f32")
-//   [data]   path ("default" = the embedded corpus), vocab_size/eos_id (plain llm.c shard
-//            directories only), verify_checksums
+//   [data]   path ("default" = the embedded corpus; a shard directory; "parquet:GLOB" = parquet
+//            files tokenized as they stream in), vocab_size/eos_id (plain llm.c shard directories
+//            only), verify_checksums, document_masking; for parquet streams: tokenizer (as
+//            `linea prepare --tokenizer`), val_docs, text_field, where, threads
 //   [parallel] tp, dp (tp × dp = the number of ranks; dp = 0: ranks / tp), timeout_s, validate
 //
 // Unknown keys, wrong types and values out of range fail here, before any work, with the file and
@@ -51,6 +53,15 @@ struct DataConfig {
   int64_t eos_id = -1;
   bool verify_checksums = true;
   bool document_masking = true;  // a sequence starts at every EOS (false: one per row)
+  // data.path = "parquet:GLOB" (data/streaming_loader.h):
+  std::string tokenizer;            // spm:MODEL, gpt2:DIR, hf:PATH/tokenizer.json, tiktoken:PATH[:VARIANT]
+  int64_t val_docs = 0;             // the first val_docs documents are the val split (≥ 1)
+  std::string text_field = "text";  // the parquet column
+  std::string where;                // row filter, as `linea prepare --where`
+  int64_t threads = 2;              // tokenizer threads (and row groups decoded at once)
+
+  // The GLOB of a "parquet:GLOB" path; empty for other paths (parse_data refuses "parquet:" alone).
+  std::string parquet_glob() const { return path.rfind("parquet:", 0) == 0 ? path.substr(8) : std::string(); }
 };
 
 struct ParallelConfig {

@@ -21,7 +21,10 @@
 #include "data/atomic_file.h"
 #include "data/dataset.h"
 #include "data/default_corpus.h"
+#include "data/document_source.h"
 #include "data/loader.h"
+#include "data/prepare.h"
+#include "data/streaming_loader.h"
 #include "kernels/device_memory.h"
 #include "model/model.h"
 #include "parallel/error_agreement.h"
@@ -102,6 +105,34 @@ fs::path data_directory(const RunConfig& c) {
   data::DefaultCorpusOptions options;
   options.threads = std::max(1, omp_get_max_threads());
   return data::ensure_default_corpus(options);
+}
+
+// What a parquet stream reads (data.path = "parquet:GLOB"), from the [data] table.
+data::StreamingConfig streaming_config(const RunConfig& c, const data::LoaderConfig& loader) {
+  data::StreamingConfig s;
+  try {
+    s.files = data::expand_inputs({c.data.parquet_glob()}, "data.path");
+  } catch (const std::invalid_argument& e) {
+    throw std::invalid_argument(c.source + ": " + e.what());
+  }
+  for (const auto& f : s.files) {
+    if (!data::is_parquet_name(f)) {
+      throw std::invalid_argument(c.source + ": data.path: " + f.string() + " is not a .parquet file");
+    }
+  }
+  s.parquet.text_column = c.data.text_field;
+  s.parquet.filter = data::RowFilter::parse(c.data.where.empty() ? std::vector<std::string>{}
+                                                                 : std::vector<std::string>{c.data.where});
+  s.parquet.threads = static_cast<int>(c.data.threads);
+  try {
+    s.tokenizer = data::TokenizerChoice::parse(c.data.tokenizer, "").load();
+  } catch (const std::exception& e) {
+    throw std::runtime_error(c.source + ": data.tokenizer: " + e.what());
+  }
+  s.val_docs = c.data.val_docs;
+  s.threads = static_cast<int>(c.data.threads);
+  s.loader = loader;
+  return s;
 }
 
 // Mean loss over the targets of this rank's validation micro-batches.
@@ -238,26 +269,17 @@ class TrainingRun {
     zero_ = c.optim.zero.value_or(grid_.dp_size() > 1);
   }
 
-  // The data: rank 0 builds the default corpus on first use while the others wait.
+  // The data: rank 0 builds the default corpus on first use while the others wait; a parquet
+  // stream is read by every rank.
   void open_data() {
+    const bool streaming = !c_.data.parquet_glob().empty();
     errors_.run([&] {
       if (!lead_) return;
       fs::create_directories(run_dir_);
-      data_dir_ = data_directory(c_);
+      if (!streaming) data_dir_ = data_directory(c_);
     });
     errors_.agree("preparing the run");
     errors_.run([&] {
-      if (!lead_) data_dir_ = data_directory(c_);
-      data::DatasetOptions data_options;
-      data_options.vocab_size = c_.data.vocab_size;
-      data_options.eos_id = static_cast<int32_t>(c_.data.eos_id);
-      data_options.verify_checksums = c_.data.verify_checksums;
-      dataset_ = data::Dataset::open(data_dir_, data_options);
-      if (dataset_->vocab_size() > c_.model.vocab) {
-        throw std::invalid_argument(c_.source + ": model.vocab: the data in " + data_dir_.string() + " has " +
-                                    std::to_string(dataset_->vocab_size()) +
-                                    " token ids; expected model.vocab >= that, got " + std::to_string(c_.model.vocab));
-      }
       // Each DP replica takes its share of every global batch; the TP ranks of a replica the same one.
       if (c_.train.batch_seqs % (grid_.dp_size() * c_.train.micro_batch_seqs) != 0) {
         throw std::invalid_argument(
@@ -274,10 +296,38 @@ class TrainingRun {
       loader_config.world = grid_.dp_size();
       loader_config.seed = c_.train.seed;
       loader_config.document_masking = c_.data.document_masking;
-      loader_ = std::make_unique<data::Loader>(dataset_, loader_config);
-      val_ = std::make_unique<data::ValidationIterator>(dataset_, c_.train.seq_len, c_.train.batch_seqs,
-                                                        grid_.dp_rank(), grid_.dp_size(), c_.train.eval_batches,
-                                                        c_.data.document_masking, c_.train.micro_batch_seqs);
+      std::shared_ptr<const data::TokenStream> val_tokens;
+      int32_t eos_id = -1;
+      int64_t vocab = 0;
+      std::string where;
+      if (streaming) {
+        auto stream = std::make_unique<data::StreamingLoader>(streaming_config(c_, loader_config));
+        val_tokens = stream->val_stream();
+        eos_id = stream->eos_id();
+        vocab = stream->vocab_size();
+        where = c_.data.path;
+        loader_ = std::move(stream);
+      } else {
+        if (!lead_) data_dir_ = data_directory(c_);
+        data::DatasetOptions data_options;
+        data_options.vocab_size = c_.data.vocab_size;
+        data_options.eos_id = static_cast<int32_t>(c_.data.eos_id);
+        data_options.verify_checksums = c_.data.verify_checksums;
+        const auto dataset = data::Dataset::open(data_dir_, data_options);
+        val_tokens = std::shared_ptr<const data::TokenStream>(dataset, &dataset->split(data::Split::val));
+        eos_id = dataset->eos_id();
+        vocab = dataset->vocab_size();
+        where = data_dir_.string();
+        loader_ = std::make_unique<data::Loader>(dataset, loader_config);
+      }
+      if (vocab > c_.model.vocab) {
+        throw std::invalid_argument(c_.source + ": model.vocab: the data in " + where + " has " +
+                                    std::to_string(vocab) + " token ids; expected model.vocab >= that, got " +
+                                    std::to_string(c_.model.vocab));
+      }
+      val_ = std::make_unique<data::ValidationIterator>(
+          val_tokens, eos_id, where, c_.train.seq_len, c_.train.batch_seqs, grid_.dp_rank(), grid_.dp_size(),
+          c_.train.eval_batches, c_.data.document_masking, c_.train.micro_batch_seqs);
     });
     errors_.agree("opening the data");
   }
@@ -334,9 +384,8 @@ class TrainingRun {
                                            std::to_string(grid_.dp_size()) + (zero_ ? " (ZeRO-1)" : ""))
          << ", " << (placement_.device == Device::cuda ? "cuda:" + std::to_string(grid_.cuda_device()) : "cpu") << " "
          << dtype_name(placement_.compute) << (placement_.compute == DType::f32 ? "" : " (f32 master weights)") << ", "
-         << omp_get_max_threads() << " threads" << (grid_.world_size() > 1 ? " per rank" : "") << ", data "
-         << data_dir_.string() << " (" << human_count(double(dataset_->split(data::Split::train).num_tokens()))
-         << " train tokens), " << tokens_per_step_ << " tokens/step, steps " << summary_.start_step << " → "
+         << omp_get_max_threads() << " threads" << (grid_.world_size() > 1 ? " per rank" : "") << ", "
+         << loader_->describe() << ", " << tokens_per_step_ << " tokens/step, steps " << summary_.start_step << " → "
          << last_step_ << " of " << c_.train.steps << "; set up in " << human_duration(seconds_since(setup_start_))
          << "\n";
     summary_.end_step = summary_.start_step;
@@ -519,8 +568,7 @@ class TrainingRun {
   PendingErrors errors_;
 
   fs::path data_dir_;
-  std::shared_ptr<const data::Dataset> dataset_;
-  std::unique_ptr<data::Loader> loader_;
+  std::unique_ptr<data::TrainingBatches> loader_;
   std::unique_ptr<data::ValidationIterator> val_;
   std::unique_ptr<Model> model_;
   std::unique_ptr<DistributedOptimizer> optimizer_;

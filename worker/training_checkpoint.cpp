@@ -86,13 +86,13 @@ void check_fits(const CheckpointReader& reader, const DistributedOptimizer& opti
 }  // namespace
 
 CheckpointState training_checkpoint_part(const RunConfig& config, int64_t step, int64_t tokens,
-                                         const DistributedOptimizer& optimizer, const data::Loader& loader,
+                                         const DistributedOptimizer& optimizer, const data::TrainingBatches& batches,
                                          const CheckpointLayout& layout) {
   CheckpointState s;
   s.step = step;
   s.tokens = tokens;
   s.config = config.resolved;
-  s.data_position = loader.position().to_json();
+  s.data_position = batches.position();
   s.trainer_state = {{"optimizer_kind", optimizer_kind_name(optimizer.kind())},
                      {"optimizer_step", optimizer.step_count()}};
   s.layout = layout;
@@ -108,7 +108,7 @@ CheckpointState training_checkpoint_part(const RunConfig& config, int64_t step, 
 }
 
 ResumeAttempt resume_training(const fs::path& root, Communicator& world, DistributedOptimizer& optimizer,
-                              data::Loader& loader, std::ostream& log) {
+                              data::TrainingBatches& batches, std::ostream& log) {
   const std::vector<CheckpointTensor> blocks = held_blocks(optimizer);
   ResumeAttempt attempt;
   for (const int64_t step : committed_steps(root, world)) {
@@ -133,10 +133,9 @@ ResumeAttempt resume_training(const fs::path& root, Communicator& world, Distrib
 
     // 2. Does it fit this run? (No: an error everywhere; an older checkpoint would not fit either.)
     PendingErrors errors(world);
-    data::LoaderPosition position;
     errors.run([&] {
       check_fits(*reader, optimizer, blocks);
-      position = data::LoaderPosition::from_json(reader->info().data_position, directory.string());
+      batches.check_position(reader->info().data_position, directory.string());
     });
     errors.agree("resuming from " + directory.string());
 
@@ -151,7 +150,7 @@ ResumeAttempt resume_training(const fs::path& root, Communicator& world, Distrib
 
     errors.run([&] {
       optimizer.set_step_count(reader->info().trainer_state["optimizer_step"].get<int64_t>());
-      loader.seek(position);
+      batches.seek(reader->info().data_position, directory.string());
     });
     errors.agree("resuming from " + directory.string());
     const CheckpointState& info = reader->info();

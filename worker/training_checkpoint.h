@@ -16,7 +16,7 @@
 #include <string>
 
 #include "checkpoint/checkpoint.h"
-#include "data/loader.h"
+#include "data/training_batches.h"
 #include "parallel/communicator.h"
 #include "worker/distributed_optimizer.h"
 #include "worker/run_config.h"
@@ -24,7 +24,7 @@
 namespace linea {
 
 CheckpointState training_checkpoint_part(const RunConfig& config, int64_t step, int64_t tokens,
-                                         const DistributedOptimizer& optimizer, const data::Loader& loader,
+                                         const DistributedOptimizer& optimizer, const data::TrainingBatches& batches,
                                          const CheckpointLayout& layout);
 
 struct ResumedTraining {
@@ -36,7 +36,7 @@ struct ResumedTraining {
 };
 
 // Collective over `world` (every rank of the job): restores the weights, the optimizer state and
-// step count, and the loader position from the newest committed checkpoint under `root` that every
+// step count, and the data position from the newest committed checkpoint under `root` that every
 // rank can read. A checkpoint that some rank finds damaged is skipped on every rank (a warning on
 // `log`) in favour of the previous one. A checkpoint that does not fit this run (another optimizer,
 // missing tensors or other shapes: a changed model config) is an error on every rank (AgreedError;
@@ -48,6 +48,6 @@ struct ResumeAttempt {
   bool state_overwritten = false;
 };
 ResumeAttempt resume_training(const std::filesystem::path& root, Communicator& world, DistributedOptimizer& optimizer,
-                              data::Loader& loader, std::ostream& log);
+                              data::TrainingBatches& batches, std::ostream& log);
 
 }  // namespace linea

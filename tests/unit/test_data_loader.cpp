@@ -156,7 +156,7 @@ TEST(Loader, PositionSurvivesJsonAndRestoresTheSameTokens) {
       .seq_len = 16, .global_batch_seqs = 8, .micro_batch_seqs = 2, .rank = 1, .world = 2, .seed = 11};
   Loader a(ds, config);
   for (int i = 0; i < 5; ++i) a.next();
-  const LoaderPosition saved = a.position();
+  const LoaderPosition saved = a.loader_position();
   EXPECT_EQ(saved.step, 2);
   EXPECT_EQ(saved.micro_step, 1);
   const std::string text = saved.to_json().dump();
@@ -165,11 +165,11 @@ TEST(Loader, PositionSurvivesJsonAndRestoresTheSameTokens) {
 
   Loader b(ds, config);
   b.next();  // with batches already prefetched
-  b.seek(LoaderPosition::from_json(nlohmann::json::parse(text), "test"));
-  EXPECT_EQ(b.position(), saved);
+  b.seek_to(LoaderPosition::from_json(nlohmann::json::parse(text), "test"));
+  EXPECT_EQ(b.loader_position(), saved);
   for (int i = 0; i < 6; ++i) EXPECT_EQ(b.next().inputs, expected[i]) << i;
 
-  a.seek(saved);  // seeking back on the same loader
+  a.seek_to(saved);  // seeking back on the same loader
   EXPECT_EQ(a.next().inputs, expected[0]);
 }
 
@@ -177,15 +177,15 @@ TEST(Loader, SeekRejectsPositionsFromAnotherStream) {
   TempDir dir;
   const auto ds = make_dataset(dir);
   Loader a(ds, {.seq_len = 16, .global_batch_seqs = 8, .micro_batch_seqs = 4, .seed = 1});
-  LoaderPosition p = a.position();
+  LoaderPosition p = a.loader_position();
   p.seed = 2;
-  EXPECT_THROW(a.seek(p), std::invalid_argument);
-  p = a.position();
+  EXPECT_THROW(a.seek_to(p), std::invalid_argument);
+  p = a.loader_position();
   p.seq_len = 32;
-  EXPECT_THROW(a.seek(p), std::invalid_argument);
-  p = a.position();
+  EXPECT_THROW(a.seek_to(p), std::invalid_argument);
+  p = a.loader_position();
   p.micro_step = 2;  // two micro-steps per step here
-  EXPECT_THROW(a.seek(p), std::invalid_argument);
+  EXPECT_THROW(a.seek_to(p), std::invalid_argument);
   EXPECT_THROW(LoaderPosition::from_json(nlohmann::json{{"epoch", -1}}, "ckpt"), std::runtime_error);
 }
 
@@ -202,7 +202,7 @@ TEST(Loader, EachEpochIsADifferentOrderOfAllWindows) {
       e.insert(e.end(), in.begin(), in.end());
     }
   }
-  EXPECT_EQ(loader.position().epoch, 2);
+  EXPECT_EQ(loader.loader_position().epoch, 2);
   EXPECT_NE(epoch[0], epoch[1]);
   // Both epochs hold every window exactly once.
   const auto windows = [](const std::vector<int32_t>& tokens) {

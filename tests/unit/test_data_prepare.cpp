@@ -66,7 +66,9 @@ void write_zstd(const std::filesystem::path& path, const std::string& text) {
 
 DocumentSourceFactory files_source(std::vector<std::filesystem::path> files,
                                    TextDocuments mode = TextDocuments::paragraph) {
-  return [files, mode] { return std::make_unique<FileDocumentSource>(files, mode); };
+  DocumentOptions options;
+  options.text_documents = mode;
+  return [files, options] { return std::make_unique<FileDocumentSource>(files, options); };
 }
 
 PrepareOptions quiet_options(const std::filesystem::path& output, const std::string& tokenizer) {

@@ -34,7 +34,7 @@ using testing::TempDir;
 std::string llmc_shard_bytes(const std::vector<uint32_t>& tokens, bool uint32_tokens) {
   std::vector<int32_t> header(256, 0);
   header[0] = uint32_tokens ? 20240801 : 20240520;
-  header[1] = uint32_tokens ? 2 : 1;
+  header[1] = uint32_tokens ? 7 : 1;
   header[2] = static_cast<int32_t>(tokens.size());
   std::string bytes(reinterpret_cast<const char*>(header.data()), 1024);
   for (uint32_t t : tokens) {
@@ -73,6 +73,13 @@ TEST(Shard, RoundTripBothWidths) {
   EXPECT_EQ(r32.width(), TokenWidth::u32);
   EXPECT_EQ(std::filesystem::file_size(dir / "a.bin"), 1024u + 2 * ids.size());
   EXPECT_EQ(std::filesystem::file_size(dir / "b.bin"), 1024u + 4 * ids.size());
+  // uint32 shards are llm.c's LLaMA-3 format: magic 20240801, version 7.
+  const std::string header = read_file(dir / "b.bin").substr(0, 8);
+  int32_t magic, version;
+  std::memcpy(&magic, header.data(), 4);
+  std::memcpy(&version, header.data() + 4, 4);
+  EXPECT_EQ(magic, 20240801);
+  EXPECT_EQ(version, 7);
   EXPECT_EQ(read_all(r32, 1 << 20), ids);
   ids[3] = static_cast<int32_t>((3 * 7919) % 65536);
   EXPECT_EQ(read_all(r16, 65536), ids);
@@ -112,6 +119,13 @@ TEST(Shard, ByteForByteCompatibleWithLlmc) {
     write_shard(ours, std::vector<int32_t>(tokens.begin(), tokens.end()), wide ? TokenWidth::u32 : TokenWidth::u16);
     EXPECT_EQ(read_file(ours), read_file(llmc));
   }
+  // uint32 shards that linea wrote as version 2, before it followed llm.c's version 7, still load.
+  std::string legacy = llmc_shard_bytes(llama3_tokens, true);
+  const int32_t version2 = 2;
+  std::memcpy(legacy.data() + 4, &version2, 4);
+  write_bytes(dir / "legacy.bin", legacy);
+  const auto got = read_all(ShardReader(dir / "legacy.bin"), 1 << 20);
+  EXPECT_EQ(std::vector<uint32_t>(got.begin(), got.end()), llama3_tokens);
 }
 
 TEST(Shard, RejectsDamagedFilesNamingThem) {
@@ -129,7 +143,7 @@ TEST(Shard, RejectsDamagedFilesNamingThem) {
   EXPECT_ERROR_HAS(with(good.substr(0, 1000))(), "damaged_shard.bin", "truncated header", "1024");
   EXPECT_ERROR_HAS(with(patch_int(good, 0, 12345))(), "damaged_shard.bin", "bad magic 12345", "20240520", "20240801");
   EXPECT_ERROR_HAS(with(patch_int(good, 1, 7))(), "damaged_shard.bin", "version 7", "expected version 1");
-  EXPECT_ERROR_HAS(with(patch_int(patch_int(good, 0, 20240801), 1, 1))(), "expected version 2");
+  EXPECT_ERROR_HAS(with(patch_int(patch_int(good, 0, 20240801), 1, 1))(), "expected version 7 (llm.c) or 2");
   EXPECT_ERROR_HAS(with(good.substr(0, good.size() - 1))(), "damaged_shard.bin", "truncated", "4 tokens", "1032 bytes",
                    "1031");
   EXPECT_ERROR_HAS(with(good + "xx")(), "damaged_shard.bin", "2 extra bytes");

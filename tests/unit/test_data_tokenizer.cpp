@@ -6,7 +6,7 @@
 
 #include "data/atomic_file.h"
 #include "data/gpt2_bpe_tokenizer.h"
-#include "data/gpt2_pretokenizer.h"
+#include "data/pretokenizer.h"
 #include "data/sentencepiece_tokenizer.h"
 #include "data/unicode_classes.h"
 #include "tests/testing/error_of.h"
@@ -26,7 +26,7 @@ void write_text(const std::filesystem::path& path, const std::string& text) {
 
 // ---- GPT-2 pre-tokenization: expected pieces come from Python's `regex` module running GPT-2's
 // pattern on the same strings.
-TEST(Gpt2Pretokenizer, MatchesTheReferenceRegex) {
+TEST(Pretokenizer, Gpt2MatchesTheReferenceRegex) {
   const std::vector<std::pair<std::string, std::vector<std::string>>> cases = {
       {"Hello world", {"Hello", " world"}},
       {"I'm here, they're   ok!", {"I", "'m", " here", ",", " they", "'re", "  ", " ok", "!"}},
@@ -45,14 +45,16 @@ TEST(Gpt2Pretokenizer, MatchesTheReferenceRegex) {
       {"don't!!! ?? ...x", {"don", "'t", "!!!", " ??", " ...", "x"}},
   };
   for (const auto& [text, expected] : cases) {
-    const auto pieces = gpt2_pretokenize(text);
+    std::vector<std::string_view> pieces;
+    pretokenize(PretokenizerPattern::gpt2, text, pieces);
     EXPECT_EQ(std::vector<std::string>(pieces.begin(), pieces.end()), expected) << "text: " << text;
   }
 }
 
-TEST(Gpt2Pretokenizer, MalformedUtf8BytesAreKeptOneByOne) {
+TEST(Pretokenizer, Gpt2MalformedUtf8BytesAreKeptOneByOne) {
   const std::string text = "ab\xff\xfe cd\xc3";  // invalid bytes and a cut-off 2-byte sequence
-  const auto pieces = gpt2_pretokenize(text);
+  std::vector<std::string_view> pieces;
+  pretokenize(PretokenizerPattern::gpt2, text, pieces);
   std::string joined;
   for (auto p : pieces) joined += p;
   EXPECT_EQ(joined, text);
@@ -61,14 +63,20 @@ TEST(Gpt2Pretokenizer, MalformedUtf8BytesAreKeptOneByOne) {
 }
 
 TEST(UnicodeClasses, SampleCodePoints) {
-  EXPECT_EQ(char_class('a'), CharClass::letter);
-  EXPECT_EQ(char_class(0x00E9), CharClass::letter);  // é
-  EXPECT_EQ(char_class(0x6771), CharClass::letter);  // 東
-  EXPECT_EQ(char_class(0x00BD), CharClass::number);  // ½
-  EXPECT_EQ(char_class(0x0663), CharClass::number);  // Arabic-Indic three
-  EXPECT_EQ(char_class(0x3000), CharClass::space);   // ideographic space
-  EXPECT_EQ(char_class(0x001C), CharClass::other);   // \s does not include the file separator
-  EXPECT_EQ(char_class(0x2014), CharClass::other);   // em dash
+  EXPECT_EQ(char_class('a'), CharClass::lower);
+  EXPECT_EQ(char_class('Q'), CharClass::upper);
+  EXPECT_EQ(char_class(0x00E9), CharClass::lower);         // é
+  EXPECT_EQ(char_class(0x6771), CharClass::other_letter);  // 東
+  EXPECT_EQ(char_class(0x01C5), CharClass::title);         // ǅ
+  EXPECT_EQ(char_class(0x02B0), CharClass::modifier);      // ʰ
+  EXPECT_EQ(char_class(0x0301), CharClass::mark);          // combining acute
+  EXPECT_EQ(char_class(0x1D400), CharClass::upper);        // 𝐀, beyond the BMP
+  EXPECT_EQ(char_class(0x0915), CharClass::other_letter);  // क
+  EXPECT_EQ(char_class(0x00BD), CharClass::number);        // ½
+  EXPECT_EQ(char_class(0x0663), CharClass::number);        // Arabic-Indic three
+  EXPECT_EQ(char_class(0x3000), CharClass::space);         // ideographic space
+  EXPECT_EQ(char_class(0x001C), CharClass::other);         // \s does not include the file separator
+  EXPECT_EQ(char_class(0x2014), CharClass::other);         // em dash
   int len;
   EXPECT_EQ(decode_utf8("\xe6\x9d\xb1", 0, &len), 0x6771u);
   EXPECT_EQ(len, 3);

@@ -161,6 +161,13 @@ TEST(ModelConfig, ParsesAndDerivesDefaults) {
   EXPECT_EQ(t.attention_layers, (std::vector<int64_t>{0, 1, 2, 3}));
   const ModelConfig listed = parse_model(kSmall, {"model.hybrid=[2, 0]"});
   EXPECT_EQ(listed.attention_layers, (std::vector<int64_t>{0, 2}));
+
+  const auto backend = [](const ModelConfig& m) {
+    return dynamic_cast<const AttentionConfig&>(m.layer_config(3)).backend;
+  };
+  EXPECT_EQ(a.backend, ops::AttentionBackend::automatic);
+  EXPECT_EQ(backend(parse_model(kSmall, {"model.attention.backend=cudnn"})), ops::AttentionBackend::cudnn);
+  EXPECT_EQ(backend(parse_model(kSmall, {"model.attention.backend=own"})), ops::AttentionBackend::own);
 }
 
 // Whether parsing `text` with `overrides` throws std::invalid_argument naming every fragment.
@@ -183,6 +190,7 @@ TEST(ModelConfig, ErrorsNameTheFileAndKey) {
   EXPECT_TRUE(
       fails({"model.attention.kv_heads=3"}, {"model.attention.kv_heads: heads 4 is not a multiple of kv_heads 3"}));
   EXPECT_TRUE(fails({"model.attention.head_dim=15"}, {"model.attention.head_dim: RoPE needs an even head_dim"}));
+  EXPECT_TRUE(fails({"model.attention.backend=flash"}, {"model.attention.backend: expected one of auto, cudnn, own"}));
   EXPECT_TRUE(fails({"model.linear.conv=-1"}, {"model.linear.conv: expected an integer >= 0"}));
   EXPECT_TRUE(fails({"model.hybrid=3:2"}, {"test.toml: model.hybrid: expected \"pure\", a ratio \"r:1\"", "'3:2'"}));
   EXPECT_TRUE(fails({"model.hybrid=x:1"}, {"model.hybrid", "'x:1'"}));

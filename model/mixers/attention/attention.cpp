@@ -1,6 +1,7 @@
 // ops::attention_forward / attention_backward: argument checks (OpArguments) and dispatch on
 // device and dtype (kernels/ops.h, model/mixers/attention/attention.h): the CPU reference in
-// model/mixers/attention/cpu/attention.h, the flash kernels in model/mixers/attention/cuda/attention.h.
+// model/mixers/attention/cpu/attention.h; on CUDA, cuDNN's fused attention or the own flash kernels
+// as model/mixers/attention/cuda/attention_routing.h decides.
 #include "model/mixers/attention/attention.h"
 
 #include <cmath>
@@ -9,7 +10,7 @@
 #include "kernels/op_arguments.h"
 #include "model/mixers/attention/cpu/attention.h"
 #ifdef LINEA_WITH_CUDA
-#include "model/mixers/attention/cuda/attention.h"
+#include "model/mixers/attention/cuda/attention_routing.h"
 #endif
 
 namespace linea::ops {
@@ -48,7 +49,7 @@ void attention_forward(Tensor out, Tensor lse, const Tensor& q, const Tensor& k,
       .floating(out, "out", {n, query_width})
       .statistics(lse, "lse", {n, shape.q_heads});
 #ifdef LINEA_WITH_CUDA
-  if (args.on_cuda()) return cuda::attention_forward(out, lse, q, k, v, shape, seqs);
+  if (args.on_cuda()) return cuda::route_attention_forward(out, lse, q, k, v, shape, seqs);
 #endif
   args.dispatch([&](auto zero) {
     using T = decltype(zero);
@@ -71,7 +72,7 @@ void attention_backward(Tensor dq, Tensor dk, Tensor dv, const Tensor& dout, con
       .floating(dk, "dk", {n, kv_width})
       .floating(dv, "dv", {n, kv_width});
 #ifdef LINEA_WITH_CUDA
-  if (args.on_cuda()) return cuda::attention_backward(dq, dk, dv, dout, q, k, v, out, lse, shape, seqs);
+  if (args.on_cuda()) return cuda::route_attention_backward(dq, dk, dv, dout, q, k, v, out, lse, shape, seqs);
 #endif
   args.dispatch([&](auto zero) {
     using T = decltype(zero);

@@ -1,7 +1,8 @@
 // ops::attention_forward / attention_backward: causal softmax attention (GQA, optional sliding
 // window) over packed sequences, the op of the attention mixer family. Checks its arguments and
 // dispatches on device and dtype as every op of kernels/ops.h (whose conventions it follows): the
-// CPU reference in cpu/attention.h (f32, f64), the flash kernels in cuda/attention.h (f32, bf16).
+// CPU reference in cpu/attention.h (f32, f64); on CUDA, cuDNN's fused attention (bf16) or the own
+// flash kernels in cuda/attention.h (f32, bf16), as cuda/attention_routing.h decides.
 #pragma once
 #include <cstdint>
 
@@ -14,9 +15,14 @@ namespace linea::ops {
 // o_t = Σ_{s ∈ window(t)} softmax_s(scale · q_t·k_s) v_s, where window(t) = the tokens s ≤ t of t's
 // sequence with t − s < window (window 0 = unlimited). out: [N, Hq·Dh]; lse: f32/f64 [N, Hq]
 // (log-sum-exp of the scaled scores, saved for backward).
+// backend: which CUDA implementation serves it (the CPU ignores it): cuDNN's fused flash
+// attention where it supports the call, else the own kernels, with one log line saying which and
+// why (automatic); cuDNN, an error where it cannot (cudnn); the own kernels (own).
+enum class AttentionBackend { automatic, cudnn, own };
 struct AttentionShape {
   int64_t q_heads = 1, kv_heads = 1, head_dim = 1, window = 0;
   double scale = 1.0;
+  AttentionBackend backend = AttentionBackend::automatic;
 };
 void attention_forward(Tensor out, Tensor lse, const Tensor& q, const Tensor& k, const Tensor& v,
                        const AttentionShape& shape, const SeqLayout& seqs);

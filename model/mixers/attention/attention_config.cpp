@@ -17,6 +17,10 @@ void AttentionConfig::read(ConfigSection& table) {
   head_dim = table.integer("head_dim", head_dim);
   window = table.integer("window", window);
   rope_theta = table.number("rope_theta", rope_theta);
+  const std::string name = table.choice("backend", "auto", {"auto", "cudnn", "own"});
+  backend = name == "cudnn" ? ops::AttentionBackend::cudnn
+            : name == "own" ? ops::AttentionBackend::own
+                            : ops::AttentionBackend::automatic;
 }
 
 void AttentionConfig::resolve(int64_t d_model, const ConfigFieldError& fail) {

@@ -1,11 +1,13 @@
 // AttentionConfig: the settings of softmax attention (reference/mixers.md §4.3), read from
 // [model.attention] (or [model.<mixer>]): heads, kv_heads (default heads), head_dim (default
-// d_model/heads, or 64 when heads is not given either), window (0 = full causal), rope_theta.
+// d_model/heads, or 64 when heads is not given either), window (0 = full causal), rope_theta,
+// backend (auto | cudnn | own: which CUDA implementation runs it, attention.h).
 #pragma once
 #include <cstdint>
 #include <string>
 
 #include "model/mixer_config.h"
+#include "model/mixers/attention/attention.h"
 
 namespace linea {
 
@@ -21,6 +23,7 @@ class AttentionConfig final : public MixerConfigOf<AttentionConfig> {
   int64_t head_dim = 0;  // 0 → d_model / heads, or 64 when heads is 0 too
   int64_t window = 0;
   double rope_theta = 10000.0;
+  ops::AttentionBackend backend = ops::AttentionBackend::automatic;
 };
 
 }  // namespace linea

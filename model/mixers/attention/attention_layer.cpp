@@ -9,8 +9,9 @@ AttentionLayer::AttentionLayer(ParameterSet& params, const std::string& name, in
     : config_(config),
       q_heads_(tp.shard_heads(config.heads, config.section + ".heads")),
       kv_heads_(tp.shard_heads(config.kv_heads, config.section + ".kv_heads")),
-      shape_{q_heads_.size(), kv_heads_.size(), config.head_dim, config.window,
-             1.0 / std::sqrt(double(config.head_dim))},
+      shape_{
+          q_heads_.size(), kv_heads_.size(), config.head_dim, config.window, 1.0 / std::sqrt(double(config.head_dim)),
+          config.backend},
       q_proj_(params, name + ".q_proj", d_model, config.heads * config.head_dim, false, ParamRole::matrix,
               LinearSplit::outputs, q_heads_.channels(config.head_dim)),
       k_proj_(params, name + ".k_proj", d_model, config.kv_heads * config.head_dim, false, ParamRole::matrix,

@@ -1,10 +1,15 @@
-// CUDA causal softmax attention against the CPU op in f64 on the same inputs, in f32 and bf16: out,
-// lse, dq, dk, dv for GQA (8 query heads over 2 kv heads) and plain heads, windows 0 (unlimited),
-// 37 and 300, packed sequences (an empty one included) whose lengths are not multiples of the
-// kernels' 64-token tiles, head dims 32, 64 and 128. The backward runs on the device's own out and
-// lse, as in training. Also: two runs give bit-identical results, and an unsupported head dim is a
-// clear error. Every comparison prints its err_ratio and max abs error (with window 1 every query
-// sees only itself: dq = dk = 0 exactly, and the device's rounding noise passes by abs_err ≤ 1e-6).
+// CUDA causal softmax attention against the CPU op in f64 on the same inputs: out, lse, dq, dk, dv
+// for GQA (8 query heads over 2 kv heads) and plain heads, windows 0 (unlimited), 37, 100 and 300,
+// packed sequences (an empty one included) whose lengths are not multiples of the kernels' tiles,
+// dense batches of equal sequences, head dims 32, 64 and 128, on both CUDA backends: the own flash
+// kernels in f32 and bf16, cuDNN's fused attention in bf16 (it takes no f32; its dense and ragged
+// layouts both appear). The backward runs on the device's own out and lse, as in training. Also:
+// the own kernels give bit-identical results run to run; `auto` falls back to the own kernels for
+// what cuDNN refuses (f32) and says why, `cudnn` refuses it with an error; an unsupported head dim
+// is a clear error; without a device, cuDNN accepts and compiles every graph for an H200
+// (CudnnAttentionGraphs). Every comparison prints its err_ratio and max abs error (with window 1 every
+// query sees only itself: dq = dk = 0 exactly, and the device's rounding noise passes by abs_err ≤ 1e-6).
+#include <dlfcn.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -14,6 +19,7 @@
 #include <vector>
 
 #include "model/mixers/attention/attention.h"
+#include "model/mixers/attention/cuda/attention_routing.h"
 #include "tests/gpu/gpu_test.h"
 
 namespace linea {
@@ -27,17 +33,21 @@ using testing::to_host;
 using testing::tolerance;
 
 class GpuAttention : public testing::GpuDtypeTest {};
+class GpuAttentionCudnn : public testing::GpuTest {};
+
+using ops::AttentionBackend;
 
 struct Case {
   SeqLayout seqs;
   int64_t q_heads, kv_heads, head_dim, window;
 
-  ops::AttentionShape shape() const {
+  ops::AttentionShape shape(AttentionBackend backend = AttentionBackend::own) const {
     return {.q_heads = q_heads,
             .kv_heads = kv_heads,
             .head_dim = head_dim,
             .window = window,
-            .scale = 1.0 / std::sqrt(static_cast<double>(head_dim))};
+            .scale = 1.0 / std::sqrt(static_cast<double>(head_dim)),
+            .backend = backend};
   }
   std::string name() const {
     std::string s = "seqs [";
@@ -72,14 +82,14 @@ Results run_cpu(const Case& c, const Inputs& in) {
 }
 
 // The device results, left on the device.
-Results run_gpu(const Case& c, const Inputs& in, DType dt) {
+Results run_gpu(const Case& c, const Inputs& in, DType dt, AttentionBackend backend = AttentionBackend::own) {
   const int64_t n = c.seqs.num_tokens();
   const Tensor q = to_device(in.q, dt), k = to_device(in.k, dt), v = to_device(in.v, dt);
   auto empty = [&](const Tensor& like) { return Tensor::empty(like.shape(), dt, Device::cuda); };
   Results r{empty(in.q), Tensor::empty({n, c.q_heads}, kStatistics, Device::cuda), empty(in.q), empty(in.k),
             empty(in.v)};
-  ops::attention_forward(r.out, r.lse, q, k, v, c.shape(), c.seqs);
-  ops::attention_backward(r.dq, r.dk, r.dv, to_device(in.dout, dt), q, k, v, r.out, r.lse, c.shape(), c.seqs);
+  ops::attention_forward(r.out, r.lse, q, k, v, c.shape(backend), c.seqs);
+  ops::attention_backward(r.dq, r.dk, r.dv, to_device(in.dout, dt), q, k, v, r.out, r.lse, c.shape(backend), c.seqs);
   return r;
 }
 
@@ -99,22 +109,117 @@ std::vector<Case> cases() {
           {SeqLayout{{0, 0, 70, 70, 201}}, 4, 4, 32, 0},
           {SeqLayout{{0, 1000}}, 4, 2, 128, 0},
           {SeqLayout{{0, 1000}}, 4, 2, 128, 300},
-          {SeqLayout{{0, 1, 2, 131}}, 2, 1, 64, 1}};
+          {SeqLayout{{0, 1, 2, 131}}, 2, 1, 64, 1},
+          {SeqLayout::uniform(2, 256), 4, 4, 128, 0},
+          {SeqLayout::uniform(2, 256), 8, 2, 64, 100}};
 }
 
-TEST_P(GpuAttention, MatchesCpu) {
-  const DType dt = GetParam();
+// Every case on `backend` in dtype `dt` against the CPU reference.
+void expect_cases_match_cpu(DType dt, AttentionBackend backend, const char* label) {
   Rng rng(11);
   for (const Case& c : cases()) {
     SCOPED_TRACE(c.name());
     const Inputs in = make_inputs(c, dt, rng);
-    const Results ref = run_cpu(c, in), got = run_gpu(c, in, dt);
+    const Results ref = run_cpu(c, in), got = run_gpu(c, in, dt, backend);
     for (const Named& o : kOutputs) {
       const Tensor device = to_host(got.*o.member);
       const testing::CloseReport report = testing::compare(ref.*o.member, device);
-      std::printf("[attention %s] %-44s %-3s err_ratio %.3g abs_err %.3g\n", std::string(dtype_name(dt)).c_str(),
-                  c.name().c_str(), o.name, report.err_ratio, report.abs_err);
+      std::printf("[attention %s %s] %-44s %-3s err_ratio %.3g abs_err %.3g\n", label,
+                  std::string(dtype_name(dt)).c_str(), c.name().c_str(), o.name, report.err_ratio, report.abs_err);
       EXPECT_TRUE(assert_close(o.name, ref.*o.member, device, tolerance(dt)));
+    }
+  }
+}
+
+// Whether this build has cuDNN: a call with backend = cudnn says so when it has not.
+bool built_with_cudnn() {
+  const Case c{SeqLayout{{0, 128}}, 1, 1, 64, 0};
+  Tensor x = Tensor::zeros({128, 64}, DType::bf16, Device::cuda);
+  Tensor out = Tensor::empty({128, 64}, DType::bf16, Device::cuda);
+  Tensor lse = Tensor::empty({128, 1}, kStatistics, Device::cuda);
+  try {
+    ops::attention_forward(out, lse, x, x, x, c.shape(AttentionBackend::cudnn), c.seqs);
+  } catch (const std::invalid_argument& e) {
+    if (std::string(e.what()).find("built without cuDNN") != std::string::npos) return false;
+    throw;
+  }
+  return true;
+}
+
+TEST_P(GpuAttention, OwnKernelsMatchCpu) { expect_cases_match_cpu(GetParam(), AttentionBackend::own, "own"); }
+
+TEST_F(GpuAttentionCudnn, MatchesCpu) {
+  if (!built_with_cudnn()) GTEST_SKIP() << "built without cuDNN";
+  expect_cases_match_cpu(DType::bf16, AttentionBackend::cudnn, "cudnn");
+}
+
+// f32 is what cuDNN's fused attention refuses: auto runs the own kernels (and matches the CPU),
+// saying why; cudnn is an error that says why.
+TEST_F(GpuAttentionCudnn, AutoFallsBackAndSaysWhy) {
+  if (!built_with_cudnn()) GTEST_SKIP() << "built without cuDNN";
+  const Case c{SeqLayout{{0, 15, 100, 300}}, 8, 2, 64, 37};
+  Rng rng(13);
+  const Inputs in = make_inputs(c, DType::f32, rng);
+  const Results ref = run_cpu(c, in), got = run_gpu(c, in, DType::f32, AttentionBackend::automatic);
+  const cuda::AttentionRoute route = cuda::last_attention_route();
+  EXPECT_FALSE(route.cudnn);
+  EXPECT_NE(route.reason.find("bf16"), std::string::npos) << route.reason;
+  for (const Named& o : kOutputs) {
+    EXPECT_TRUE(assert_close(o.name, ref.*o.member, to_host(got.*o.member), tolerance(DType::f32)));
+  }
+  try {
+    run_gpu(c, in, DType::f32, AttentionBackend::cudnn);
+    ADD_FAILURE() << "backend = cudnn ran an f32 call";
+  } catch (const std::invalid_argument& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("attention_forward: backend = \"cudnn\", but cuDNN cannot serve it"), std::string::npos)
+        << what;
+    EXPECT_NE(what.find("bf16"), std::string::npos) << what;
+  }
+  run_gpu(c, in, DType::bf16, AttentionBackend::automatic);
+  EXPECT_TRUE(cuda::last_attention_route().cudnn) << cuda::last_attention_route().reason;
+}
+
+// cuDNN's JSON description of an H200 (the cudaDeviceProp fields that cuDNN reads: compute
+// capability 9.0, 132 multiprocessors, 227 KB of opt-in shared memory per block, 50 MB of L2,
+// 141 GB of memory): what the graphs below are built for on a machine without one.
+constexpr const char* kH200 =
+    R"({"cudaDeviceId":0,"deviceName":"NVIDIA H200","deviceVer":900,"driverVer":13000,"isTccDriver":0,)"
+    R"("l2CacheSize":52428800,"maxCtasPerSM":32,"maxRegistersPerSM":65536,"maxSharedMemoryPerBlock":49152,)"
+    R"("maxSharedMemoryPerBlockOptin":232448,"maxThreadsPerBlock":1024,"maxThreadsPerSM":2048,)"
+    R"("memClockRateKHz":3201000,"multiProcessorCount":132,"pciDeviceId":0,"regsPerBlock":65536,)"
+    R"("reservedSharedMemoryPerBlock":1024,"smClockRateKHz":1980000,"supportCoopLaunch":1,)"
+    R"("totalGlobalMem":150754820096,"warpSize":32,"maxBlockSize":[1024,1024,64],)"
+    R"("maxGridSize":[2147483647,65535,65535]})";
+
+// cuDNN compiles its fused attention kernels through the CUDA driver library: the real one, or the
+// toolkit's stub (lib64/stubs) on a machine without a GPU.
+bool driver_library_loadable() {
+  return dlopen("libcuda.so.1", RTLD_LAZY) != nullptr || dlopen("libcuda.so", RTLD_LAZY) != nullptr;
+}
+
+// Dense and ragged layouts, GQA, windows, forward and backward: cuDNN's heuristics accept every
+// graph for an H200 and its engines compile their kernels. The plan is then built (a machine with
+// that GPU), or fails only at loading the compiled module into a driver that has no such device
+// (CUDNN_STATUS_EXECUTION_FAILED_CUDA_DRIVER); a graph cuDNN does not take gets no engine at all.
+TEST(CudnnAttentionGraphs, CompileForAnH200WithoutOne) {
+  const std::vector<Case> graphs = {
+      {SeqLayout::uniform(2, 256), 4, 4, 128, 0},    {SeqLayout::uniform(2, 256), 8, 2, 64, 100},
+      {SeqLayout{{0, 15, 100, 300}}, 8, 2, 64, 0},   {SeqLayout{{0, 15, 100, 300}}, 8, 2, 128, 37},
+      {SeqLayout{{0, 0, 70, 70, 201}}, 4, 4, 32, 0}, {SeqLayout{{0, 1, 2, 131}}, 2, 1, 64, 1}};
+  if (cuda::check_cudnn_attention_plan(kH200, false, graphs[0].shape(), graphs[0].seqs).find("built without cuDNN") !=
+      std::string::npos) {
+    GTEST_SKIP() << "built without cuDNN";
+  }
+  if (!driver_library_loadable()) {
+    GTEST_SKIP() << "no CUDA driver library to compile cuDNN's kernels with (without a GPU, "
+                    "LD_LIBRARY_PATH=/usr/local/cuda/lib64/stubs provides one)";
+  }
+  for (const Case& c : graphs) {
+    for (const bool backward : {false, true}) {
+      const std::string refusal = cuda::check_cudnn_attention_plan(kH200, backward, c.shape(), c.seqs);
+      EXPECT_TRUE(refusal.empty() || refusal.find("CUDNN_STATUS_EXECUTION_FAILED_CUDA_DRIVER") != std::string::npos)
+          << (backward ? "backward " : "forward ") << c.name() << ": " << refusal;
     }
   }
 }
@@ -124,7 +229,7 @@ TEST_P(GpuAttention, RunsAreBitIdentical) {
   Rng rng(12);
   const Case c{SeqLayout{{0, 15, 100, 300, 1300}}, 8, 2, 128, 0};
   const Inputs in = make_inputs(c, dt, rng);
-  const Results first = run_gpu(c, in, dt), second = run_gpu(c, in, dt);
+  const Results first = run_gpu(c, in, dt), second = run_gpu(c, in, dt);  // the own kernels
   for (const Named& o : kOutputs) {
     const Tensor a = (first.*o.member).clone(), b = (second.*o.member).clone();
     EXPECT_EQ(0, std::memcmp(a.raw(), b.raw(), a.nbytes())) << o.name;
@@ -137,7 +242,7 @@ TEST_P(GpuAttention, UnsupportedHeadDimIsReported) {
   Tensor q = Tensor::zeros({4, 96}, dt, Device::cuda), kv = Tensor::zeros({4, 48}, dt, Device::cuda);
   Tensor out = Tensor::empty({4, 96}, dt, Device::cuda), lse = Tensor::empty({4, 2}, kStatistics, Device::cuda);
   try {
-    ops::attention_forward(out, lse, q, kv, kv, c.shape(), c.seqs);
+    ops::attention_forward(out, lse, q, kv, kv, c.shape(AttentionBackend::own), c.seqs);
     ADD_FAILURE() << "no error for head_dim 48";
   } catch (const std::invalid_argument& e) {
     EXPECT_NE(std::string(e.what()).find("attention_forward: shape: head_dim 48"), std::string::npos) << e.what();
