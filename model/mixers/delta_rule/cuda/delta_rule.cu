@@ -67,8 +67,9 @@ std::vector<int64_t> chunk_table(const SeqLayout& seqs) {
 }
 
 Chunks place_chunk_table(const std::vector<int64_t>& table, int64_t seqs, void* device) {
-  check_cuda(cudaMemcpy(device, table.data(), table.size() * sizeof(int64_t), cudaMemcpyHostToDevice),
-             "cudaMemcpy (chunk table)");
+  // Pageable memory: staged at once, without waiting for the device.
+  check_cuda(cudaMemcpyAsync(device, table.data(), table.size() * sizeof(int64_t), cudaMemcpyHostToDevice, 0),
+             "cudaMemcpyAsync (chunk table)");
   const int64_t chunks = (static_cast<int64_t>(table.size()) - seqs - 1) / 2;
   const int64_t* t = static_cast<const int64_t*>(device);
   return {t, t + chunks, t + 2 * chunks, chunks, seqs};

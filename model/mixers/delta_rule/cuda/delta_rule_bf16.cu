@@ -69,11 +69,9 @@ struct Bf16Plan {
   bf16path::Problem problem{}, by_segment{};
   bf16path::Workspace ws{};
   // Segments: per segment and head, A [K, K], B (forward) or C (backward), and the chain's visits
-  // S_start, dS_end [K, V]; U = 0 [N, H, K] for the pass that makes A; seq_segment on the device.
+  // S_start, dS_end [K, V]; seq_segment on the device.
   int64_t segments = 0;
   float *A = nullptr, *B = nullptr, *S_start = nullptr, *C = nullptr, *dS_end = nullptr;
-  bf16* zero_keys = nullptr;
-  size_t zero_keys_bytes = 0;
   const int64_t* seq_segment = nullptr;
 
   Bf16Plan(const ops::DeltaRuleSpec& spec, const SeqLayout& seqs, const ops::DeltaRuleInputs& in, bool backward) {
@@ -107,7 +105,6 @@ struct Bf16Plan {
                                  seg_kv,
                                  backward ? seg_kv : 0,
                                  backward ? seg_kv : 0,
-                                 segments ? keys * b : 0,
                                  per_channel ? pairs * call.key_dim * f : 0,           // G_L
                                  per_channel ? keys * b : 0,                           // K ⊙ exp(G_L − G)
                                  per_channel && backward ? keys * b : 0,               // scale Q ⊙ γ
@@ -136,20 +133,20 @@ struct Bf16Plan {
     } else {
       ws.Qe = at(5), ws.R = at(6);
     }
-    ws.Glast = sizes[16] ? static_cast<float*>(p[16]) : nullptr;
-    ws.Kend = at(17), ws.Qg = at(18), ws.P = at(19), ws.Vw = at(20);
+    ws.Glast = sizes[15] ? static_cast<float*>(p[15]) : nullptr;
+    ws.Kend = at(16), ws.Qg = at(17), ws.P = at(18), ws.Vw = at(19);
     if (segments == 0) return;
     std::vector<int64_t> seg = st.seg_chunk;
     seg.insert(seg.end(), st.seq_segment.begin(), st.seq_segment.end());
-    check_cuda(cudaMemcpy(p[9], seg.data(), seg_table, cudaMemcpyHostToDevice), "cudaMemcpy (segment table)");
+    // Pageable memory: staged at once, without waiting for the device.
+    check_cuda(cudaMemcpyAsync(p[9], seg.data(), seg_table, cudaMemcpyHostToDevice, 0),
+               "cudaMemcpyAsync (segment table)");
     by_segment = problem;
     by_segment.chunks.seq_chunk = static_cast<const int64_t*>(p[9]);
     by_segment.chunks.seqs = segments;
     seq_segment = static_cast<const int64_t*>(p[9]) + st.seg_chunk.size();
     const auto f32 = [&](size_t i) { return static_cast<float*>(p[i]); };
     A = f32(10), B = f32(11), S_start = f32(12), C = f32(13), dS_end = f32(14);
-    zero_keys = at(15);
-    zero_keys_bytes = keys * b;
   }
 
   // The workspace of the passes that make A, B or C: what the passes read, nothing stored.
@@ -169,8 +166,7 @@ struct Bf16Plan {
     const bf16path::Workspace t = transition_workspace();
     bf16path::state_forward(by_segment, t, nullptr, B, nullptr);
     bf16path::Workspace zero_u = t;
-    zero_u.U = zero_keys;
-    check_cuda(cudaMemsetAsync(zero_keys, 0, zero_keys_bytes), "cudaMemsetAsync (U = 0)");
+    zero_u.U = nullptr;  // U = 0 (stage_rows)
     bf16path::Problem identity = by_segment;
     identity.value_dim = problem.key_dim;
     bf16path::fill_identity(A, segments * problem.heads, problem.key_dim);

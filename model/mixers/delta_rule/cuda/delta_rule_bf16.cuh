@@ -105,13 +105,18 @@ __device__ __forceinline__ Span chunk_span(const Chunks& chunks, int64_t c) {
 }
 
 // Starts copying the chunk's rows i < L, columns col0 + [0, C) of a [N, H, width] tensor (head
-// `head`) into a tile of C columns; entries past L or past `width` become 0.
+// `head`) into a tile of C columns; entries past L or past `width` become 0, and all of them when
+// `from` is null (a tensor of zeros).
 template <int C>
 __device__ __forceinline__ void stage_rows(const Tile<C>& to, const bf16* from, const Span& s, int heads, int head,
                                            int width, int col0) {
   constexpr int kPieces = C / 8;
   for (int p = threadIdx.x; p < kC * kPieces; p += blockDim.x) {
     const int i = p / kPieces, c = col0 + 8 * (p % kPieces);
+    if (!from) {
+      *reinterpret_cast<uint4*>(to.at(i, c - col0)) = uint4{0, 0, 0, 0};
+      continue;
+    }
     const bool valid = i < s.len && c < width;
     const bf16* src = valid ? from + ((s.first + i) * heads + head) * static_cast<int64_t>(width) + c : from;
     mma::copy16(to.at(i, c - col0), src, valid);

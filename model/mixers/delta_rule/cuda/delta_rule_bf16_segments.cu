@@ -6,9 +6,10 @@
 //   forward:   S_start(first) = h0 (or 0),  S_start(s + 1) = A_s S_start(s) + B_s,  ht = the last end
 //   backward:  dS_end(last) = dht (or 0),   dS_end(s − 1) = A_sᵀ dS_end(s) + C_s,    dh0 = the first
 //              start's (C_s: the segment's gradient at its start from dS_end = 0)
-// One block per (sequence, head, 64 value columns), 256 threads, f32 FMAs in a fixed order (the
-// chain is short: ≤ a sequence's chunks / 64 steps of a [Kd, Kd] × [Kd, 64] product); the state
-// tile is in shared memory, A_s read from global memory (L2) row by row.
+// One block per (sequence, head, 16 value columns), 256 threads, f32 FMAs in a fixed order (the
+// chain is short: ≤ a sequence's chunks / 64 steps of a [Kd, Kd] × [Kd, 16] product); the state
+// tile is in shared memory, A_s read from global memory (L2) 8 entries of a row at a time, so that
+// a step waits for K / 8 rounds of loads rather than K.
 #include "kernels/cuda/check.h"
 #include "model/mixers/delta_rule/cuda/delta_rule_bf16.cuh"
 
@@ -16,10 +17,14 @@ namespace linea::cuda::delta::bf16path {
 
 namespace {
 
-// Thread t owns row t / kRowThreads of the [Kd, 64] tile, columns kCols (t % kRowThreads).. .
+// The value columns of a chain block: narrower than the state passes' 64, so that a sequence's
+// chain runs on four times as many blocks.
+constexpr int kChainColumns = 16;
+
+// Thread t owns row t / kRowThreads of the [Kd, 16] tile, columns kCols (t % kRowThreads).. .
 template <int Kd>
 struct ChainLayout {
-  static constexpr int kRowThreads = kThreads / Kd, kCols = kBV / kRowThreads;
+  static constexpr int kRowThreads = kThreads / Kd, kCols = kChainColumns / kRowThreads;
   __device__ static int row() { return static_cast<int>(threadIdx.x) / kRowThreads; }
   __device__ static int col0() { return kCols * (static_cast<int>(threadIdx.x) % kRowThreads); }
 };
@@ -29,7 +34,7 @@ struct ChainBlock {
   int head, e0;
   __device__ ChainBlock(int heads, int tiles) {
     const int64_t x = blockIdx.x;
-    e0 = static_cast<int>(x % tiles) * kBV;
+    e0 = static_cast<int>(x % tiles) * kChainColumns;
     head = static_cast<int>(x / tiles % heads);
     seq = x / tiles / heads;
   }
@@ -41,8 +46,8 @@ template <int Kd, bool kReverse>
 __global__ void __launch_bounds__(kThreads) chain_kernel(Chain c) {
   using CL = ChainLayout<Kd>;
   extern __shared__ __align__(16) float chain_shared[];
-  float(*cur)[kBV] = reinterpret_cast<float(*)[kBV]>(chain_shared);  // [Kd][64]
-  const ChainBlock blk(c.heads, (c.value_dim + kBV - 1) / kBV);
+  float(*cur)[kChainColumns] = reinterpret_cast<float(*)[kChainColumns]>(chain_shared);  // [Kd][16]
+  const ChainBlock blk(c.heads, (c.value_dim + kChainColumns - 1) / kChainColumns);
   const int K = c.key_dim, V = c.value_dim, d = CL::row(), col0 = CL::col0();
   const int64_t kv = static_cast<int64_t>(K) * V, kk = static_cast<int64_t>(K) * K;
   const auto at = [&](int64_t state, int row, int e) {
@@ -70,10 +75,18 @@ __global__ void __launch_bounds__(kThreads) chain_kernel(Chain c) {
     }
     if (inside_row) {
       const float* A = c.A + state * kk;
-      for (int m = 0; m < K; ++m) {
-        const float a = kReverse ? A[static_cast<int64_t>(m) * K + d] : A[static_cast<int64_t>(d) * K + m];
+      for (int m0 = 0; m0 < K; m0 += 8) {  // K is a multiple of 8
+        float a[8];
 #pragma unroll
-        for (int j = 0; j < CL::kCols; ++j) next[j] += a * cur[m][col0 + j];
+        for (int u = 0; u < 8; ++u) {
+          const int m = m0 + u;
+          a[u] = kReverse ? A[static_cast<int64_t>(m) * K + d] : A[static_cast<int64_t>(d) * K + m];
+        }
+#pragma unroll
+        for (int u = 0; u < 8; ++u) {
+#pragma unroll
+          for (int j = 0; j < CL::kCols; ++j) next[j] += a[u] * cur[m0 + u][col0 + j];
+        }
       }
     }
     __syncthreads();
@@ -103,11 +116,11 @@ __global__ void identity_kernel(float* states, int64_t count, int K) {
 
 void chain(const Chain& c, bool reverse) {
   if (c.seqs == 0) return;
-  const dim3 grid(static_cast<unsigned>(c.seqs * c.heads * ceil_div(c.value_dim, kBV)));
+  const dim3 grid(static_cast<unsigned>(c.seqs * c.heads * ceil_div(c.value_dim, kChainColumns)));
   dispatch_key_tile(c.key_dim, [&](auto tile) {
     constexpr int Kd = decltype(tile)::value;
     const auto kernel = reverse ? chain_kernel<Kd, true> : chain_kernel<Kd, false>;
-    constexpr size_t bytes = sizeof(float) * Kd * kBV;
+    constexpr size_t bytes = sizeof(float) * Kd * kChainColumns;
     allow_shared_memory(reinterpret_cast<const void*>(kernel), bytes);
     kernel<<<grid, kThreads, bytes>>>(c);
     check_launch("delta_rule bf16 chain_kernel");

@@ -221,7 +221,8 @@ TEST_F(GpuDeltaRuleContract, RecurrentAndBf16DecayAreRejected) {
       EXPECT_NE(std::string(e.what()).find(message), std::string::npos) << e.what();
     }
   };
-  expect_message(p, DeltaRuleImpl::recurrent, "delta_rule_forward: impl recurrent has no CUDA implementation");
+  expect_message(p, DeltaRuleImpl::recurrent,
+                 "delta_rule_forward: impl: recurrent has no CUDA implementation; use chunked");
   p.in.g = device(host.in.g, DType::bf16);
   expect_message(p, DeltaRuleImpl::chunked, "g: expected f32, got bf16");
 }
