@@ -8,8 +8,8 @@
 //              start's (C_s: the segment's gradient at its start from dS_end = 0)
 // One block per (sequence, head, 16 value columns), 256 threads, f32 FMAs in a fixed order (the
 // chain is short: ≤ a sequence's chunks / 64 steps of a [Kd, Kd] × [Kd, 16] product); the state
-// tile is in shared memory, A_s read from global memory (L2) 8 entries of a row at a time, so that
-// a step waits for K / 8 rounds of loads rather than K.
+// tile is in shared memory, A_s read from global memory (L2) 8 entries of a row at a time (two
+// 16-byte loads forward), so that a step waits for K / 8 rounds of loads rather than K.
 #include "kernels/cuda/check.h"
 #include "model/mixers/delta_rule/cuda/delta_rule_bf16.cuh"
 
@@ -77,10 +77,13 @@ __global__ void __launch_bounds__(kThreads) chain_kernel(Chain c) {
       const float* A = c.A + state * kk;
       for (int m0 = 0; m0 < K; m0 += 8) {  // K is a multiple of 8
         float a[8];
+        if constexpr (kReverse) {  // column d: the lanes' neighbouring d are neighbouring addresses
 #pragma unroll
-        for (int u = 0; u < 8; ++u) {
-          const int m = m0 + u;
-          a[u] = kReverse ? A[static_cast<int64_t>(m) * K + d] : A[static_cast<int64_t>(d) * K + m];
+          for (int u = 0; u < 8; ++u) a[u] = A[static_cast<int64_t>(m0 + u) * K + d];
+        } else {  // row d: 32 bytes (the stack is 256-byte aligned, K a multiple of 8)
+          const float4* row = reinterpret_cast<const float4*>(A + static_cast<int64_t>(d) * K + m0);
+          const float4 x = row[0], y = row[1];
+          a[0] = x.x, a[1] = x.y, a[2] = x.z, a[3] = x.w, a[4] = y.x, a[5] = y.y, a[6] = y.z, a[7] = y.w;
         }
 #pragma unroll
         for (int u = 0; u < 8; ++u) {
