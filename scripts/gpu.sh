@@ -50,8 +50,8 @@ if [ $status -ne 0 ]; then
   exit $status
 fi
 targets=(bench_gpu_ops)
-gpu_tests=$(find tests/gpu -name 'test_*.cpp' | sort)
-for src in $gpu_tests; do targets+=("$(basename "$src" .cpp)"); done
+gpu_tests=$(find tests/gpu -name 'test_*.cpp' -o -name 'test_*.cu' | sort)
+for src in $gpu_tests; do targets+=("$(basename "${src%.*}")"); done
 [ "${LINEA_GPU_ALL:-0}" = 1 ] && targets=(all)
 [ -n "${LINEA_GPU_TARGETS:-}" ] && read -ra targets <<<"$LINEA_GPU_TARGETS"
 step "build ${targets[*]}"
@@ -76,7 +76,7 @@ test_status=${PIPESTATUS[0]}
 if [ "${LINEA_GPU_SANITIZE:-0}" = 1 ]; then
   sanitizer=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
   for src in $gpu_tests; do
-    name=$(basename "$src" .cpp)
+    name=$(basename "${src%.*}")
     step "compute-sanitizer memcheck $name"
     "$sanitizer" --tool memcheck --error-exitcode 1 "$build/tests/$name" --gtest_brief=1 2>&1 |
       tee -a "$logs/sanitizer.log" | tail -3

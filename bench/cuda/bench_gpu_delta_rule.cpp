@@ -1,13 +1,14 @@
 // bench_gpu_delta_rule: times the CUDA delta rule (model/mixers/delta_rule/cuda/delta_rule.h) at the shapes of
 // shared/ANCHORS.md (B·T = 32768 tokens, H = 16, K = V = 128; T = 4096, 16384, 32768 with B = 8, 2,
-// 1), bf16 operands and f32 gates, for DeltaNet, GDN, KDA and GDN-2: one JSON line per (mixer, T)
-// with the forward and forward+backward milliseconds (CUDA events, mean over the timed launches),
-// fla's figures and linea's target from ANCHORS.md where it gives them, and the effective TFLOP/s
-// at reference/mixers.md §2.7's dense counts (forward 6KV + 6CK + 4CV + C²/3, backward
+// 1) and at the 340M model's heads (B·T = 32768, H = 4, K = 256, V = 512), bf16 operands and f32
+// gates, for DeltaNet, GDN, KDA and GDN-2: one JSON line per (shape, mixer, T) with the forward and
+// forward+backward milliseconds (CUDA events, mean over the timed launches), fla's figures and
+// linea's target from ANCHORS.md where it gives them, and the effective TFLOP/s at
+// reference/mixers.md §2.7's dense counts (forward 6KV + 6CK + 4CV + C²/3, backward
 // 16KV + 18CK + 10CV + 4C² FLOPs per token and head, C = 64).
 //
 // Usage: bench_gpu_delta_rule [iterations=10] [mixer (deltanet|gdn|kda|gdn2; default: all)]
-//        [T (4096|16384|32768; default: all)]
+//        [T (4096|16384|32768; default: all)] [shape (anchors|340m; default: both)]
 #include <cmath>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -27,7 +28,8 @@ struct Reference {  // ANCHORS.md: fla's fwd and fwd+bwd ms, linea's fwd+bwd tar
   std::optional<double> fla_fwd, fla_fwd_bwd, target_fwd_bwd;
 };
 
-Reference anchors(const std::string& mixer, int64_t T) {
+Reference anchors(const std::string& shape, const std::string& mixer, int64_t T) {
+  if (shape != "anchors") return {};
   if (mixer == "deltanet" && T == 4096) return {1.00, 2.83, 1.9};
   if (mixer == "gdn" && T == 4096) return {0.84, 3.31, 2.2};
   if (mixer == "gdn" && T == 16384) return {1.04, 4.11, 2.4};
@@ -38,15 +40,21 @@ Reference anchors(const std::string& mixer, int64_t T) {
 
 nlohmann::json optional_json(const std::optional<double>& v) { return v ? nlohmann::json(*v) : nlohmann::json(); }
 
-constexpr int64_t kTokens = 32768, kHeads = 16, kKeyDim = 128, kValueDim = 128, kChunk = 64;
+constexpr int64_t kTokens = 32768, kChunk = 64;
 
-// Every operand any mixer takes, on the device, filled once (all shapes have B·T = kTokens):
-// q, k with rows of norm ≈ 1 like L2-normalised ones, v and d_o in [−1, 1), gates in [0.1, 0.9),
-// log decays in [−0.2, −0.001).
+struct HeadShape {
+  const char* name;
+  int64_t heads, key_dim, value_dim;
+};
+
+// Every operand any mixer takes, on the device, filled once per head shape (all shapes have
+// B·T = kTokens): q, k with rows of norm ≈ 1 like L2-normalised ones, v and d_o in [−1, 1), gates
+// in [0.1, 0.9), log decays in [−0.2, −0.001).
 struct Operands {
+  HeadShape shape;
   Tensor q, k, v, beta, b, w, g_scalar, g_channel, d_o;
-  explicit Operands(Rng& rng) {
-    const int64_t N = kTokens, H = kHeads, K = kKeyDim, V = kValueDim;
+  Operands(const HeadShape& head_shape, Rng& rng) : shape(head_shape) {
+    const int64_t N = kTokens, H = shape.heads, K = shape.key_dim, V = shape.value_dim;
     const DType dt = DType::bf16;
     const double edge = std::sqrt(3.0 / static_cast<double>(K));
     q = random_device({N, H, K}, dt, rng, -edge, edge);
@@ -62,7 +70,8 @@ struct Operands {
 };
 
 void bench_mixer(const DeltaRulePreset& m, int64_t batch, int iterations, const Operands& x) {
-  const int64_t T = kTokens / batch, N = kTokens, H = kHeads, K = kKeyDim, V = kValueDim, C = kChunk;
+  const int64_t T = kTokens / batch, N = kTokens, H = x.shape.heads, K = x.shape.key_dim, V = x.shape.value_dim,
+                C = kChunk;
   const ops::DeltaRuleSpec spec{m.decay, m.gate, 1 / std::sqrt(static_cast<double>(K))};
   const SeqLayout seqs = SeqLayout::uniform(batch, T);
   ops::DeltaRuleInputs in;
@@ -91,8 +100,9 @@ void bench_mixer(const DeltaRulePreset& m, int64_t batch, int iterations, const 
   const double per_token_fwd = 6.0 * K * V + 6.0 * C * K + 4.0 * C * V + C * C / 3.0;
   const double per_token_bwd = 16.0 * K * V + 18.0 * C * K + 10.0 * C * V + 4.0 * C * C;
   const double work = static_cast<double>(N * H);
-  const Reference ref = anchors(m.name, T);
+  const Reference ref = anchors(x.shape.name, m.name, T);
   emit({{"op", std::string("delta_rule_") + m.name},
+        {"shape", x.shape.name},
         {"dtype", "bf16"},
         {"B", batch},
         {"T", T},
@@ -114,19 +124,28 @@ int main(int argc, char** argv) {
   const int iterations = static_cast<int>(positive_arg("bench_gpu_delta_rule", argc, argv, 1, 10));
   const std::string only_mixer = argc > 2 ? argv[2] : "";
   const int64_t only_T = positive_arg("bench_gpu_delta_rule", argc, argv, 3, 0);
+  const std::string only_shape = argc > 4 ? argv[4] : "";
   emit_device();
   Rng rng(2026);
-  const Operands operands(rng);
+  const HeadShape shapes[] = {{"anchors", 16, 128, 128}, {"340m", 4, 256, 512}};
   bool known = only_mixer.empty();
-  for (const DeltaRulePreset& m : delta_rule_presets()) {
-    if (!only_mixer.empty() && only_mixer != m.name) continue;
-    known = true;
-    for (const int64_t batch : {8, 2, 1}) {
-      if (only_T == 0 || only_T == kTokens / batch) bench_mixer(m, batch, iterations, operands);
-    }
-  }
+  for (const DeltaRulePreset& m : delta_rule_presets()) known = known || only_mixer == m.name;
   if (!known)
     throw std::invalid_argument("bench_gpu_delta_rule: unknown mixer '" + only_mixer +
                                 "' (expected deltanet, gdn, kda or gdn2)");
+  bool known_shape = only_shape.empty();
+  for (const HeadShape& shape : shapes) {
+    if (!only_shape.empty() && only_shape != shape.name) continue;
+    known_shape = true;
+    const Operands operands(shape, rng);
+    for (const DeltaRulePreset& m : delta_rule_presets()) {
+      if (!only_mixer.empty() && only_mixer != m.name) continue;
+      for (const int64_t batch : {8, 2, 1}) {
+        if (only_T == 0 || only_T == kTokens / batch) bench_mixer(m, batch, iterations, operands);
+      }
+    }
+  }
+  if (!known_shape)
+    throw std::invalid_argument("bench_gpu_delta_rule: unknown shape '" + only_shape + "' (expected anchors or 340m)");
   return 0;
 }

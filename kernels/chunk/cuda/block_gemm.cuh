@@ -6,19 +6,14 @@
 // For each block of 64 columns, tiles of depth 32 of A and B go through shared memory and the 8
 // warps multiply them on the tensor cores (WMMA m16n16k8 TF32, each warp a 16×32 piece of the
 // 64×64 result).
-// Precision: by default an operand is split, x = big + small with big = tf32(x) and small =
-// tf32(x − big), and big·big + big·small + small·big is accumulated in f32 ("3×TF32"): the product
-// stays within a few f32 roundings of the exact one. gemm::a_tf32 / b_tf32 round the
-// operand to TF32 once instead: exact for values that are TF32 numbers already (bf16 operands
-// passed through unchanged: then the product loses nothing and costs one or two passes, not three),
-// 11 significant bits otherwise (for results rounded to bf16 right away). The sums run in a fixed
-// order.
+// Precision: every operand is split, x = big + small with big = tf32(x) and small = tf32(x − big),
+// and big·big + big·small + small·big is accumulated in f32 ("3×TF32"): the product stays within a
+// few f32 roundings of the exact one. The sums run in a fixed order.
 // gemm::a_m_fast / b_k_fast say which index neighbouring threads vary when loading a tile (by
 // default k for A, n for B: coalesced for row-major A and B); pass them for a transposed operand.
 // block_gemm_sum accumulates several such products into one result. Every thread of the block
 // must call them with the same arguments; they synchronise the block before returning.
 #pragma once
-#include <cuda_bf16.h>
 #include <mma.h>
 
 #include <cstdint>
@@ -30,22 +25,13 @@ namespace linea::cuda {
 
 inline constexpr int kBlockGemmThreads = 256;
 
-// block_gemm's options, or-ed together (0: A and B loaded with k and n fast, both split).
+// block_gemm's options, or-ed together (0: A and B loaded with k and n fast).
 namespace gemm {
 enum Option : unsigned {
   a_m_fast = 1,  // load A with m fast (coalesced for a transposed, column-major A); else k fast
   b_k_fast = 2,  // load B with k fast (coalesced for a transposed B); else n fast
-  a_tf32 = 4,    // A rounded to TF32 once instead of split in two
-  b_tf32 = 8,
 };
-constexpr unsigned a_tf32_if(bool yes) { return yes ? a_tf32 : 0u; }
-constexpr unsigned b_tf32_if(bool yes) { return yes ? b_tf32 : 0u; }
 }  // namespace gemm
-
-// Whether every value of storage type E is a TF32 number (bf16's are): such an operand, passed
-// through unchanged, can take a_tf32 / b_tf32 at no cost in accuracy.
-template <class E>
-inline constexpr bool kTf32Exact = std::is_same_v<E, __nv_bfloat16>;
 
 // A tile of A (64 × 32) is stored row-major ([m][k], pitch 36) when loaded with k fast and
 // column-major ([k][m], pitch 68) otherwise, and B's (32 × 64) column-major ([n][k]) or row-major
@@ -129,14 +115,14 @@ __device__ __forceinline__ void load_strided(const Strided<T>& op, int x0, int y
   }
 }
 
-// Rounds a loaded fragment x to big = tf32(x) (in place) and, when kSplit, small = tf32(x − big).
-template <bool kSplit, class Fragment>
-__device__ __forceinline__ void round_tf32(Fragment& big, Fragment& small) {
+// Splits a loaded fragment x into big = tf32(x) (in place) and small = tf32(x − big).
+template <class Fragment>
+__device__ __forceinline__ void split_tf32(Fragment& big, Fragment& small) {
 #pragma unroll
   for (int i = 0; i < big.num_elements; ++i) {
     const float x = big.x[i];
     big.x[i] = wmma::__float_to_tf32(x);
-    if constexpr (kSplit) small.x[i] = wmma::__float_to_tf32(x - big.x[i]);
+    small.x[i] = wmma::__float_to_tf32(x - big.x[i]);
   }
 }
 }  // namespace block_gemm_detail
@@ -150,7 +136,6 @@ __device__ void block_gemm_sum(int M, int N, FS store, BlockGemmTiles& t, const 
   constexpr int R = BlockGemmTiles::kRows, KD = BlockGemmTiles::kDepth, P = BlockGemmTiles::kPitch,
                 DP = BlockGemmTiles::kDepthPitch;
   constexpr bool kAK = !(kOptions & gemm::a_m_fast), kBN = !(kOptions & gemm::b_k_fast);
-  constexpr bool kSplitA = !(kOptions & gemm::a_tf32), kSplitB = !(kOptions & gemm::b_tf32);
   using LayoutA = std::conditional_t<kAK, wmma::row_major, wmma::col_major>;
   using LayoutB = std::conditional_t<kBN, wmma::row_major, wmma::col_major>;
   using FragmentA = wmma::fragment<wmma::matrix_a, 16, 16, 8, wmma::precision::tf32, LayoutA>;
@@ -206,14 +191,14 @@ __device__ void block_gemm_sum(int M, int N, FS store, BlockGemmTiles& t, const 
         for (int k = 0; k < KD; k += 8) {
           FragmentA a_big, a_small;
           wmma::load_matrix_sync(a_big, &t.in.a[a_at(wm, k)], kLeadA);
-          detail::round_tf32<kSplitA>(a_big, a_small);
+          detail::split_tf32(a_big, a_small);
 #pragma unroll
           for (int j = 0; j < 2; ++j) {
             FragmentB b_big, b_small;
             wmma::load_matrix_sync(b_big, &t.in.b[b_at(k, wn + 16 * j)], kLeadB);
-            detail::round_tf32<kSplitB>(b_big, b_small);
-            if constexpr (kSplitA) wmma::mma_sync(acc[j], a_small, b_big, acc[j]);
-            if constexpr (kSplitB) wmma::mma_sync(acc[j], a_big, b_small, acc[j]);
+            detail::split_tf32(b_big, b_small);
+            wmma::mma_sync(acc[j], a_small, b_big, acc[j]);
+            wmma::mma_sync(acc[j], a_big, b_small, acc[j]);
             wmma::mma_sync(acc[j], a_big, b_big, acc[j]);
           }
         }

@@ -36,6 +36,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "kernels/chunk/cuda/mma_bf16.cuh"
 #include "kernels/cuda/check.h"
 #include "kernels/cuda/element_types.cuh"
 #include "kernels/cuda/launch.h"
@@ -96,45 +97,7 @@ __device__ inline T* head_row(T* base, int token, int heads, int head) {
   return base + (int64_t{token} * heads + head) * D;
 }
 
-// ---- tensor-core primitives (sm_80+) ------------------------------------------------------------
-__device__ __forceinline__ uint32_t shared_address(const void* p) {
-  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
-}
-// 16 bytes global → shared, asynchronously; zeros when !valid.
-__device__ __forceinline__ void cp_async16(void* dst, const void* src, bool valid) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(shared_address(dst)), "l"(src),
-               "r"(valid ? 16 : 0));
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
-template <int Pending>
-__device__ __forceinline__ void cp_async_wait() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(Pending) : "memory");
-}
-// Four 8×8 bf16 matrices; lane i gives the address of row i % 8 of matrix i / 8.
-__device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], const bf16_t* row) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(shared_address(row)));
-}
-__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], const bf16_t* row) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(shared_address(row)));
-}
-// c[16×8] += a[16×16] · b[16×8]. Fragments (g = lane / 4, i = lane % 4): a = (g, 2i..), (g+8, 2i..),
-// (g, 8+2i..), (g+8, 8+2i..); b = (k 2i.., n g), (k 8+2i.., n g); c = (g, 2i), (g, 2i+1), (g+8, 2i),
-// (g+8, 2i+1).
-__device__ __forceinline__ void mma_bf16(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-      "{%0,%1,%2,%3};\n"
-      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-__device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
-  const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
-  return *reinterpret_cast<const uint32_t*>(&v);
-}
+// ---- tensor-core primitives: kernels/chunk/cuda/mma_bf16.cuh (mma.sync m16n8k16, ldmatrix, cp.async)
 // Row and column of accumulator entry c of n-tile nt in a warp's 16 × 8·NT result.
 __device__ __forceinline__ int fragment_row(int c) { return (threadIdx.x % kWarpSize) / 4 + (c / 2) * 8; }
 __device__ __forceinline__ int fragment_col(int nt, int c) { return nt * 8 + (threadIdx.x % 4) * 2 + c % 2; }
@@ -153,7 +116,7 @@ __device__ void load_rows(bf16_t* tile, const bf16_t* base, int heads, int head,
   for (int i = threadIdx.x; i < Rows * kChunks; i += kThreads) {
     const int r = i / kChunks, c = (i % kChunks) * 8;
     const bool valid = first + r < end;
-    cp_async16(tile + r * kStride<D> + c, valid ? head_row<D>(base, first + r, heads, head) + c : base, valid);
+    mma::copy16(tile + r * kStride<D> + c, valid ? head_row<D>(base, first + r, heads, head) + c : base, valid);
   }
 }
 
@@ -168,16 +131,16 @@ __device__ void mma_rows_by_rows(float (&acc)[MT][NT][4], const bf16_t* a, const
     uint32_t af[MT][4];
 #pragma unroll
     for (int mt = 0; mt < MT; ++mt) {
-      ldmatrix_x4(af[mt], a + (mt * kMmaRows + lane % 16) * kStride<D> + kk * 16 + (lane / 16) * 8);
+      mma::ldsm_x4(af[mt], a + (mt * kMmaRows + lane % 16) * kStride<D> + kk * 16 + (lane / 16) * 8);
     }
 #pragma unroll
     for (int np = 0; np < NT / 2; ++np) {
       uint32_t bf[4];
-      ldmatrix_x4(bf, b + (np * 16 + lane % 8 + (lane / 16) * 8) * kStride<D> + kk * 16 + ((lane / 8) % 2) * 8);
+      mma::ldsm_x4(bf, b + (np * 16 + lane % 8 + (lane / 16) * 8) * kStride<D> + kk * 16 + ((lane / 8) % 2) * 8);
 #pragma unroll
       for (int mt = 0; mt < MT; ++mt) {
-        mma_bf16(acc[mt][2 * np], af[mt], bf[0], bf[1]);
-        mma_bf16(acc[mt][2 * np + 1], af[mt], bf[2], bf[3]);
+        mma::mma(acc[mt][2 * np], af[mt], bf[0], bf[1]);
+        mma::mma(acc[mt][2 * np + 1], af[mt], bf[2], bf[3]);
       }
     }
   }
@@ -193,19 +156,19 @@ __device__ void mma_weights_by_rows(float (&acc)[MT][D / 8][4], const float (&w)
     uint32_t af[MT][4];
 #pragma unroll
     for (int mt = 0; mt < MT; ++mt) {
-      af[mt][0] = pack_bf16(w[mt][2 * kk][0], w[mt][2 * kk][1]);
-      af[mt][1] = pack_bf16(w[mt][2 * kk][2], w[mt][2 * kk][3]);
-      af[mt][2] = pack_bf16(w[mt][2 * kk + 1][0], w[mt][2 * kk + 1][1]);
-      af[mt][3] = pack_bf16(w[mt][2 * kk + 1][2], w[mt][2 * kk + 1][3]);
+      af[mt][0] = mma::pack(w[mt][2 * kk][0], w[mt][2 * kk][1]);
+      af[mt][1] = mma::pack(w[mt][2 * kk][2], w[mt][2 * kk][3]);
+      af[mt][2] = mma::pack(w[mt][2 * kk + 1][0], w[mt][2 * kk + 1][1]);
+      af[mt][3] = mma::pack(w[mt][2 * kk + 1][2], w[mt][2 * kk + 1][3]);
     }
 #pragma unroll
     for (int np = 0; np < D / 16; ++np) {
       uint32_t bf[4];
-      ldmatrix_x4_trans(bf, b + (kk * 16 + lane % 8 + ((lane / 8) % 2) * 8) * kStride<D> + np * 16 + (lane / 16) * 8);
+      mma::ldsm_x4_trans(bf, b + (kk * 16 + lane % 8 + ((lane / 8) % 2) * 8) * kStride<D> + np * 16 + (lane / 16) * 8);
 #pragma unroll
       for (int mt = 0; mt < MT; ++mt) {
-        mma_bf16(acc[mt][2 * np], af[mt], bf[0], bf[1]);
-        mma_bf16(acc[mt][2 * np + 1], af[mt], bf[2], bf[3]);
+        mma::mma(acc[mt][2 * np], af[mt], bf[0], bf[1]);
+        mma::mma(acc[mt][2 * np + 1], af[mt], bf[2], bf[3]);
       }
     }
   }
@@ -236,14 +199,14 @@ __device__ void store_rows(bf16_t* base, int heads, int head, int first, int end
 // flight; the caller has issued load(0, 0) (and whatever else step 0 needs) before.
 template <class Load, class Body>
 __device__ void pipelined(int steps, Load&& load, Body&& body) {
-  cp_async_commit();
+  mma::commit_copies();
   for (int step = 0; step < steps; ++step) {
     if (step + 1 < steps) {
       load(step + 1, (step + 1) % 2);
-      cp_async_commit();
-      cp_async_wait<1>();
+      mma::commit_copies();
+      mma::wait_copies<1>();
     } else {
-      cp_async_wait<0>();
+      mma::wait_copies<0>();
     }
     __syncthreads();
     body(step, step % 2);

@@ -3,12 +3,14 @@
 // their argument checks, when the tensors are on a CUDA device.
 //
 // Dtypes: q, k, v, beta, b, w, o, d_o and dq, dk, dv, dbeta, db, dw share one dtype, bf16 or f32;
-// g and dg are always f32; h0, ht, dht and dh0 are f32. All arithmetic is f32 (the chunk products on
-// the tensor cores in 3×TF32, kernels/chunk/cuda/block_gemm.cuh; workspaces f32). Gradients are
-// overwritten (dh0 too). Everything runs on the default stream. Chunks never cross a sequence of
-// `seqs`; the state restarts at every sequence (h0, ht: one state per sequence). K ≤ 256; V any
-// (tiled across blocks). The sums over a chunk's tokens are in a fixed order: results repeat
-// bit for bit from run to run.
+// g and dg are always f32; h0, ht, dht and dh0 are f32. f32 calls run in f32 arithmetic (the chunk
+// products on the tensor cores in 3×TF32, kernels/chunk/cuda/block_gemm.cuh; workspaces f32); bf16
+// calls on bf16 tensor-core products with f32 accumulation and bf16 workspaces
+// (delta_rule_bf16.h), or, for the shapes that pipeline does not take, as f32 calls on f32 copies
+// of their operands (delta_rule.cu). Gradients are overwritten (dh0 too). Everything runs on the default stream. Chunks
+// never cross a sequence of `seqs`; the state restarts at every sequence (h0, ht: one state per sequence). K ≤ 256; V
+// any (tiled across blocks). The sums over a chunk's tokens are in a fixed order: results repeat bit for bit from run
+// to run.
 #pragma once
 #include "model/mixers/delta_rule/delta_rule.h"
 

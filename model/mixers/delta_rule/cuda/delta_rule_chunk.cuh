@@ -1,6 +1,8 @@
 // What the CUDA delta-rule kernels (model/mixers/delta_rule/cuda/delta_rule_*.cu) share: one call's operands as
 // the kernels see them, the table of chunks, the f32 workspaces between the kernels, the view of
-// one chunk of one head (ChunkRef), and the dispatch over element type × decay kind × gate kind.
+// one chunk of one head (ChunkRef), and the dispatch over decay kind × gate kind. The f32 pipeline
+// described here takes f32 token operands (bf16 calls go to delta_rule_bf16.h's pipeline, or to
+// this one on f32 copies: delta_rule.cu).
 //
 // Pipeline (notation of model/mixers/delta_rule/cpu/delta_rule_chunked.h; C = 64, L ≤ C the chunk's length):
 //   intra_chunk     parallel over (chunk, head): G (cumulated log decay), A, P, T = (I + A)^{-1},
@@ -19,6 +21,7 @@
 
 #include <cstdint>
 #include <type_traits>
+#include <vector>
 
 #include "kernels/cuda/element_types.cuh"
 #include "model/mixers/delta_rule/delta_rule.h"
@@ -38,11 +41,10 @@ struct Chunks {
   int64_t count = 0, seqs = 0;
 };
 
-// One call, type-erased (the host side); operands<E>() gives the kernels' typed view.
+// One call, type-erased (the host side: both pipelines); operands() gives the f32 kernels' view.
 struct Call {
   ops::DecayKind decay = ops::DecayKind::none;
   ops::GateKind gate = ops::GateKind::beta;
-  DType dtype = DType::f32;
   const void *q = nullptr, *k = nullptr, *v = nullptr, *beta = nullptr, *b = nullptr, *w = nullptr;
   const float* g = nullptr;
   int64_t tokens = 0;
@@ -51,22 +53,20 @@ struct Call {
   Chunks chunks;
 };
 
-template <class E>
 struct Operands {
-  const E *q, *k, *v, *beta, *b, *w;
+  const float *q, *k, *v, *beta, *b, *w;
   const float* g;
   int heads, key_dim, value_dim;
   float scale;
 };
 
-template <class E>
-Operands<E> operands(const Call& c) {
-  return {static_cast<const E*>(c.q),
-          static_cast<const E*>(c.k),
-          static_cast<const E*>(c.v),
-          static_cast<const E*>(c.beta),
-          static_cast<const E*>(c.b),
-          static_cast<const E*>(c.w),
+inline Operands operands(const Call& c) {
+  return {static_cast<const float*>(c.q),
+          static_cast<const float*>(c.k),
+          static_cast<const float*>(c.v),
+          static_cast<const float*>(c.beta),
+          static_cast<const float*>(c.b),
+          static_cast<const float*>(c.w),
           c.g,
           c.heads,
           c.key_dim,
@@ -90,14 +90,14 @@ struct GradWorkspace {
 };
 
 // One chunk of one head: operand access by (row i of the chunk, channel).
-template <class E, ops::DecayKind kDecay, ops::GateKind kGate>
+template <ops::DecayKind kDecay, ops::GateKind kGate>
 struct ChunkRef {
-  Operands<E> x;
+  Operands x;
   const float* G;  // Workspace::G (written by intra_chunk)
   int64_t first;
   int len, head;
 
-  __device__ ChunkRef(const Operands<E>& operands, const Chunks& chunks, const float* cumulated, int64_t chunk, int h)
+  __device__ ChunkRef(const Operands& operands, const Chunks& chunks, const float* cumulated, int64_t chunk, int h)
       : x(operands),
         G(cumulated),
         first(chunks.first[chunk]),
@@ -109,22 +109,22 @@ struct ChunkRef {
   __device__ int64_t key(int i, int d) const { return row(i) * x.key_dim + d; }
   __device__ int64_t value(int i, int e) const { return row(i) * x.value_dim + e; }
 
-  __device__ float q(int i, int d) const { return to_float(x.q[key(i, d)]); }
-  __device__ float k(int i, int d) const { return to_float(x.k[key(i, d)]); }
-  __device__ float v(int i, int e) const { return to_float(x.v[value(i, e)]); }
+  __device__ float q(int i, int d) const { return x.q[key(i, d)]; }
+  __device__ float k(int i, int d) const { return x.k[key(i, d)]; }
+  __device__ float v(int i, int e) const { return x.v[value(i, e)]; }
   // Erase gate b (β for GateKind::beta) and write gate w (β again).
   __device__ float erase(int i, int d) const {
     if constexpr (kGate == ops::GateKind::beta) {
-      return to_float(x.beta[row(i)]);
+      return x.beta[row(i)];
     } else {
-      return to_float(x.b[key(i, d)]);
+      return x.b[key(i, d)];
     }
   }
   __device__ float write(int i, int e) const {
     if constexpr (kGate == ops::GateKind::beta) {
-      return to_float(x.beta[row(i)]);
+      return x.beta[row(i)];
     } else {
-      return to_float(x.w[value(i, e)]);
+      return x.w[value(i, e)];
     }
   }
   // Cumulated log decay G_{i,d} (0 without decay).
@@ -199,24 +199,29 @@ using DecayConstant = std::integral_constant<ops::DecayKind, kDecay>;
 template <ops::GateKind kGate>
 using GateConstant = std::integral_constant<ops::GateKind, kGate>;
 
-// fn(E{}, DecayConstant{}, GateConstant{}) for the call's element type and kinds.
+// fn(DecayConstant{}, GateConstant{}) for the call's kinds.
 template <class Fn>
 void dispatch_kinds(const Call& call, Fn&& fn) {
-  dispatch_float(call.dtype, [&](auto element) {
-    const auto with_gate = [&](auto decay) {
-      if (call.gate == ops::GateKind::beta) {
-        fn(element, decay, GateConstant<ops::GateKind::beta>{});
-      } else {
-        fn(element, decay, GateConstant<ops::GateKind::erase_write>{});
-      }
-    };
-    switch (call.decay) {
-      case ops::DecayKind::none: return with_gate(DecayConstant<ops::DecayKind::none>{});
-      case ops::DecayKind::scalar: return with_gate(DecayConstant<ops::DecayKind::scalar>{});
-      case ops::DecayKind::channel: return with_gate(DecayConstant<ops::DecayKind::channel>{});
+  const auto with_gate = [&](auto decay) {
+    if (call.gate == ops::GateKind::beta) {
+      fn(decay, GateConstant<ops::GateKind::beta>{});
+    } else {
+      fn(decay, GateConstant<ops::GateKind::erase_write>{});
     }
-  });
+  };
+  switch (call.decay) {
+    case ops::DecayKind::none: return with_gate(DecayConstant<ops::DecayKind::none>{});
+    case ops::DecayKind::scalar: return with_gate(DecayConstant<ops::DecayKind::scalar>{});
+    case ops::DecayKind::channel: return with_gate(DecayConstant<ops::DecayKind::channel>{});
+  }
 }
+
+// The call's operands, dimensions and kinds (its chunks are placed by place_chunk_table).
+Call describe_call(const ops::DeltaRuleSpec& spec, const ops::DeltaRuleInputs& in);
+// The chunks of `seqs` as Chunks lays them out in one array: first[], end[], seq_chunk[].
+std::vector<int64_t> chunk_table(const SeqLayout& seqs);
+// Copies the table to `device` (its size in bytes of int64_t) and views it.
+Chunks place_chunk_table(const std::vector<int64_t>& table, int64_t seqs, void* device);
 
 // Lets `kernel` use `bytes` of dynamic shared memory (beside its static shared memory, and above
 // the 48 KiB default in all).

@@ -27,9 +27,8 @@ namespace linea::cuda::delta {
 
 namespace {
 
-template <class E>
 struct Outputs {
-  E *dq, *dk, *dv, *dbeta, *db, *dw;
+  float *dq, *dk, *dv, *dbeta, *db, *dw;
   float* dg;
 };
 
@@ -37,9 +36,9 @@ constexpr int kPitch = kChunk + 1;
 constexpr int kSubChunk = 16;  // row pitch of the C×C tiles in shared memory
 constexpr size_t kGradientSharedBytes = sizeof(float) * 3 * kChunk * kPitch;
 
-template <class E, ops::DecayKind kDecay, ops::GateKind kGate>
-__global__ void __launch_bounds__(kThreads, 2) chunk_gradients_kernel(Operands<E> x, Chunks chunks, Workspace ws,
-                                                                      const E* d_o, GradWorkspace gws, Outputs<E> out) {
+template <ops::DecayKind kDecay, ops::GateKind kGate>
+__global__ void __launch_bounds__(kThreads, 2)
+    chunk_gradients_kernel(Operands x, Chunks chunks, Workspace ws, const float* d_o, GradWorkspace gws, Outputs out) {
   extern __shared__ float shared[];
   float* dP = shared;                  // [C][kPitch]
   float* dA = dP + kChunk * kPitch;    // [C][kPitch]
@@ -48,9 +47,8 @@ __global__ void __launch_bounds__(kThreads, 2) chunk_gradients_kernel(Operands<E
   const int64_t chunk = blockIdx.x;
   const int head = blockIdx.y;
   const int K = x.key_dim, V = x.value_dim;
-  const ChunkRef<E, kDecay, kGate> c(x, chunks, ws.G, chunk, head);
+  const ChunkRef<kDecay, kGate> c(x, chunks, ws.G, chunk, head);
   const int L = c.len;
-  constexpr bool kExact = kTf32Exact<E>;  // token rows as they are: TF32 numbers (block_gemm)
   const float* S0 = ws.S + (chunk * x.heads + head) * K * V;
   const float* dS = gws.dS + (chunk * x.heads + head) * K * V;
   const float* T = ws.T + (chunk * x.heads + head) * kChunk * kChunk;
@@ -72,14 +70,14 @@ __global__ void __launch_bounds__(kThreads, 2) chunk_gradients_kernel(Operands<E
   // Operands read straight from memory: rows of the chunk ([N, H, ·] layouts), the states (e ↦ column
   // d of S0 and dS is row d of the [K, V] state), and Tᵀ (column i of T, zero above the diagonal).
   const int64_t key_stride = int64_t{x.heads} * K, value_stride = int64_t{x.heads} * V;
-  const Strided<E> d_out_rows{d_o + c.value(0, 0), value_stride}, key_rows{x.k + c.key(0, 0), key_stride},
+  const Strided<float> d_out_rows{d_o + c.value(0, 0), value_stride}, key_rows{x.k + c.key(0, 0), key_stride},
       query_rows{x.q + c.key(0, 0), key_stride};
   const Strided<float> Ut_rows{ws.Ut + c.value(0, 0), value_stride}, dUt_rows{gws.dUt + c.value(0, 0), value_stride},
       dW_rows{gws.dW + c.key(0, 0), key_stride}, S0_rows{S0, V}, dS_rows{dS, V}, T_columns{T, kChunk};
-  block_gemm<gemm::b_k_fast | gemm::a_tf32_if(kExact)>(
+  block_gemm<gemm::b_k_fast>(
       L, L, V, d_out_rows, Ut_rows, [&](int i, int j, float s) { dP[i * kPitch + j] = j <= i ? x.scale * s : 0.0f; },
       tiles);
-  block_gemm<gemm::b_k_fast | gemm::a_tf32_if(kExact)>(
+  block_gemm<gemm::b_k_fast>(
       L, K, V, d_out_rows, S0_rows, [&](int i, int d, float s) { gws.dQd[c.key(i, d)] = x.scale * s; }, tiles);
   block_gemm<gemm::b_k_fast>(
       L, K, V, Ut_rows, dS_rows, [&](int i, int d, float s) { gws.dKe[c.key(i, d)] = s; }, tiles);
@@ -112,14 +110,14 @@ __global__ void __launch_bounds__(kThreads, 2) chunk_gradients_kernel(Operands<E
     // dp_row = P̃ K, da_col = Ãᵀ (b ⊙ K), dp_col = P̃ᵀ Q (with GateKind::beta, β_m goes with Ã's
     // row m, so that every right operand is a token row as it is).
     const auto decayed = [&](const float* M, int i, int j) { return j < i ? M[i * kPitch + j] * e_of(i, j, 0) : 0.0f; };
-    block_gemm<gemm::b_tf32_if(kExact)>(
+    block_gemm(
         L, K, L, [&](int i, int j) { return decayed(dA, i, j); }, key_rows,
         [&](int i, int d, float s) { gws.dW[c.key(i, d)] = s; }, tiles);
-    block_gemm<gemm::b_tf32_if(kExact)>(
+    block_gemm(
         L, K, L, [&](int i, int j) { return decayed(dP, i, j); }, key_rows,
         [&](int i, int d, float s) { gws.dG[c.key(i, d)] = s; }, tiles);
     if constexpr (kGate == ops::GateKind::beta) {
-      block_gemm<gemm::a_m_fast | gemm::b_tf32_if(kExact)>(
+      block_gemm<gemm::a_m_fast>(
           L, K, L, [&](int i, int m) { return decayed(dA, m, i) * c.erase(m, 0); }, key_rows,
           [&](int i, int d, float s) { gws.r[c.key(i, d)] = s; }, tiles);
     } else {
@@ -127,7 +125,7 @@ __global__ void __launch_bounds__(kThreads, 2) chunk_gradients_kernel(Operands<E
           L, K, L, [&](int i, int m) { return decayed(dA, m, i); }, erase_key_row,
           [&](int i, int d, float s) { gws.r[c.key(i, d)] = s; }, tiles);
     }
-    block_gemm<gemm::a_m_fast | gemm::b_tf32_if(kExact)>(
+    block_gemm<gemm::a_m_fast>(
         L, K, L, [&](int i, int m) { return decayed(dP, m, i); }, query_rows,
         [&](int i, int d, float s) { gws.db[c.key(i, d)] = s; }, tiles);
   } else {
@@ -209,10 +207,10 @@ __global__ void __launch_bounds__(kThreads, 2) chunk_gradients_kernel(Operands<E
       },
       [&](int p, const KeyGradients& g) {
         const int64_t at = c.key(p / K, p % K);
-        out.dq[at] = from_float<E>(g.dq);
-        out.dk[at] = from_float<E>(g.dk);
+        out.dq[at] = g.dq;
+        out.dk[at] = g.dk;
         if constexpr (kGate == ops::GateKind::erase_write) {
-          out.db[at] = from_float<E>(g.db);
+          out.db[at] = g.db;
         } else {
           gws.db[at] = g.db;
         }
@@ -231,10 +229,10 @@ __global__ void __launch_bounds__(kThreads, 2) chunk_gradients_kernel(Operands<E
       },
       [&](int p, float3 dX_w_v) {
         const int64_t at = c.value(p / V, p % V);
-        out.dv[at] = from_float<E>(dX_w_v.x * dX_w_v.y);
+        out.dv[at] = dX_w_v.x * dX_w_v.y;
         const float dw = dX_w_v.x * dX_w_v.z;
         if constexpr (kGate == ops::GateKind::erase_write) {
-          out.dw[at] = from_float<E>(dw);
+          out.dw[at] = dw;
         } else {
           gws.dX[at] = dw;
         }
@@ -249,7 +247,7 @@ __global__ void __launch_bounds__(kThreads, 2) chunk_gradients_kernel(Operands<E
       for (int d = lane; d < K; d += kWarpSize) s += gws.db[c.key(i, d)];
       for (int e = lane; e < V; e += kWarpSize) s += gws.dX[c.value(i, e)];
       s = warp_sum(s);
-      if (lane == 0) out.dbeta[c.row(i)] = from_float<E>(s);
+      if (lane == 0) out.dbeta[c.row(i)] = s;
     }
   }
   if constexpr (kDecay == ops::DecayKind::channel) {
@@ -311,19 +309,18 @@ __global__ void __launch_bounds__(kThreads, 2) chunk_gradients_kernel(Operands<E
 void chunk_gradients(const Call& call, const Workspace& ws, const void* d_o, const GradWorkspace& gws,
                      const GradientOutputs& out) {
   if (call.chunks.count == 0) return;
-  dispatch_kinds(call, [&](auto element, auto decay, auto gate) {
-    using E = decltype(element);
-    const auto kernel = chunk_gradients_kernel<E, decltype(decay)::value, decltype(gate)::value>;
+  dispatch_kinds(call, [&](auto decay, auto gate) {
+    const auto kernel = chunk_gradients_kernel<decltype(decay)::value, decltype(gate)::value>;
     allow_shared_memory(reinterpret_cast<const void*>(kernel), kGradientSharedBytes);
-    const Outputs<E> typed{static_cast<E*>(out.dq),
-                           static_cast<E*>(out.dk),
-                           static_cast<E*>(out.dv),
-                           static_cast<E*>(out.dbeta),
-                           static_cast<E*>(out.db),
-                           static_cast<E*>(out.dw),
-                           out.dg};
+    const Outputs typed{static_cast<float*>(out.dq),
+                        static_cast<float*>(out.dk),
+                        static_cast<float*>(out.dv),
+                        static_cast<float*>(out.dbeta),
+                        static_cast<float*>(out.db),
+                        static_cast<float*>(out.dw),
+                        out.dg};
     const dim3 grid(static_cast<unsigned>(call.chunks.count), static_cast<unsigned>(call.heads));
-    kernel<<<grid, kThreads, kGradientSharedBytes>>>(operands<E>(call), call.chunks, ws, static_cast<const E*>(d_o),
+    kernel<<<grid, kThreads, kGradientSharedBytes>>>(operands(call), call.chunks, ws, static_cast<const float*>(d_o),
                                                      gws, typed);
     check_launch("delta_rule chunk_gradients_kernel");
   });

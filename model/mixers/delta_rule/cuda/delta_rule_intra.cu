@@ -18,10 +18,9 @@ namespace {
 
 constexpr int kSubChunk = 16;
 
-template <class E, ops::DecayKind kDecay, ops::GateKind kGate>
-__global__ void __launch_bounds__(kThreads) intra_chunk_kernel(Operands<E> x, Chunks chunks, Workspace ws) {
+template <ops::DecayKind kDecay, ops::GateKind kGate>
+__global__ void __launch_bounds__(kThreads) intra_chunk_kernel(Operands x, Chunks chunks, Workspace ws) {
   constexpr bool kBeta = kGate == ops::GateKind::beta, kRowDecay = kDecay != ops::DecayKind::channel;
-  constexpr bool kExact = kTf32Exact<E>;  // token rows as they are: one TF32 pass, exactly
   const int64_t chunk = blockIdx.x;
   const int head = blockIdx.y;
   const int K = x.key_dim, V = x.value_dim;
@@ -32,7 +31,7 @@ __global__ void __launch_bounds__(kThreads) intra_chunk_kernel(Operands<E> x, Ch
   // Per row of the chunk: β (GateKind::beta), and for a decay that is one number per row, G,
   // γ = exp(G) and exp(G_L − G).
   __shared__ float beta_rows[kChunk], G_rows[kChunk], gamma_rows[kChunk], to_end_rows[kChunk];
-  const ChunkRef<E, kDecay, kGate> c(x, chunks, ws.G, chunk, head);
+  const ChunkRef<kDecay, kGate> c(x, chunks, ws.G, chunk, head);
   const int L = c.len;
 
   // G: a running sum down the chunk, one thread per channel (or one thread for a scalar decay).
@@ -75,8 +74,9 @@ __global__ void __launch_bounds__(kThreads) intra_chunk_kernel(Operands<E> x, Ch
   // Gram matrix, masked and scaled by exp(G_i − G_j) (and A by β_i with GateKind::beta, so that
   // both operands are token rows as they are).
   float* P = ws.P + (chunk * x.heads + head) * kChunk * kChunk;
-  const Strided<E> key_rows{x.k + c.key(0, 0), int64_t{x.heads} * K}, query_rows{x.q + c.key(0, 0), key_rows.stride};
-  const Strided<E> value_rows{x.v + c.value(0, 0), int64_t{x.heads} * V};
+  const Strided<float> key_rows{x.k + c.key(0, 0), int64_t{x.heads} * K},
+      query_rows{x.q + c.key(0, 0), key_rows.stride};
+  const Strided<float> value_rows{x.v + c.value(0, 0), int64_t{x.heads} * V};
   if constexpr (kRowDecay) {
     const auto pair_decay = [&](int i, int j) {
       if constexpr (kDecay == ops::DecayKind::scalar) {
@@ -86,15 +86,15 @@ __global__ void __launch_bounds__(kThreads) intra_chunk_kernel(Operands<E> x, Ch
       }
     };
     if constexpr (kBeta) {
-      block_gemm<gemm::b_k_fast | gemm::a_tf32_if(kExact) | gemm::b_tf32_if(kExact)>(
+      block_gemm<gemm::b_k_fast>(
           L, L, K, key_rows, key_rows,
           [&](int i, int j, float s) { A[i][j] = j < i ? s * beta_rows[i] * pair_decay(i, j) : 0.0f; }, tiles);
     } else {
-      block_gemm<gemm::b_k_fast | gemm::b_tf32_if(kExact)>(
+      block_gemm<gemm::b_k_fast>(
           L, L, K, [&](int i, int d) { return c.erase(i, d) * c.k(i, d); }, key_rows,
           [&](int i, int j, float s) { A[i][j] = j < i ? s * pair_decay(i, j) : 0.0f; }, tiles);
     }
-    block_gemm<gemm::b_k_fast | gemm::a_tf32_if(kExact) | gemm::b_tf32_if(kExact)>(
+    block_gemm<gemm::b_k_fast>(
         L, L, K, query_rows, key_rows,
         [&](int i, int j, float s) { P[i * kChunk + j] = j <= i ? s * pair_decay(i, j) : 0.0f; }, tiles);
   } else {
@@ -150,7 +150,7 @@ __global__ void __launch_bounds__(kThreads) intra_chunk_kernel(Operands<E> x, Ch
   // U = T (w ⊙ V) and W = T (b ⊙ K ⊙ γ); the factors that are one number per row m (β, γ) go
   // with T's column m, so that the other operand is a token row as it is.
   if constexpr (kBeta) {
-    block_gemm<gemm::b_tf32_if(kExact)>(
+    block_gemm(
         L, V, L, [&](int i, int m) { return Tm[i][m] * beta_rows[m]; }, value_rows,
         [&](int i, int e, float u) { ws.U[c.value(i, e)] = u; }, tiles);
   } else {
@@ -159,7 +159,7 @@ __global__ void __launch_bounds__(kThreads) intra_chunk_kernel(Operands<E> x, Ch
         [&](int i, int e, float u) { ws.U[c.value(i, e)] = u; }, tiles);
   }
   if constexpr (kBeta && kRowDecay) {
-    block_gemm<gemm::b_tf32_if(kExact)>(
+    block_gemm(
         L, K, L, [&](int i, int m) { return Tm[i][m] * beta_rows[m] * gamma_rows[m]; }, key_rows,
         [&](int i, int d, float w) { ws.W[c.key(i, d)] = w; }, tiles);
   } else {
@@ -188,13 +188,12 @@ __global__ void __launch_bounds__(kThreads) intra_chunk_kernel(Operands<E> x, Ch
 
 void intra_chunk(const Call& call, const Workspace& ws) {
   if (call.chunks.count == 0) return;
-  dispatch_kinds(call, [&](auto element, auto decay, auto gate) {
-    using E = decltype(element);
+  dispatch_kinds(call, [&](auto decay, auto gate) {
     const dim3 grid(static_cast<unsigned>(call.chunks.count), static_cast<unsigned>(call.heads));
-    const auto kernel = intra_chunk_kernel<E, decltype(decay)::value, decltype(gate)::value>;
+    const auto kernel = intra_chunk_kernel<decltype(decay)::value, decltype(gate)::value>;
     constexpr size_t bytes = sizeof(float) * 2 * kChunk * (kChunk + 1);
     allow_shared_memory(reinterpret_cast<const void*>(kernel), bytes);
-    kernel<<<grid, kThreads, bytes>>>(operands<E>(call), call.chunks, ws);
+    kernel<<<grid, kThreads, bytes>>>(operands(call), call.chunks, ws);
     check_launch("delta_rule intra_chunk_kernel");
   });
 }

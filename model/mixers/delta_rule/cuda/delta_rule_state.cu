@@ -12,11 +12,10 @@
 //   dŨ += Kend dS                                 (stored)
 //   dS ← Diag(γ_L) dS + Qgᵀ dO − Wᵀ dŨ,  Qg = scale · Q ⊙ γ;   dh0 = dS at the sequence start
 //
-// Both products of a chunk run on the tensor cores (mma.sync m16n8k8, TF32 in, f32 accumulate; for
-// an f32 call in 3×TF32 as block_gemm.cuh, for bf16 in one TF32 product). The state tile [K, BV]
-// stays in f32 registers as the accumulators of the update (warp w owns rows 16w.., and 16(w + 8)..
-// when BV < 64; all BV columns), with a copy in shared memory for the product W S (or Kend dS),
-// rounded to TF32 once for a single TF32 product. A chunk is a few phases, each with one [C, K] row
+// Both products of a chunk run on the tensor cores (mma.sync m16n8k8 in 3×TF32 as block_gemm.cuh,
+// f32 accumulate). The state tile [K, BV] stays in f32 registers as the accumulators of the update
+// (warp w owns rows 16w.., and 16(w + 8).. when BV < 64; all BV columns), with a copy in shared
+// memory for the product W S (or Kend dS). A chunk is a few phases, each with one [C, K] row
 // tile (forward: W, then Kend; backward: Kend, Qg, W) and, where the phase needs one, a [C, BV]
 // value tile (U; dŨ; dO) and the row G_L of log decays. The tiles stream through a ring of 2–4
 // slots in shared memory by cp.async, as many phases ahead of the computation as the ring has slots
@@ -55,12 +54,9 @@ struct RowTileIndex {
   __device__ int operator()(int i, int d) const { return i * pitch + ((((d >> 2) ^ swizzle(i)) << 2) | (d & 3)); }
 };
 
-// A value tile [rows][pitch] of T (the state copy, Ũ, U, dŨ, dO): the row pitch is 32 bytes more
-// than a multiple of 64, so that the B fragments (4 rows × 8 columns) hit 32 different banks.
-template <class T>
-__host__ __device__ constexpr int value_tile_pitch(int BV) {
-  return (round_up(BV * static_cast<int>(sizeof(T)), 64) + 32) / static_cast<int>(sizeof(T));
-}
+// A value tile [rows][pitch] (the state copy, Ũ, U, dŨ, dO): the row pitch is 32 bytes more than
+// a multiple of 64, so that the B fragments (4 rows × 8 columns) hit 32 different banks.
+__host__ __device__ constexpr int value_tile_pitch(int BV) { return (round_up(4 * BV, 64) + 32) / 4; }
 
 struct ValueTileIndex {
   int pitch;
@@ -69,13 +65,13 @@ struct ValueTileIndex {
 
 // Shared memory, in floats: the state copy [round32(K)][vp] (rows K.. stay 0), the tile Ũ
 // (forward) or −dŨ (backward) [C][vp], and `slots` ring slots, each a row tile [C][rp], a value
-// tile [C][vp] (f32 or the call's element type) and a row of log decays [rp].
+// tile [C][vp] and a row of log decays [rp].
 __host__ __device__ constexpr int64_t slot_floats(int K, int BV) {
-  return int64_t{kChunk} * row_tile_pitch(K) + int64_t{kChunk} * value_tile_pitch<float>(BV) + row_tile_pitch(K);
+  return int64_t{kChunk} * row_tile_pitch(K) + int64_t{kChunk} * value_tile_pitch(BV) + row_tile_pitch(K);
 }
 
 size_t state_shared_bytes(int K, int BV, int slots) {
-  const int64_t vp = value_tile_pitch<float>(BV);
+  const int64_t vp = value_tile_pitch(BV);
   return sizeof(float) * static_cast<size_t>(round_up(K, 32) * vp + kChunk * vp + slots * slot_floats(K, BV));
 }
 
@@ -85,11 +81,11 @@ struct SharedState {
   int rp, vp;
   __device__ SharedState(float* shared, int K, int BV)
       : S(shared),
-        Ut(shared + round_up(K, 32) * value_tile_pitch<float>(BV)),
-        ring(Ut + kChunk * value_tile_pitch<float>(BV)),
+        Ut(shared + round_up(K, 32) * value_tile_pitch(BV)),
+        ring(Ut + kChunk * value_tile_pitch(BV)),
         slot_size(slot_floats(K, BV)),
         rp(row_tile_pitch(K)),
-        vp(value_tile_pitch<float>(BV)) {}
+        vp(value_tile_pitch(BV)) {}
   __device__ float* rows(int slot) const { return ring + slot * slot_size; }
   __device__ float* values(int slot) const { return rows(slot) + kChunk * rp; }
   __device__ float* decays(int slot) const { return values(slot) + kChunk * vp; }
@@ -100,35 +96,31 @@ struct SharedState {
 // Starts copying rows i < L, columns c < n of a global matrix (row i at from + i·stride) into a
 // tile (entry (i, c) at to[at(i, c)]) and zeroes the tile's rows L..C−1 (columns < n), with
 // kRowThreads threads (a power of 2) to a row: 16-byte copies when n, stride and `from` allow,
-// else 4-byte ones (f32) or plain loads (bf16).
-template <int kRowThreads, class T, class At>
-__device__ void stage_tile(const T* from, int64_t stride, int L, int n, T* to, At at) {
-  constexpr int q = 16 / sizeof(T), kRowsAtOnce = kThreads / kRowThreads;
+// else 4-byte ones.
+template <int kRowThreads, class At>
+__device__ void stage_tile(const float* from, int64_t stride, int L, int n, float* to, At at) {
+  constexpr int kRowsAtOnce = kThreads / kRowThreads;
   const int r = static_cast<int>(threadIdx.x) / kRowThreads, c0 = static_cast<int>(threadIdx.x) % kRowThreads;
-  if (n % q == 0 && stride % q == 0 && reinterpret_cast<uintptr_t>(from) % 16 == 0) {
+  if (n % 4 == 0 && stride % 4 == 0 && reinterpret_cast<uintptr_t>(from) % 16 == 0) {
     for (int i = r; i < L; i += kRowsAtOnce) {
-      for (int c = q * c0; c < n; c += q * kRowThreads)
+      for (int c = 4 * c0; c < n; c += 4 * kRowThreads)
         __pipeline_memcpy_async(to + at(i, c), from + i * stride + c, 16);
-    }
-  } else if constexpr (sizeof(T) == 4) {
-    for (int i = r; i < L; i += kRowsAtOnce) {
-      for (int c = c0; c < n; c += kRowThreads) __pipeline_memcpy_async(to + at(i, c), from + i * stride + c, 4);
     }
   } else {
     for (int i = r; i < L; i += kRowsAtOnce) {
-      for (int c = c0; c < n; c += kRowThreads) to[at(i, c)] = from[i * stride + c];
+      for (int c = c0; c < n; c += kRowThreads) __pipeline_memcpy_async(to + at(i, c), from + i * stride + c, 4);
     }
   }
   for (int i = L + r; i < kChunk; i += kRowsAtOnce) {
-    for (int c = c0; c < n; c += kRowThreads) to[at(i, c)] = from_float<T>(0.0f);
+    for (int c = c0; c < n; c += kRowThreads) to[at(i, c)] = 0.0f;
   }
 }
 
-// The threads to a row of a row tile (K ≤ 256 floats: 64 quads) and of a value tile of BV
-// elements of T (one 16-byte copy each).
+// The threads to a row of a row tile (K ≤ 256 floats: 64 quads) and of a value tile of BV floats
+// (one 16-byte copy each).
 constexpr int kRowTileThreads = 32;
-template <class T, int BV>
-inline constexpr int kValueTileThreads = BV* static_cast<int>(sizeof(T)) / 16;
+template <int BV>
+inline constexpr int kValueTileThreads = BV / 4;
 
 // Starts copying n floats.
 __device__ void stage_floats(const float* from, int n, float* to) {
@@ -194,36 +186,16 @@ __device__ void run_phases(const Chunks& chunks, int phases, int slots, ChunkOf 
 // ---- the tensor-core products ---------------------------------------------------------------
 
 // N operand values for the TF32 products, which read the sign, the exponent and the top 10 bits of
-// the mantissa of each 32-bit value and ignore the 13 below. One product (bf16 calls): big = x
-// rounded half up to those bits (one integer add; x finite). 3×TF32 (f32 calls, kSplit): big = x
-// truncated to them, small = x − big (exact), whose own truncation costs below 2⁻²⁰ |x|.
-template <int N, bool kSplit>
+// the mantissa of each 32-bit value and ignore the 13 below (3×TF32): big = x truncated to them,
+// small = x − big (exact), whose own truncation costs below 2⁻²⁰ |x|.
+template <int N>
 struct Tf32 {
   uint32_t big[N], small[N];
   __device__ void set(int r, float x) {
-    if constexpr (kSplit) {
-      big[r] = __float_as_uint(x) & 0xffffe000u;
-      small[r] = __float_as_uint(x - __uint_as_float(big[r]));
-    } else {
-      big[r] = __float_as_uint(x) + 0x1000u;
-    }
-  }
-  // x as kept by operand_copy() (or a bf16 value, exact in TF32): no rounding left to do.
-  __device__ void set_kept(int r, float x) {
-    if constexpr (kSplit) {
-      set(r, x);
-    } else {
-      big[r] = __float_as_uint(x);
-    }
+    big[r] = __float_as_uint(x) & 0xffffe000u;
+    small[r] = __float_as_uint(x - __uint_as_float(big[r]));
   }
 };
-
-// The B operands that shared memory holds for several warps (the state copy, Ũ, −dŨ) are rounded
-// once, when written, for a single TF32 product; 3×TF32 keeps them whole and splits them as read.
-template <bool kSplit>
-__device__ __forceinline__ float operand_copy(float x) {
-  return kSplit ? x : __uint_as_float(__float_as_uint(x) + 0x1000u);
-}
 
 __device__ __forceinline__ void mma_tf32(float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]) {
   asm("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
@@ -232,13 +204,10 @@ __device__ __forceinline__ void mma_tf32(float (&d)[4], const uint32_t (&a)[4], 
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
 }
 
-// d += a b on one 16×8×8 tile; 3×TF32: a_small b_big + a_big b_small + a_big b_big.
-template <bool kSplit>
-__device__ __forceinline__ void mma(float (&d)[4], const Tf32<4, kSplit>& a, const Tf32<2, kSplit>& b) {
-  if constexpr (kSplit) {
-    mma_tf32(d, a.small, b.big);
-    mma_tf32(d, a.big, b.small);
-  }
+// d += a b on one 16×8×8 tile in 3×TF32: a_small b_big + a_big b_small + a_big b_big.
+__device__ __forceinline__ void mma(float (&d)[4], const Tf32<4>& a, const Tf32<2>& b) {
+  mma_tf32(d, a.small, b.big);
+  mma_tf32(d, a.big, b.small);
   mma_tf32(d, a.big, b.big);
 }
 
@@ -262,7 +231,7 @@ __device__ __forceinline__ void load_fragment_rows(uint32_t (&v)[4], const float
 // The first product, X S for a row tile X [C, K] and the state copy S [K, BV]: the warp computes
 // rows m0 = 16 (warp % 4).. and the BV/2 columns (warp / 4) BV/2.. (n-tiles of 8), over the depth
 // K rounded up to 32 (both are 0 past K; even and odd steps in two sums, added at the end).
-template <int BV, bool kSplit>
+template <int BV>
 __device__ void rows_times_state(const float* X, int xp, const float* S, int sp, int K, float (&out)[BV / 16][4]) {
   constexpr int kTiles = BV / 16;
   const Lane l;
@@ -278,15 +247,15 @@ __device__ void rows_times_state(const float* X, int xp, const float* S, int sp,
   const auto step = [&](int k, float(&sum)[kTiles][4]) {
     uint32_t raw[4];
     load_fragment_rows(raw, x + (((k >> 2) ^ quad_swizzle) << 2));
-    Tf32<4, kSplit> a;
+    Tf32<4> a;
 #pragma unroll
     for (int r = 0; r < 4; ++r) a.set(r, __uint_as_float(raw[r]));
 #pragma unroll
     for (int j = 0; j < kTiles; ++j) {
-      Tf32<2, kSplit> b;
-      b.set_kept(0, s[k * sp + 8 * j]);
-      b.set_kept(1, s[(k + 4) * sp + 8 * j]);
-      mma<kSplit>(sum[j], a, b);
+      Tf32<2> b;
+      b.set(0, s[k * sp + 8 * j]);
+      b.set(1, s[(k + 4) * sp + 8 * j]);
+      mma(sum[j], a, b);
     }
   };
   for (int k = 0; k < K; k += 32) {
@@ -338,14 +307,14 @@ __device__ void for_each_state_entry(State& acc, int K, Fn fn) {
   }
 }
 
-// The second product, acc += Yᵀ Z for a row tile Y [C, K] and a value tile Z [C, BV] of T, over
-// the rows i < L rounded up to 8 (rows L.. of Y are 0).
-template <int BV, bool kSplit, class T>
-__device__ void add_transposed_product(StateRegisters<BV>& acc, const float* Y, int yp, const T* Z, int zp, int L,
+// The second product, acc += Yᵀ Z for a row tile Y [C, K] and a value tile Z [C, BV], over the
+// rows i < L rounded up to 8 (rows L.. of Y are 0).
+template <int BV>
+__device__ void add_transposed_product(StateRegisters<BV>& acc, const float* Y, int yp, const float* Z, int zp, int L,
                                        int K) {
   const Lane l;
   const float* y = Y + l.t * yp;
-  const T* z = Z + l.t * zp + l.g;
+  const float* z = Z + l.t * zp + l.g;
 #pragma unroll
   for (int m = 0; m < row_tiles(BV); ++m) {
     const int m0 = 16 * (l.warp + kWarps * m);
@@ -358,17 +327,17 @@ __device__ void add_transposed_product(StateRegisters<BV>& acc, const float* Y, 
 #pragma unroll 2
     for (int k = 0; k < L; k += 8) {
       const float* yk = y + k * yp;
-      Tf32<4, kSplit> a;
+      Tf32<4> a;
       a.set(0, yk[c00]);
       a.set(1, yk[c01]);
       a.set(2, yk[4 * yp + c10]);
       a.set(3, yk[4 * yp + c11]);
 #pragma unroll
       for (int n = 0; n < BV / 8; ++n) {
-        Tf32<2, kSplit> b;
-        b.set_kept(0, to_float(z[k * zp + 8 * n]));
-        b.set_kept(1, to_float(z[(k + 4) * zp + 8 * n]));
-        mma<kSplit>(acc[m][n], a, b);
+        Tf32<2> b;
+        b.set(0, z[k * zp + 8 * n]);
+        b.set(1, z[(k + 4) * zp + 8 * n]);
+        mma(acc[m][n], a, b);
       }
     }
   }
@@ -413,13 +382,11 @@ struct StateBlock {
   __device__ void stage_rows(const float* from, int64_t row, const Span& s, int slot) const {
     stage_tile<kRowTileThreads>(from + row * K, int64_t{H} * K, s.len, K, sm.rows(slot), RowTileIndex{sm.rp});
   }
-  // Starts staging the block's columns of the chunk's rows of a [N, H, V] tensor of T into the
-  // slot's value tile (row pitch value_tile_pitch<T>(BV)).
-  template <class T>
-  __device__ void stage_values(const T* from, int64_t row, const Span& s, int slot) const {
-    stage_tile<kValueTileThreads<T, BV>>(from + row * V + e0, int64_t{H} * V, s.len, BVe,
-                                         reinterpret_cast<T*>(sm.values(slot)),
-                                         ValueTileIndex{value_tile_pitch<T>(BV)});
+  // Starts staging the block's columns of the chunk's rows of a [N, H, V] tensor into the slot's
+  // value tile.
+  __device__ void stage_values(const float* from, int64_t row, const Span& s, int slot) const {
+    stage_tile<kValueTileThreads<BV>>(from + row * V + e0, int64_t{H} * V, s.len, BVe, sm.values(slot),
+                                      ValueTileIndex{value_tile_pitch(BV)});
   }
   // The block's head of state `index` in a stack [·, H, K, V] at `base`, or null without one.
   template <class T>
@@ -438,12 +405,12 @@ __device__ void load_state(StateRegisters<BV>& acc, const StateBlock<BV>& block,
   });
 }
 
-// The state copy in shared memory ← acc (operand_copy), and `to` (the block's columns e0.. of
-// [K, V]; may be null) ← acc.
-template <int BV, bool kSplit>
+// The state copy in shared memory ← acc, and `to` (the block's columns e0.. of [K, V]; may be
+// null) ← acc.
+template <int BV>
 __device__ void store_state(StateRegisters<BV>& acc, const StateBlock<BV>& block, float* to) {
   for_each_state_entry<BV>(acc, block.K, [&](int d, int e, float& v) {
-    block.sm.S[d * block.sm.vp + e] = operand_copy<kSplit>(v);
+    block.sm.S[d * block.sm.vp + e] = v;
     if (to && d < block.K && e < block.BVe) to[static_cast<int64_t>(d) * block.V + block.e0 + e] = v;
   });
 }
@@ -476,10 +443,10 @@ __device__ void stage_decays(const float* G, const Span& s, int heads, int head,
 // The first phase of a chunk in either pass, for the warp's rows below L (rows L.. of the slot's
 // row tile X and value tile Z are 0, and so is R): with P = X S (S the state copy),
 //   R = Z − P (kSign = −1)   or   R = Z + P (kSign = +1);
-// R goes to `to` (the chunk's rows from `row` of [N·H, V], the block's columns) and −kSign·R,
-// through operand_copy(), to the tile Ut. Forward (−1): Ũ = U − W S, kept as Ũ for Kendᵀ Ũ.
+// R goes to `to` (the chunk's rows from `row` of [N·H, V], the block's columns) and −kSign·R to
+// the tile Ut. Forward (−1): Ũ = U − W S, kept as Ũ for Kendᵀ Ũ.
 // Backward (+1): dŨ += Kend dS, kept as −dŨ for the − Wᵀ dŨ term.
-template <int kSign, int BV, bool kSplit>
+template <int kSign, int BV>
 __device__ __forceinline__ void combine_rows_times_state(const StateBlock<BV>& block, int slot, const Span& s,
                                                          int64_t row, float* to) {
   static_assert(kSign == -1 || kSign == 1, "kSign is −1 or +1");
@@ -487,26 +454,25 @@ __device__ __forceinline__ void combine_rows_times_state(const StateBlock<BV>& b
   const SharedState& sm = block.sm;
   const ValueTileIndex value_at{sm.vp};
   float product[BV / 16][4];
-  rows_times_state<BV, kSplit>(sm.rows(slot), sm.rp, sm.S, sm.vp, block.K, product);
+  rows_times_state<BV>(sm.rows(slot), sm.rp, sm.S, sm.vp, block.K, product);
   const float* Z = sm.values(slot);
   for_each_product_entry<BV>(product, [&](int i, int e, float p) {
     const float r = kSign < 0 ? Z[value_at(i, e)] - p : Z[value_at(i, e)] + p;
-    sm.Ut[value_at(i, e)] = operand_copy<kSplit>(kSign < 0 ? r : -r);
+    sm.Ut[value_at(i, e)] = kSign < 0 ? r : -r;
     if (i < s.len && e < block.BVe) to[(row + int64_t{i} * block.H) * block.V + block.e0 + e] = r;
   });
 }
 
-template <class E, ops::DecayKind kDecay, int BV>
+template <ops::DecayKind kDecay, int BV>
 __global__ void __launch_bounds__(kThreads, 1)
     state_forward_kernel(Chunks chunks, Workspace ws, Dims dims, const float* h0, float* ht) {
   extern __shared__ __align__(16) float shared[];
-  constexpr bool kSplit = std::is_same_v<E, float>;
   const StateBlock<BV> block(shared, chunks, dims);
   const SharedState& sm = block.sm;
   StateRegisters<BV> acc;
   load_state<BV>(acc, block, block.state_at(h0, block.seq));
-  store_state<BV, kSplit>(acc, block,
-                          block.begin < block.end ? block.state_at(ws.S, block.begin) : block.state_at(ht, block.seq));
+  store_state<BV>(acc, block,
+                  block.begin < block.end ? block.state_at(ws.S, block.begin) : block.state_at(ht, block.seq));
   if (block.begin == block.end) return;
   // Phase 0 of a chunk: W and U; phase 1: Kend and G_L.
   run_phases(
@@ -524,29 +490,28 @@ __global__ void __launch_bounds__(kThreads, 1)
       [&](int j, int slot, const Span& s) {
         const int64_t row = s.first * block.H + block.head;
         if (j % 2 == 0) {
-          combine_rows_times_state<-1, BV, kSplit>(block, slot, s, row, ws.Ut);  // Ũ = U − W S
+          combine_rows_times_state<-1, BV>(block, slot, s, row, ws.Ut);  // Ũ = U − W S
         } else {
           decay_state<BV, kDecay>(acc, sm.decays(slot), block.K);
-          add_transposed_product<BV, kSplit>(acc, sm.rows(slot), sm.rp, sm.Ut, sm.vp, s.len, block.K);
+          add_transposed_product<BV>(acc, sm.rows(slot), sm.rp, sm.Ut, sm.vp, s.len, block.K);
           const int64_t chunk = block.begin + j / 2;
-          store_state<BV, kSplit>(
-              acc, block, chunk + 1 < block.end ? block.state_at(ws.S, chunk + 1) : block.state_at(ht, block.seq));
+          store_state<BV>(acc, block,
+                          chunk + 1 < block.end ? block.state_at(ws.S, chunk + 1) : block.state_at(ht, block.seq));
         }
       });
 }
 
-template <class E, ops::DecayKind kDecay, int BV>
+template <ops::DecayKind kDecay, int BV>
 __global__ void __launch_bounds__(kThreads, 1)
-    state_backward_kernel(Chunks chunks, Workspace ws, Dims dims, const E* d_o, const float* dht, GradWorkspace gws,
+    state_backward_kernel(Chunks chunks, Workspace ws, Dims dims, const float* d_o, const float* dht, GradWorkspace gws,
                           float* dh0) {
   extern __shared__ __align__(16) float shared[];
-  constexpr bool kSplit = std::is_same_v<E, float>;
   const StateBlock<BV> block(shared, chunks, dims);
   const SharedState& sm = block.sm;  // S holds dS, Ut holds −dŨ
   StateRegisters<BV> acc;
   load_state<BV>(acc, block, block.state_at(dht, block.seq));
-  store_state<BV, kSplit>(
-      acc, block, block.begin < block.end ? block.state_at(gws.dS, block.end - 1) : block.state_at(dh0, block.seq));
+  store_state<BV>(acc, block,
+                  block.begin < block.end ? block.state_at(gws.dS, block.end - 1) : block.state_at(dh0, block.seq));
   if (block.begin == block.end) return;
   // Phase 0 of a chunk: Kend and dŨ; phase 1: Qg, dO and G_L; phase 2: W.
   run_phases(
@@ -567,16 +532,15 @@ __global__ void __launch_bounds__(kThreads, 1)
       [&](int j, int slot, const Span& s) {
         const int64_t row = s.first * block.H + block.head;
         if (j % 3 == 0) {
-          combine_rows_times_state<+1, BV, kSplit>(block, slot, s, row, gws.dUt);  // dŨ += Kend dS
+          combine_rows_times_state<+1, BV>(block, slot, s, row, gws.dUt);  // dŨ += Kend dS
         } else if (j % 3 == 1) {
           decay_state<BV, kDecay>(acc, sm.decays(slot), block.K);
-          add_transposed_product<BV, kSplit>(acc, sm.rows(slot), sm.rp, reinterpret_cast<const E*>(sm.values(slot)),
-                                             value_tile_pitch<E>(BV), s.len, block.K);
+          add_transposed_product<BV>(acc, sm.rows(slot), sm.rp, sm.values(slot), sm.vp, s.len, block.K);
         } else {
-          add_transposed_product<BV, kSplit>(acc, sm.rows(slot), sm.rp, sm.Ut, sm.vp, s.len, block.K);
+          add_transposed_product<BV>(acc, sm.rows(slot), sm.rp, sm.Ut, sm.vp, s.len, block.K);
           const int64_t chunk = block.end - 1 - j / 3;
-          store_state<BV, kSplit>(
-              acc, block, chunk > block.begin ? block.state_at(gws.dS, chunk - 1) : block.state_at(dh0, block.seq));
+          store_state<BV>(acc, block,
+                          chunk > block.begin ? block.state_at(gws.dS, chunk - 1) : block.state_at(dh0, block.seq));
         }
       });
 }
@@ -629,9 +593,9 @@ void state_forward(const Call& call, const Workspace& ws, const float* h0, float
   const Tiling tiling = choose_tiling(call);
   const Dims dims{call.heads, call.key_dim, call.value_dim, tiling.slots};
   // The gate kind does not enter the state passes.
-  dispatch_kinds(call, [&](auto element, auto decay, auto /*gate*/) {
+  dispatch_kinds(call, [&](auto decay, auto /*gate*/) {
     dispatch_tile(tiling.value_tile, [&](auto tile) {
-      const auto kernel = state_forward_kernel<decltype(element), decltype(decay)::value, decltype(tile)::value>;
+      const auto kernel = state_forward_kernel<decltype(decay)::value, decltype(tile)::value>;
       allow_shared_memory(reinterpret_cast<const void*>(kernel), tiling.bytes);
       kernel<<<state_grid(call, tile), kThreads, tiling.bytes>>>(call.chunks, ws, dims, h0, ht);
       check_launch("delta_rule state_forward_kernel");
@@ -644,13 +608,12 @@ void state_backward(const Call& call, const Workspace& ws, const void* d_o, cons
   if (call.chunks.seqs == 0) return;
   const Tiling tiling = choose_tiling(call);
   const Dims dims{call.heads, call.key_dim, call.value_dim, tiling.slots};
-  dispatch_kinds(call, [&](auto element, auto decay, auto /*gate*/) {
-    using E = decltype(element);
+  dispatch_kinds(call, [&](auto decay, auto /*gate*/) {
     dispatch_tile(tiling.value_tile, [&](auto tile) {
-      const auto kernel = state_backward_kernel<E, decltype(decay)::value, decltype(tile)::value>;
+      const auto kernel = state_backward_kernel<decltype(decay)::value, decltype(tile)::value>;
       allow_shared_memory(reinterpret_cast<const void*>(kernel), tiling.bytes);
-      kernel<<<state_grid(call, tile), kThreads, tiling.bytes>>>(call.chunks, ws, dims, static_cast<const E*>(d_o), dht,
-                                                                 gws, dh0);
+      kernel<<<state_grid(call, tile), kThreads, tiling.bytes>>>(call.chunks, ws, dims, static_cast<const float*>(d_o),
+                                                                 dht, gws, dh0);
       check_launch("delta_rule state_backward_kernel");
     });
   });

@@ -4,7 +4,8 @@
 // h0 and dht under fla's gate normalizers {0.1, 1, 10}; T=130 K=V=128; packed documents
 // cu_seqlens [0, 15, 100, 300] (normalizers 1 and 0.01, g ≈ −70 per token); the 340M model's heads
 // (K=256, V=512, 2 heads, T=200); odd K and V (K=36 V=20, K=33 V=19); packed shapes with 144 and
-// 80 (sequence, head) pairs (the state passes' value tiles 64 and 32, with tails). Also: the
+// 80 (sequence, head) pairs (the state passes' value tiles 64 and 32, with tails); a sequence of
+// 8300 tokens beside one of 100 (the bf16 pipeline's segments of 64 chunks). Also: the
 // backward repeats bit for bit, and `recurrent` or a bf16 g on CUDA is rejected by name. The
 // largest err_ratio per mixer, dtype and tensor is printed at the end.
 #include <gtest/gtest.h>
@@ -130,6 +131,9 @@ const std::vector<Case>& cases() {
     c.push_back(
         {"tile64_packed9_H16_K64_V80", {{0, 40, 75, 140, 150, 200, 265, 300, 330, 400}, 16, 64, 80, true}, 1.0});
     c.push_back({"tile32_packed5_H16_K64_V48", {{0, 64, 100, 180, 181, 250}, 16, 64, 48, true}, 1.0});
+    // A sequence of 130 chunks beside a short one, on a grid of two blocks: the bf16 state passes
+    // run by segments of 64 chunks (3 and 1), joined by their transitions.
+    c.push_back({"segments_packed_100_8400_H1_K64_V64", {{0, 100, 8400}, 1, 64, 64, true}, 1.0});
     return c;
   }();
   return all;
@@ -217,7 +221,8 @@ TEST_F(GpuDeltaRuleContract, RecurrentAndBf16DecayAreRejected) {
       EXPECT_NE(std::string(e.what()).find(message), std::string::npos) << e.what();
     }
   };
-  expect_message(p, DeltaRuleImpl::recurrent, "delta_rule_forward: impl: recurrent has no CUDA implementation");
+  expect_message(p, DeltaRuleImpl::recurrent,
+                 "delta_rule_forward: impl: recurrent has no CUDA implementation; use chunked");
   p.in.g = device(host.in.g, DType::bf16);
   expect_message(p, DeltaRuleImpl::chunked, "g: expected f32, got bf16");
 }

@@ -1,0 +1,23 @@
+// The bf16 tensor-core pipeline of the CUDA delta rule (model/mixers/delta_rule/cuda/delta_rule_bf16.cuh),
+// as model/mixers/delta_rule/cuda/delta_rule.cu calls it: bf16_takes says whether a call is one it
+// takes (bf16 token operands of DeltaNet, GDN, KDA or GDN-2, K ≤ 256, V ≤ 512, K and V multiples
+// of 8, 16-byte aligned token tensors); bf16_forward and bf16_backward have the contract of
+// cuda::delta_rule_forward and cuda::delta_rule_backward (model/mixers/delta_rule/cuda/delta_rule.h)
+// for those calls.
+#pragma once
+#include <initializer_list>
+
+#include "model/mixers/delta_rule/delta_rule.h"
+
+namespace linea::cuda::delta {
+
+// `tensors`: the call's other token tensors (o; or d_o and the gradients), checked for alignment
+// where defined.
+bool bf16_takes(const ops::DeltaRuleSpec& spec, const ops::DeltaRuleInputs& in,
+                std::initializer_list<const Tensor*> tensors);
+void bf16_forward(const ops::DeltaRuleSpec& spec, const SeqLayout& seqs, const ops::DeltaRuleInputs& in, Tensor o,
+                  Tensor ht);
+void bf16_backward(const ops::DeltaRuleSpec& spec, const SeqLayout& seqs, const ops::DeltaRuleInputs& in,
+                   const Tensor& d_o, const Tensor& dht, ops::DeltaRuleGrads& grads);
+
+}  // namespace linea::cuda::delta
