@@ -12,7 +12,7 @@
 #   LINEA_GPU_LOGS    where logs and benchmark JSON lines go (default: $LINEA_BUILD_DIR/logs)
 #   LINEA_GPU_ALL=1   build everything and run every gpu-labelled test (the NCCL MPI tests too)
 #   LINEA_GPU_BENCH=0 skip the benchmarks
-#   LINEA_GPU_SANITIZE=1 also run every tests/gpu/**/test_*.cpp binary under compute-sanitizer's memcheck
+#   LINEA_GPU_SANITIZE=1 also run every GPU test binary (tests/gpu/**/test_*.cpp, .cu) under memcheck
 #   LINEA_GPU_TARGETS="t1 t2"  build only these targets (default: the GPU tests and benchmarks)
 #   LINEA_GPU_TESTS=REGEX      run only the gpu-labelled tests whose names match (ctest -R)
 # Exit status: nonzero when the build or a test fails (the benchmarks still run after a test
