@@ -331,6 +331,13 @@ void Coordinator::reap_jobs() {
     const std::string how = describe_wait_status(*status);
     if (job.cancelled || r.state != RunState::running || r.attempt != job.attempt) {
       LOG(INFO) << "coordinator: run " << name << " attempt " << job.attempt << " stopped: " << how;
+    } else if (job.teardown && *job.teardown == ExitOutcome::hung && finished(r)) {
+      // It went silent after its last step was committed (e.g. slow to leave MPI_Finalize): the
+      // training is complete, so this is not a failure to relaunch.
+      LOG(WARNING) << "coordinator: run " << name << " attempt " << job.attempt << " finished its training but "
+                   << job.teardown_detail << " before exiting; torn down, " << how << "; counted as completed";
+      commit(RunTable::exited(name, job.attempt, ExitOutcome::completed, job.teardown_detail + " after finishing; " + how,
+                              now, now, false, 0));
     } else if (job.teardown) {
       const bool restart = *job.teardown == ExitOutcome::hung;
       const bool give_up = restart && r.accounting.restarts >= options_.max_restarts;

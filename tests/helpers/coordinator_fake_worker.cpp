@@ -14,6 +14,8 @@
 //   fake.hang_at             SIGSTOP itself after this step (default: never)
 //   fake.fault_attempts      how many attempts (from 0) fail; later ones run clean (default 1)
 //   fake.fault_rank          the rank that fails (default 0)
+//   fake.exit_delay_ms       after the "finished" line, wait this long before exiting, silent, as a
+//                            job slow to leave MPI_Finalize on a loaded machine (default 0)
 // Under mpirun the ranks meet in an MPI_Barrier every step, as a trainer's ranks meet in their
 // collectives (so a dead rank stalls the others until mpirun ends the job); only rank 0 writes and
 // reports. Launched alone, it does not touch MPI.
@@ -115,6 +117,7 @@ int main(int argc, char** argv) {
   const int64_t crash_at = integer(values, "fake.crash_at", -1);
   const int64_t hang_at = integer(values, "fake.hang_at", -1);
   const int64_t fault_attempts = integer(values, "fake.fault_attempts", 1);
+  const int64_t exit_delay_ms = integer(values, "fake.exit_delay_ms", 0);
   const char* attempt_text = std::getenv("LINEA_ATTEMPT");
   const int64_t attempt = attempt_text ? std::atoll(attempt_text) : 0;
   const MpiSession mpi;
@@ -156,5 +159,6 @@ int main(int argc, char** argv) {
     mpi.barrier();
   }
   metrics << "{\"finished\": true, \"attempt\": " << attempt << ", \"world_size\": " << mpi.size() << "}" << std::endl;
+  std::this_thread::sleep_for(std::chrono::milliseconds(exit_delay_ms));
   return 0;
 }

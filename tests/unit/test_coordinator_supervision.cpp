@@ -154,6 +154,18 @@ TEST(Supervision, MpirunJobWithAKilledRankIsRelaunched) {
       s["accounting"]["recovery_s"][0].get<double>(), death_to_training_again_s(dir, "mpi"));
 }
 
+// A job that goes silent after its last step is committed (the CI failure of 2026-12-02: an mpirun job
+// slow to exit on a loaded machine) is torn down, but it finished: completed, not relaunched.
+TEST(Supervision, JobSilentAfterFinishingIsCompletedNotRestarted) {
+  TempDir dir;
+  CoordinatorThread server(test_options(dir));  // heartbeat timeout 0.5 s
+  server.request({{"type", "submit"}, {"runs", {fake_run(dir, "slow-exit", {"fake.steps=5", "fake.exit_delay_ms=3000"})}}});
+  const nlohmann::json s = wait_for_end(server, "slow-exit", 20s);
+  EXPECT_EQ(s["state"], "completed");
+  EXPECT_EQ(s["accounting"]["restarts"], 0);
+  EXPECT_EQ(completions(dir, "slow-exit"), 1);
+}
+
 TEST(Supervision, RestartBudgetIsEnforced) {
   TempDir dir;
   coordinator::CoordinatorOptions options = test_options(dir);
