@@ -41,11 +41,11 @@ std::string format_decoding_memory(const ModelConfig&, const DecodingMemory& mem
   out += line;
   const auto mib = [](double values) { return values * 2.0 / (1024.0 * 1024.0); };
   for (const DecodingMemory::Mixer& m : memory.mixers) {
-    std::snprintf(line, sizeof line, "  %-10s %6lld %12.3f MiB %12.1f KiB %12s\n", m.name.c_str(),
-                  static_cast<long long>(m.layers), mib(m.per_sequence), m.per_token * 2.0 / 1024.0,
-                  m.per_token == 0   ? "-"
-                  : m.max_tokens > 0 ? std::to_string(m.max_tokens).c_str()
-                                     : "all");
+    char per_token[32] = "-";
+    if (m.per_token > 0) std::snprintf(per_token, sizeof per_token, "%.1f KiB", m.per_token * 2.0 / 1024.0);
+    const std::string kept = m.per_token == 0 ? "-" : m.max_tokens > 0 ? std::to_string(m.max_tokens) : "all";
+    std::snprintf(line, sizeof line, "  %-10s %6lld %12.3f MiB %16s %12s\n", m.name.c_str(),
+                  static_cast<long long>(m.layers), mib(m.per_sequence), per_token, kept.c_str());
     out += line;
   }
   out += "  total per sequence at context";
