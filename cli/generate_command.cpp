@@ -25,7 +25,8 @@ constexpr const char* kUsage =
     "\n"
     "Continues each prompt of FILE (default: stdin), one per line: a JSON object\n"
     "  {\"prompt\": TEXT} or {\"prompt_ids\": [IDS]}, optionally with \"max_tokens\": N and \"stop\": [TEXT...],\n"
-    "or a line of plain text (the prompt itself). Prints one JSON line per prompt, in order:\n"
+    "or a line of plain text (the prompt itself; a text prompt follows the tokenizer's document\n"
+    "token, as documents do in the shards). Prints one JSON line per prompt, in order:\n"
     "  {\"text\": the continuation, \"ids\": its token ids, \"tokens\": their count}\n"
     "(\"text\" only when a tokenizer is known), then on stderr the prefill and decode throughput\n"
     "(tokens/s) and the decoding state's peak size.\n"
@@ -67,7 +68,7 @@ int run_generate(int argc, char** argv) {
     nlohmann::json line = nlohmann::json::parse(input.text, nullptr, false);
     if (!line.is_object()) line = {{"prompt", input.text}};  // a plain-text prompt
     inference::GenerateRequest r;
-    r.prompt = text.tokens(line, "prompt", input);
+    r.prompt = text.tokens(line, "prompt", input, true);
     r.max_tokens = max_tokens;
     if (line.contains("max_tokens")) {
       if (!line["max_tokens"].is_number_integer() || line["max_tokens"].get<int64_t>() < 0) {

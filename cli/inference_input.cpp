@@ -29,7 +29,8 @@ data::Tokenizer& RequestText::tokenizer() {
   return *tokenizer_;
 }
 
-inference::TokenIds RequestText::tokens(const nlohmann::json& line, const std::string& key, const InputLine& where) {
+inference::TokenIds RequestText::tokens(const nlohmann::json& line, const std::string& key, const InputLine& where,
+                                        bool starts_document) {
   const std::string ids_key = key + "_ids";
   if (line.contains(ids_key)) {
     if (!line[ids_key].is_array())
@@ -44,7 +45,9 @@ inference::TokenIds RequestText::tokens(const nlohmann::json& line, const std::s
   if (!line.contains(key) || !line[key].is_string()) {
     throw std::invalid_argument(where.where + ": expected a string \"" + key + "\" or an array \"" + ids_key + "\"");
   }
-  return tokenizer().encode(line[key].get<std::string>());
+  inference::TokenIds ids = tokenizer().encode(line[key].get<std::string>());
+  if (starts_document) ids.insert(ids.begin(), tokenizer().eos_id());
+  return ids;
 }
 
 }  // namespace linea::cli

@@ -1,7 +1,8 @@
 // The input of `linea score` and `linea generate`: lines of a file, or of stdin for "-" or no
 // file (blank lines skipped, each with "FILE:LINE" for messages), and the token ids a JSON line
-// gives under a key: KEY_ids (an array of ids) or KEY (a text, encoded with the run's tokenizer,
-// loaded on first use).
+// gives under a key: KEY_ids (an array of ids, used as given) or KEY (a text, encoded with the
+// run's tokenizer, loaded on first use; a text that starts a document, a prompt or a context, is
+// preceded by the tokenizer's document token, eos_id, as every document is in the shards).
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -31,7 +32,8 @@ class RequestText {
     return line.contains(key) || line.contains(key + "_ids");
   }
   // Throws std::invalid_argument naming the line and key when neither form is there.
-  inference::TokenIds tokens(const nlohmann::json& line, const std::string& key, const InputLine& where);
+  inference::TokenIds tokens(const nlohmann::json& line, const std::string& key, const InputLine& where,
+                             bool starts_document);
   data::Tokenizer& tokenizer();
 
  private:

@@ -21,7 +21,8 @@ constexpr const char* kUsage =
     "usage: linea score RUN_DIR|CHECKPOINT [--input FILE.jsonl] [--tokenizer SPEC] [--batch-tokens N]\n"
     "\n"
     "Scores each line of FILE (default: stdin), a JSON object with either\n"
-    "  {\"context\": TEXT, \"continuation\": TEXT}            (encoded with the run's tokenizer), or\n"
+    "  {\"context\": TEXT, \"continuation\": TEXT}            (encoded with the run's tokenizer, the\n"
+    "                                                      context after its document token), or\n"
     "  {\"context_ids\": [IDS], \"continuation_ids\": [IDS]}  (token ids),\n"
     "and prints one JSON line per input line, in order:\n"
     "  {\"log_likelihood\": Σ log p(continuation | context) (natural log), \"greedy\": whether every\n"
@@ -49,7 +50,7 @@ int run_score(int argc, char** argv) {
   for (const InputLine& input : read_input_lines(flags.string("input", ""))) {
     const nlohmann::json line = nlohmann::json::parse(input.text, nullptr, false);
     if (!line.is_object()) throw std::invalid_argument(input.where + ": expected a JSON object");
-    requests.push_back({text.tokens(line, "context", input), text.tokens(line, "continuation", input)});
+    requests.push_back({text.tokens(line, "context", input, true), text.tokens(line, "continuation", input, false)});
   }
   inference::ModelLanguageModel lm(*trained.model, {.max_batch_tokens = batch_tokens, .max_batch_sequences = 32});
   const auto results = lm.score(requests);
