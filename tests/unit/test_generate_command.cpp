@@ -2,7 +2,8 @@
 // written in the format `linea train` commits (model/<parameter> tensors, the resolved config in
 // the manifest) is read back from its run directory and from the checkpoint directory itself;
 // score prints the log-likelihoods ModelLanguageModel computes, generate its greedy continuations
-// (and sampled ones, reproducibly); bad input names the file, line and key.
+// (and sampled ones, reproducibly), export an fla checkpoint that imports back to the same model;
+// bad input names the file, line and key.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -13,6 +14,7 @@
 #include <vector>
 
 #include "checkpoint/checkpoint.h"
+#include "inference/hf_checkpoint.h"
 #include "inference/model_language_model.h"
 #include "model/decoding_memory.h"
 #include "model/model.h"
@@ -148,6 +150,26 @@ TEST(GenerateCommand, BadInputNamesTheLine) {
   std::filesystem::create_directories(saved.dir / "empty_run");
   EXPECT_TRUE(testing::throws_invalid_argument(
       [&] { testing::run_command("generate", {(saved.dir / "empty_run").string()}); }, {"no committed checkpoint"}));
+}
+
+TEST(ExportCommand, WritesAnHfCheckpointThatImportsBack) {
+  const SavedRun saved;
+  ::testing::internal::CaptureStdout();
+  EXPECT_EQ(testing::run_command("export", {saved.run.string(), "--format", "hf", (saved.dir / "hf").string()}), 0);
+  EXPECT_NE(::testing::internal::GetCapturedStdout().find("exported step 7"), std::string::npos);
+  Model imported(saved.config.model);
+  imported.init_parameters(99);
+  inference::import_hf(imported, saved.dir / "hf");
+  auto original = saved.model();
+  const Tensor ids = testing::index_tensor({1, 2, 3, 4, 5});
+  const Tensor a = original->logits(ids, SeqLayout::uniform(1, 5), {0, 4});
+  const Tensor b = imported.logits(ids, SeqLayout::uniform(1, 5), {0, 4});
+  for (int64_t i = 0; i < a.numel(); ++i) ASSERT_EQ(a.data<float>()[i], b.data<float>()[i]);
+  EXPECT_TRUE(testing::throws_invalid_argument(
+      [&] {
+        testing::run_command("export", {saved.run.string(), "--format", "gguf", (saved.dir / "x").string()});
+      },
+      {"--format", "expected hf"}));
 }
 
 TEST(ParamsCommand, InferencePrintsTheDecodingStatePerSequence) {
