@@ -12,7 +12,9 @@
 #include <thread>
 
 #include "checkpoint/checkpoint_directory.h"
+#include "inference/hf_checkpoint.h"
 #include "kernels/device_memory.h"
+#include "model/model.h"
 #include "tests/testing/json_lines.h"
 #include "tests/testing/synthetic_shards.h"
 #include "tests/testing/temp_dir.h"
@@ -271,6 +273,25 @@ TEST_F(TrainerTest, VocabularyTooSmallForTheDataIsRejected) {
   } catch (const std::invalid_argument& e) {
     EXPECT_NE(std::string(e.what()).find("model.vocab"), std::string::npos) << e.what();
   }
+}
+
+// model.init_from = "hf:DIR": the run starts from the weights of an fla / Hugging Face checkpoint.
+// Exported from the model the seeded init would give, the run follows the seeded run bit for bit;
+// exported from another seed's, it starts elsewhere.
+TEST_F(TrainerTest, InitFromAnHfCheckpointStartsFromItsWeights) {
+  const RunConfig seeded = config("seeded", {"train.steps=3", "train.eval_every=0"});
+  for (const uint64_t seed : {seeded.train.seed, seeded.train.seed + 1}) {
+    Model model(seeded.model);
+    model.init_parameters(seed);
+    inference::export_hf(model, tmp_.path() / ("hf" + std::to_string(seed)));
+  }
+  run(seeded);
+  const std::string same = "hf:" + (tmp_.path() / ("hf" + std::to_string(seeded.train.seed))).string();
+  const std::string other = "hf:" + (tmp_.path() / ("hf" + std::to_string(seeded.train.seed + 1))).string();
+  run(config("same", {"train.steps=3", "train.eval_every=0", "model.init_from=" + same}));
+  run(config("other", {"train.steps=3", "train.eval_every=0", "model.init_from=" + other}));
+  expect_same_trajectory(metrics("seeded"), metrics("same"));
+  EXPECT_NE(metrics("seeded").front()["loss"], metrics("other").front()["loss"]);
 }
 
 }  // namespace
