@@ -9,9 +9,9 @@
 #include <vector>
 
 #include "bench/bench_util.h"
+#include "kernels/newton_schulz.h"
 #include "kernels/random.h"
 #include "worker/muon.h"
-#include "worker/newton_schulz.h"
 #include "worker/optimizer.h"
 
 namespace linea {
@@ -30,8 +30,8 @@ void bench_newton_schulz(int64_t rows, int64_t cols, double reference_gflops) {
   Rng rng(1);
   Tensor g = Tensor::empty({rows, cols}, DType::f32), out = Tensor::empty({rows, cols}, DType::f32);
   fill_normal(g, rng, 0.0, 0.02);
-  Tensor ws = Tensor::empty({newton_schulz_workspace_numel(rows, cols)}, DType::f32);
-  const double s = bench::median_s(3, [&] { newton_schulz(g, out, 5, ws); });
+  Tensor ws = Tensor::empty({ops::newton_schulz_workspace_numel(rows, cols)}, DType::f32);
+  const double s = bench::median_s(3, [&] { ops::newton_schulz(g, out, 5, ws); });
   const double m = static_cast<double>(std::min(rows, cols)), n = static_cast<double>(std::max(rows, cols));
   const double gflops = 5 * (4 * m * m * n + 2 * m * m * m) / s / 1e9;
   std::printf("{\"bench\":\"newton_schulz\",\"rows\":%ld,\"cols\":%ld,\"ms\":%.2f,\"gflops\":%.1f,\"vs_sgemm\":%.3f}\n",

@@ -336,8 +336,8 @@ void Coordinator::reap_jobs() {
       // training is complete, so this is not a failure to relaunch.
       LOG(WARNING) << "coordinator: run " << name << " attempt " << job.attempt << " finished its training but "
                    << job.teardown_detail << " before exiting; torn down, " << how << "; counted as completed";
-      commit(RunTable::exited(name, job.attempt, ExitOutcome::completed, job.teardown_detail + " after finishing; " + how,
-                              now, now, false, 0));
+      commit(RunTable::exited(name, job.attempt, ExitOutcome::completed,
+                              job.teardown_detail + " after finishing; " + how, now, now, false, 0));
     } else if (job.teardown) {
       const bool restart = *job.teardown == ExitOutcome::hung;
       const bool give_up = restart && r.accounting.restarts >= options_.max_restarts;

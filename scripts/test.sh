@@ -1,16 +1,16 @@
 #!/usr/bin/env bash
-# The test command: installs dependencies, builds everything (CUDA too when nvcc is present),
-# runs every CPU test with ctest, then rebuilds the CPU code with AddressSanitizer and
-# UndefinedBehaviorSanitizer (build-asan/) and runs the unit tests again under them.
+# The test command: installs dependencies, builds everything (CUDA too when nvcc is present) as a
+# Release build, runs every CPU test with ctest, then builds the unit tests with AddressSanitizer and
+# UndefinedBehaviorSanitizer (build-asan/, -O1) and runs them again under them.
 # LINEA_SKIP_SANITIZE=1 skips the sanitizer pass.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 "$root/scripts/install-deps.sh"
-"$root/scripts/build.sh"
+LINEA_BUILD_TYPE=${LINEA_BUILD_TYPE:-Release} "$root/scripts/build.sh"
 ctest --test-dir "$root/build" --output-on-failure -j "$(nproc)" -LE gpu
 if [ "${LINEA_SKIP_SANITIZE:-0}" != 1 ]; then
-  LINEA_BUILD_DIR="$root/build-asan" LINEA_BUILD_TYPE=RelWithDebInfo "$root/scripts/build.sh" \
-    -DLINEA_SANITIZE=ON -DLINEA_CUDA=OFF
+  LINEA_BUILD_DIR="$root/build-asan" LINEA_BUILD_TYPE=RelWithDebInfo LINEA_TARGETS=unit_tests \
+    "$root/scripts/build.sh" -DLINEA_SANITIZE=ON -DLINEA_CUDA=OFF "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -g1 -DNDEBUG"
   ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
     ctest --test-dir "$root/build-asan" --output-on-failure -j "$(nproc)" -L unit
 fi

@@ -5,8 +5,8 @@
 #include <stdexcept>
 #include <string>
 
+#include "kernels/newton_schulz.h"
 #include "kernels/optimizer_math.h"
-#include "worker/newton_schulz.h"
 
 namespace linea {
 
@@ -26,12 +26,12 @@ Tensor MuonScratch::input(int64_t rows, int64_t cols, DType dtype, Device device
 }
 
 void MuonScratch::orthogonalise(const Tensor& u, int steps) {
-  const int64_t ws = newton_schulz_workspace_numel(u.dim(0), u.dim(1));
+  const int64_t ws = ops::newton_schulz_workspace_numel(u.dim(0), u.dim(1));
   const DType precision = u.device() == Device::cuda ? gpu_precision_ : u.dtype();
   if (workspace_.numel() < ws || workspace_.dtype() != precision || workspace_.device() != u.device()) {
     workspace_ = Tensor::empty({ws}, precision, u.device());
   }
-  newton_schulz(u, u, steps, workspace_);
+  ops::newton_schulz(u, u, steps, workspace_);
 }
 
 Muon::Muon(const OptimizerConfig& config)

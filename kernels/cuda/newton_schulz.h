@@ -1,4 +1,4 @@
-// Newton–Schulz orthogonalisation (worker/newton_schulz.h) on the GPU, through cuBLASLt
+// Newton–Schulz orthogonalisation (kernels/newton_schulz.h) on the GPU, through cuBLASLt
 // (kernels/cuda/gemm.h): what newton_schulz() runs for CUDA tensors.
 //
 // The iterate X and the Gram matrices A, B are kept in `precision`: bf16 (GEMMs on bf16 operands,

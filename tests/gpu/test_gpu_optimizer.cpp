@@ -21,13 +21,13 @@
 #include <utility>
 #include <vector>
 
+#include "kernels/newton_schulz.h"
 #include "parallel/local_communicator.h"
 #include "tests/gpu/gpu_test.h"
 #include "worker/adamw.h"
 #include "worker/distributed_optimizer.h"
 #include "worker/grad_clip.h"
 #include "worker/muon.h"
-#include "worker/newton_schulz.h"
 
 namespace linea {
 namespace {
@@ -119,16 +119,18 @@ TEST_F(GpuTest, NewtonSchulzMatchesTheCpu) {
   for (auto [rows, cols] : {std::pair<int64_t, int64_t>{24, 24}, {96, 24}, {24, 96}, {200, 136}}) {
     const Tensor g = random_f32(rows * cols, rng, 1.0).reshape({rows, cols});
     Tensor ref = Tensor::empty({rows, cols}, DType::f32);
-    newton_schulz(g, ref, 5, Tensor::empty({newton_schulz_workspace_numel(rows, cols)}, DType::f32));
+    ops::newton_schulz(g, ref, 5, Tensor::empty({ops::newton_schulz_workspace_numel(rows, cols)}, DType::f32));
     for (DType precision : {DType::f32, DType::bf16}) {
       Tensor dg = Tensor::empty({rows, cols}, DType::f32, Device::cuda);
       dg.copy_from(g);
       Tensor out = Tensor::empty({rows, cols}, DType::f32, Device::cuda);
-      newton_schulz(dg, out, 5, Tensor::empty({newton_schulz_workspace_numel(rows, cols)}, precision, Device::cuda));
+      ops::newton_schulz(dg, out, 5,
+                         Tensor::empty({ops::newton_schulz_workspace_numel(rows, cols)}, precision, Device::cuda));
       expect_close("Newton-Schulz " + std::string(dtype_name(precision)) + " " + std::to_string(rows) + "x" +
                        std::to_string(cols),
                    ref, out, precision == DType::f32 ? 1e-4 : 3e-2);
-      newton_schulz(dg, dg, 5, Tensor::empty({newton_schulz_workspace_numel(rows, cols)}, precision, Device::cuda));
+      ops::newton_schulz(dg, dg, 5,
+                         Tensor::empty({ops::newton_schulz_workspace_numel(rows, cols)}, precision, Device::cuda));
       EXPECT_TRUE(same_bits(out, dg)) << "in place differs from out of place";
     }
   }
@@ -253,9 +255,10 @@ TEST_F(GpuTest, BadOperandsAreRefused) {
   EXPECT_THROW(ops::adamw_update(f64, f64, f64, f64, c), std::invalid_argument);
   EXPECT_THROW(ops::nesterov_momentum(a, host, a, 0.9), std::invalid_argument);
   const Tensor m = Tensor::zeros({2, 4}, DType::f32, Device::cuda);
-  EXPECT_THROW(newton_schulz(m, m, 5, Tensor::zeros({64}, DType::f64, Device::cuda)), std::invalid_argument);
-  EXPECT_THROW(newton_schulz(m, Tensor::zeros({2, 4}, DType::f32), 5, Tensor::zeros({64}, DType::f32, Device::cuda)),
-               std::invalid_argument);
+  EXPECT_THROW(ops::newton_schulz(m, m, 5, Tensor::zeros({64}, DType::f64, Device::cuda)), std::invalid_argument);
+  EXPECT_THROW(
+      ops::newton_schulz(m, Tensor::zeros({2, 4}, DType::f32), 5, Tensor::zeros({64}, DType::f32, Device::cuda)),
+      std::invalid_argument);
 }
 
 }  // namespace

@@ -159,7 +159,8 @@ TEST(Supervision, MpirunJobWithAKilledRankIsRelaunched) {
 TEST(Supervision, JobSilentAfterFinishingIsCompletedNotRestarted) {
   TempDir dir;
   CoordinatorThread server(test_options(dir));  // heartbeat timeout 0.5 s
-  server.request({{"type", "submit"}, {"runs", {fake_run(dir, "slow-exit", {"fake.steps=5", "fake.exit_delay_ms=3000"})}}});
+  server.request(
+      {{"type", "submit"}, {"runs", {fake_run(dir, "slow-exit", {"fake.steps=5", "fake.exit_delay_ms=3000"})}}});
   const nlohmann::json s = wait_for_end(server, "slow-exit", 20s);
   EXPECT_EQ(s["state"], "completed");
   EXPECT_EQ(s["accounting"]["restarts"], 0);

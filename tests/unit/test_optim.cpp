@@ -12,12 +12,12 @@
 #include <string>
 #include <vector>
 
+#include "kernels/newton_schulz.h"
 #include "kernels/random.h"
 #include "worker/adamw.h"
 #include "worker/grad_clip.h"
 #include "worker/lr_schedule.h"
 #include "worker/muon.h"
-#include "worker/newton_schulz.h"
 #include "worker/optimizer.h"
 
 namespace linea {
@@ -313,13 +313,13 @@ TYPED_TEST(OptimizerTyped, NewtonSchulzActsOnSingularValuesOnly) {
     const Shape shape = {static_cast<int64_t>(gi.size()), static_cast<int64_t>(gi[0].size())};
     Tensor gt = tensor_from(flatten(gi), shape, dtype);
     Tensor out = Tensor::empty(shape, dtype);
-    newton_schulz(gt, out, 5, Tensor::empty({newton_schulz_workspace_numel(shape[0], shape[1])}, dtype));
+    ops::newton_schulz(gt, out, 5, Tensor::empty({ops::newton_schulz_workspace_numel(shape[0], shape[1])}, dtype));
     const std::vector<double> got = values_of(out), want = flatten(ei);
     for (size_t i = 0; i < want.size(); ++i) EXPECT_NEAR(got[i], want[i], 50 * tolerance<TypeParam>());
   }
   // In place (out = g), diagonal input: the polynomial values appear on the diagonal.
   Tensor diag = tensor_from({3, 0, 0, 0, 4, 0}, {2, 3}, dtype);
-  newton_schulz(diag, diag, 5, Tensor::empty({newton_schulz_workspace_numel(2, 3)}, dtype));
+  ops::newton_schulz(diag, diag, 5, Tensor::empty({ops::newton_schulz_workspace_numel(2, 3)}, dtype));
   EXPECT_NEAR(value_at(diag, 0), s1, 50 * tolerance<TypeParam>());
   EXPECT_NEAR(value_at(diag, 4), s2, 50 * tolerance<TypeParam>());
   EXPECT_EQ(value_at(diag, 1), 0.0);
@@ -334,7 +334,7 @@ TEST(NewtonSchulz, SingularValuesInBandForWideAndTallMatrices) {
     Tensor g = Tensor::empty({rows, cols}, DType::f32);
     fill_normal(g, rng, 0.0, 0.02);
     Tensor out = Tensor::empty({rows, cols}, DType::f32);
-    newton_schulz(g, out, 5, Tensor::empty({newton_schulz_workspace_numel(rows, cols)}, DType::f32));
+    ops::newton_schulz(g, out, 5, Tensor::empty({ops::newton_schulz_workspace_numel(rows, cols)}, DType::f32));
 
     const Matrix gm = to_matrix(values_of(g), rows, cols), om = to_matrix(values_of(out), rows, cols);
     for (double s : singular_values(om)) {
@@ -363,11 +363,11 @@ TEST(NewtonSchulz, SingularValuesInBandForWideAndTallMatrices) {
 
 TEST(NewtonSchulz, RejectsBadArguments) {
   Tensor g = Tensor::zeros({4, 3}, DType::f32);
-  Tensor ws = Tensor::empty({newton_schulz_workspace_numel(4, 3)}, DType::f32);
-  EXPECT_THROW(newton_schulz(g, Tensor::empty({3, 4}, DType::f32), 5, ws), std::invalid_argument);
-  EXPECT_THROW(newton_schulz(g, g, 5, Tensor::empty({10}, DType::f32)), std::invalid_argument);
-  EXPECT_THROW(newton_schulz(g, g, 5, Tensor::empty({100}, DType::f64)), std::invalid_argument);
-  EXPECT_THROW(newton_schulz(Tensor::zeros({12}, DType::f32), g, 5, ws), std::invalid_argument);
+  Tensor ws = Tensor::empty({ops::newton_schulz_workspace_numel(4, 3)}, DType::f32);
+  EXPECT_THROW(ops::newton_schulz(g, Tensor::empty({3, 4}, DType::f32), 5, ws), std::invalid_argument);
+  EXPECT_THROW(ops::newton_schulz(g, g, 5, Tensor::empty({10}, DType::f32)), std::invalid_argument);
+  EXPECT_THROW(ops::newton_schulz(g, g, 5, Tensor::empty({100}, DType::f64)), std::invalid_argument);
+  EXPECT_THROW(ops::newton_schulz(Tensor::zeros({12}, DType::f32), g, 5, ws), std::invalid_argument);
 }
 
 // ---- Muon --------------------------------------------------------------------------------------

@@ -1,17 +1,11 @@
-#include "worker/newton_schulz.h"
+#include "kernels/cpu/newton_schulz.h"
 
 #include <cblas.h>
 
 #include <algorithm>
 #include <cmath>
-#include <stdexcept>
 
-#include "worker/float_dispatch.h"
-#ifdef LINEA_WITH_CUDA
-#include "kernels/cuda/newton_schulz.h"
-#endif
-
-namespace linea {
+namespace linea::cpu {
 namespace {
 
 constexpr double kA = 3.4445, kB = -4.7750, kC = 2.0315;
@@ -45,8 +39,10 @@ void copy_scaled(const T* src, T* dst, int64_t rows, int64_t cols, bool transpos
   }
 }
 
+}  // namespace
+
 template <class T>
-void newton_schulz_impl(const T* g, T* out, int64_t rows, int64_t cols, int steps, T* workspace) {
+void newton_schulz(const T* g, T* out, int64_t rows, int64_t cols, int steps, T* workspace) {
   const bool transpose = rows > cols;
   const int64_t m = std::min(rows, cols), n = std::max(rows, cols);  // X is m × n, m ≤ n
   T* x = workspace;
@@ -70,45 +66,7 @@ void newton_schulz_impl(const T* g, T* out, int64_t rows, int64_t cols, int step
   copy_scaled(x, out, transpose ? cols : rows, transpose ? rows : cols, transpose, T(1));
 }
 
-}  // namespace
+template void newton_schulz<float>(const float*, float*, int64_t, int64_t, int, float*);
+template void newton_schulz<double>(const double*, double*, int64_t, int64_t, int, double*);
 
-int64_t newton_schulz_workspace_numel(int64_t rows, int64_t cols) {
-  const int64_t m = std::min(rows, cols);
-  return 2 * rows * cols + 2 * m * m;
-}
-
-void newton_schulz(const Tensor& g, Tensor out, int steps, Tensor workspace) {
-  if (g.ndim() != 2) throw std::invalid_argument("newton_schulz: g must be 2-D, got " + g.describe());
-  check_shape(out, g.shape(), "newton_schulz: out");
-  const int64_t rows = g.dim(0), cols = g.dim(1);
-  if (out.device() != g.device() || workspace.device() != g.device()) {
-    throw std::invalid_argument("newton_schulz: g, out and workspace must be on one device, got " + g.describe() +
-                                ", " + out.describe() + ", " + workspace.describe());
-  }
-  const bool gpu = g.device() == Device::cuda;
-  if (gpu ? (g.dtype() != DType::f32 || out.dtype() != DType::f32 ||
-             (workspace.dtype() != DType::f32 && workspace.dtype() != DType::bf16))
-          : (out.dtype() != g.dtype() || workspace.dtype() != g.dtype())) {
-    throw std::invalid_argument(
-        "newton_schulz: expected out and workspace of g's dtype (on a GPU: f32 g and out, an f32 or bf16 "
-        "workspace), got " +
-        g.describe() + ", " + out.describe() + ", " + workspace.describe());
-  }
-  if (workspace.numel() < newton_schulz_workspace_numel(rows, cols)) {
-    throw std::invalid_argument("newton_schulz: workspace has " + std::to_string(workspace.numel()) +
-                                " elements, needs " + std::to_string(newton_schulz_workspace_numel(rows, cols)));
-  }
-  if (steps < 0) throw std::invalid_argument("newton_schulz: steps must be >= 0, got " + std::to_string(steps));
-  if (gpu) {
-#ifdef LINEA_WITH_CUDA
-    return cuda::newton_schulz(g.data<float>(), out.data<float>(), rows, cols, steps, workspace.dtype(),
-                               workspace.raw());
-#endif
-  }
-  with_float_type(g.dtype(), "newton_schulz: g", [&](auto zero) {
-    using T = decltype(zero);
-    newton_schulz_impl<T>(g.data<T>(), out.data<T>(), rows, cols, steps, workspace.data<T>());
-  });
-}
-
-}  // namespace linea
+}  // namespace linea::cpu
