@@ -34,6 +34,7 @@
 #include "worker/distributed_optimizer.h"
 #include "worker/lr_schedule.h"
 #include "worker/metrics_log.h"
+#include "worker/run_directory_lock.h"
 #include "worker/stop_signal.h"
 #include "worker/thread_count.h"
 #include "worker/training_checkpoint.h"
@@ -269,13 +270,15 @@ class TrainingRun {
     zero_ = c.optim.zero.value_or(grid_.dp_size() > 1);
   }
 
-  // The data: rank 0 builds the default corpus on first use while the others wait; a parquet
-  // stream is read by every rank.
+  // The data: rank 0 takes the run directory's lock (before any rank writes there; a refusal
+  // reaches every rank) and builds the default corpus on first use while the others wait; a
+  // parquet stream is read by every rank.
   void open_data() {
     const bool streaming = !c_.data.parquet_glob().empty();
     errors_.run([&] {
       if (!lead_) return;
       fs::create_directories(run_dir_);
+      lock_.emplace(run_dir_);
       if (!streaming) data_dir_ = data_directory(c_);
     });
     errors_.agree("preparing the run");
@@ -566,6 +569,7 @@ class TrainingRun {
   bool zero_ = false;
   const fs::path run_dir_, checkpoint_root_;
   PendingErrors errors_;
+  std::optional<RunDirectoryLock> lock_;  // rank 0's; released last, after the checkpoint writer
 
   fs::path data_dir_;
   std::unique_ptr<data::TrainingBatches> loader_;
