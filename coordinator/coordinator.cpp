@@ -281,7 +281,7 @@ nlohmann::json Coordinator::handle_heartbeat(const nlohmann::json& body) {
   const Heartbeat& p = hb.progress;
   if (p.checkpoint_step > r->checkpoint_step)
     commit(RunTable::checkpointed(hb.run, hb.attempt, p.checkpoint_step, now));
-  table_.record_progress(hb.run, RunProgress{p.step, p.loss, p.tokens_per_s, p.val_loss});
+  table_.record_progress(hb.run, RunProgress{p.step, p.loss, p.tokens_per_s, p.val_loss, p.checkpoint_error});
   return ok_reply();
 }
 
@@ -354,9 +354,12 @@ void Coordinator::reap_jobs() {
       commit(RunTable::exited(name, job.attempt, ExitOutcome::completed, how, now, now, false, 0));
     } else {
       const bool give_up = r.accounting.restarts >= options_.max_restarts;
-      LOG(WARNING) << "coordinator: run " << name << " attempt " << job.attempt << " " << how
+      // A job that stopped because it could not checkpoint said why in its last heartbeat.
+      const bool checkpoint_failed = r.heartbeat_seen && !r.progress.checkpoint_error.empty();
+      const std::string detail = checkpoint_failed ? how + "; its last checkpoint failed: " + r.progress.checkpoint_error : how;
+      LOG(WARNING) << "coordinator: run " << name << " attempt " << job.attempt << " " << detail
                    << (give_up ? "; restart budget spent, giving up" : "; relaunching");
-      commit(RunTable::exited(name, job.attempt, ExitOutcome::crashed, how, now, now, give_up,
+      commit(RunTable::exited(name, job.attempt, ExitOutcome::crashed, detail, now, now, give_up,
                               now + backoff_s(r.accounting.restarts)));
     }
     const RunRecord& after = *table_.find(name);

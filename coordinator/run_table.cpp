@@ -138,6 +138,7 @@ nlohmann::json RunRecord::status_json(double now) const {
   j["loss"] = progress.loss;
   j["tokens_per_s"] = progress.tokens_per_s;
   if (progress.val_loss) j["val_loss"] = *progress.val_loss;
+  if (!progress.checkpoint_error.empty()) j["checkpoint_error"] = progress.checkpoint_error;
   return j;
 }
 

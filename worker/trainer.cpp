@@ -439,8 +439,14 @@ class TrainingRun {
   // Waits for the last checkpoint and fills in the summary.
   TrainSummary finish() {
     writer_->wait();
-    if (auto error = writer_->last_error()) {
-      throw_alike<std::runtime_error>(world_, "checkpoint write failed: " + *error);
+    for (const CheckpointOutcome& outcome : writer_->take_outcomes()) {
+      if (!outcome.error) {
+        committed_step_ = std::max(committed_step_, outcome.step);
+        continue;
+      }
+      throw_alike<std::runtime_error>(world_, checkpoint_root_.string() + ": the checkpoint of step " +
+                                                  std::to_string(outcome.step) + " failed: " + *outcome.error +
+                                                  newest_committed_note());
     }
     summary_.checkpoint_write_ms = writer_->last_stats().write_ms;
     summary_.checkpoint_bytes = writer_->last_stats().bytes;
@@ -490,10 +496,38 @@ class TrainingRun {
     return local_loss;
   }
 
-  // The step's metrics line (with the validation loss on evaluation steps), the progress line and
-  // the coordinator's heartbeat.
+  // The checkpoint writes that ended since the last call: the newest committed step, and the
+  // failures counted in a row; the newest failure's message, if the newest write failed. The same
+  // on every rank (the writer agrees on outcomes).
+  std::optional<std::string> take_checkpoint_outcomes() {
+    std::optional<std::string> failure;
+    for (const CheckpointOutcome& outcome : writer_->take_outcomes()) {
+      if (outcome.error) {
+        ++checkpoint_failures_in_a_row_;
+        failure = "the checkpoint of step " + std::to_string(outcome.step) + " failed: " + *outcome.error;
+        last_checkpoint_failure_ = *failure;
+      } else {
+        checkpoint_failures_in_a_row_ = 0;
+        committed_step_ = std::max(committed_step_, outcome.step);
+        failure.reset();
+      }
+    }
+    return failure;
+  }
+
+  std::string newest_committed_note() const {
+    return committed_step_ > 0 ? "; the newest committed checkpoint is step " + std::to_string(committed_step_)
+                               : "; no checkpoint is committed yet";
+  }
+
+  // The step's metrics line (with the validation loss on evaluation steps, and checkpoint_error
+  // when a checkpoint write failed since the last step), the progress line and the coordinator's
+  // heartbeat. Throws when more checkpoint writes than train.checkpoint_failures_allowed failed in
+  // a row (after reporting the last one).
   void report(int64_t step, double lr, double loss, double norm, double step_seconds, double step_seconds_avg,
               ProgressLine& progress) {
+    const std::optional<std::string> checkpoint_failure = take_checkpoint_outcomes();
+    const bool too_many_failures = checkpoint_failures_in_a_row_ > c_.train.checkpoint_failures_allowed;
     const bool eval_step = step == c_.train.steps || (c_.train.eval_every > 0 && step % c_.train.eval_every == 0);
     nlohmann::json line = {{"step", step},
                            {"loss", loss},
@@ -509,9 +543,18 @@ class TrainingRun {
       summary_.last_val_loss = group_mean(dp_, local_val_loss);
       line["val_loss"] = summary_.last_val_loss;
     }
+    if (checkpoint_failure) line["checkpoint_error"] = *checkpoint_failure;
     errors_.run([&] {
       if (lead_) {
-        if (eval_step || step % c_.train.log_every == 0 || step == last_step_) metrics_->append(line);
+        if (eval_step || checkpoint_failure || step % c_.train.log_every == 0 || step == last_step_) {
+          metrics_->append(line);
+        }
+        if (checkpoint_failure) {
+          progress.finish_line();
+          out_ << "warning: " << *checkpoint_failure << " (" << checkpoint_failures_in_a_row_
+               << " in a row; train.checkpoint_failures_allowed = " << c_.train.checkpoint_failures_allowed << ")"
+               << newest_committed_note() << "\n";
+        }
         progress.update(step, last_step_, loss, double(tokens_per_step_) / step_seconds, step_seconds_avg);
         if (eval_step) {
           progress.finish_line();
@@ -522,16 +565,21 @@ class TrainingRun {
       if (options_.on_step) options_.on_step(line);
     });
     if (heartbeats_) {
-      if (!writer_->last_error() && writer_->last_stats().step > committed_step_) {
-        committed_step_ = writer_->last_stats().step;
-      }
       coordinator::Heartbeat beat;
       beat.step = step;
       beat.loss = loss;
       beat.tokens_per_s = double(tokens_per_step_) / step_seconds;
       if (eval_step) beat.val_loss = summary_.last_val_loss;
       beat.checkpoint_step = committed_step_;
+      if (checkpoint_failures_in_a_row_ > 0) beat.checkpoint_error = last_checkpoint_failure_;
       heartbeats_->heartbeat(beat);
+    }
+    if (too_many_failures) {
+      throw_alike<std::runtime_error>(
+          world_, checkpoint_root_.string() + ": " + last_checkpoint_failure_ + "; " +
+                      std::to_string(checkpoint_failures_in_a_row_) +
+                      " checkpoint writes failed in a row, more than train.checkpoint_failures_allowed = " +
+                      std::to_string(c_.train.checkpoint_failures_allowed) + ": stopping" + newest_committed_note());
     }
   }
 
@@ -585,6 +633,8 @@ class TrainingRun {
   std::optional<AsyncCheckpointWriter> writer_;
   std::unique_ptr<coordinator::HeartbeatClient> heartbeats_;
   int64_t committed_step_ = -1;
+  int64_t checkpoint_failures_in_a_row_ = 0;
+  std::string last_checkpoint_failure_;  // the newest failed write's message (while failures are in a row)
   Clock::time_point run_start_;
 };
 
