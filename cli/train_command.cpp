@@ -66,6 +66,15 @@ int run_train(int argc, char** argv) {
     std::fputs(kUsage, stdout);
     return 0;
   }
+  for (const std::string& a : args) {
+    if (a.rfind("--", 0) == 0) {  // e.g. --steps 5: settings are overrides
+      std::fprintf(stderr,
+                   "linea train: error: unknown option '%s': settings are given as section.key=value overrides "
+                   "(e.g. train.steps=5); see linea train --help\n",
+                   a.c_str());
+      return 2;
+    }
+  }
   std::string config_path = default_config();
   if (!args.empty() && args[0].find('=') == std::string::npos) {
     config_path = args[0];

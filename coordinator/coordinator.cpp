@@ -336,8 +336,8 @@ void Coordinator::reap_jobs() {
       // training is complete, so this is not a failure to relaunch.
       LOG(WARNING) << "coordinator: run " << name << " attempt " << job.attempt << " finished its training but "
                    << job.teardown_detail << " before exiting; torn down, " << how << "; counted as completed";
-      commit(RunTable::exited(name, job.attempt, ExitOutcome::completed, job.teardown_detail + " after finishing; " + how,
-                              now, now, false, 0));
+      commit(RunTable::exited(name, job.attempt, ExitOutcome::completed,
+                              job.teardown_detail + " after finishing; " + how, now, now, false, 0));
     } else if (job.teardown) {
       const bool restart = *job.teardown == ExitOutcome::hung;
       const bool give_up = restart && r.accounting.restarts >= options_.max_restarts;
@@ -356,7 +356,8 @@ void Coordinator::reap_jobs() {
       const bool give_up = r.accounting.restarts >= options_.max_restarts;
       // A job that stopped because it could not checkpoint said why in its last heartbeat.
       const bool checkpoint_failed = r.heartbeat_seen && !r.progress.checkpoint_error.empty();
-      const std::string detail = checkpoint_failed ? how + "; its last checkpoint failed: " + r.progress.checkpoint_error : how;
+      const std::string detail =
+          checkpoint_failed ? how + "; its last checkpoint failed: " + r.progress.checkpoint_error : how;
       LOG(WARNING) << "coordinator: run " << name << " attempt " << job.attempt << " " << detail
                    << (give_up ? "; restart budget spent, giving up" : "; relaunching");
       commit(RunTable::exited(name, job.attempt, ExitOutcome::crashed, detail, now, now, give_up,

@@ -122,7 +122,7 @@ RunConfig parse(ConfigReader reader) {
   ConfigSection root = reader.section("");
   c.device = root.choice("device", c.device, {"auto", "cpu", "cuda"});
   ConfigSection run = reader.section("run");
-  c.name = run.string("name", c.name);
+  c.name = run.name("name", c.name);
   if (c.name.empty() || c.name.find('/') != std::string::npos || c.name == "." || c.name == "..") {
     run.fail("name", "expected a non-empty name without '/', got '" + c.name + "'");
   }

@@ -43,8 +43,8 @@ RunDirectoryLock::RunDirectoryLock(const std::filesystem::path& run_dir) : path_
     if (error != EWOULDBLOCK) {
       throw std::runtime_error(path_.string() + ": cannot lock the run directory: " + std::strerror(error));
     }
-    throw std::runtime_error(run_dir.string() + " is in use by another linea train (" + holder +
-                             "; lock " + path_.string() +
+    throw std::runtime_error(run_dir.string() + " is in use by another linea train (" + holder + "; lock " +
+                             path_.string() +
                              "): two runs in one directory would overwrite each other's records; wait for it to "
                              "end, stop it, or choose another run.name or run.dir");
   }

@@ -14,6 +14,7 @@
 #include <optional>
 #include <ostream>
 #include <sstream>
+#include <vector>
 
 #include "checkpoint/async_checkpoint_writer.h"
 #include "checkpoint/checkpoint_directory.h"
@@ -31,6 +32,7 @@
 #include "parallel/mpi_comm.h"
 #include "parallel/mpi_error.h"
 #include "parallel/process_grid.h"
+#include "worker/config_difference.h"
 #include "worker/distributed_optimizer.h"
 #include "worker/lr_schedule.h"
 #include "worker/metrics_log.h"
@@ -277,7 +279,7 @@ class TrainingRun {
     const bool streaming = !c_.data.parquet_glob().empty();
     errors_.run([&] {
       if (!lead_) return;
-      fs::create_directories(run_dir_);
+      make_run_directory();
       lock_.emplace(run_dir_);
       if (!streaming) data_dir_ = data_directory(c_);
     });
@@ -354,16 +356,27 @@ class TrainingRun {
       tokens_ = resumed->tokens;
       if (resumed->config != c_.resolved) {
         out_ << "warning: the configuration differs from the one " << resumed->directory.string()
-             << " was written with\n";
+             << " was written with:";
+        for (const std::string& d : config_differences(resumed->config, c_.resolved)) out_ << "\n  " << d;
+        out_ << "\n";
       }
       out_ << "resumed from " << resumed->directory.string() << " (step " << resumed->step << ", "
            << human_count(double(tokens_)) << " tokens, written as tp " << resumed->layout.tp << " × dp "
            << resumed->layout.dp << ")\n";
     } else if (c_.train.resume == ResumeMode::require) {
       throw_alike<std::runtime_error>(
-          world_, checkpoint_root_.string() + ": train.resume = \"require\" but there is no committed checkpoint");
-    } else if (attempt.state_overwritten) {
-      make_model();  // a damaged checkpoint was partly read: start afresh
+          world_, checkpoint_root_.string() + ": train.resume = \"require\" but " +
+                      (attempt.damaged.empty()
+                           ? std::string("there is no committed checkpoint")
+                           : "every committed checkpoint is damaged (" + std::to_string(attempt.damaged.size()) + ": " +
+                                 listed(attempt.damaged) + "; see the warnings above)"));
+    } else {
+      if (attempt.state_overwritten) make_model();  // a damaged checkpoint was partly read: start afresh
+      restarting_after_damage_ = !attempt.damaged.empty();
+      if (restarting_after_damage_) {
+        out_ << "warning: every committed checkpoint is damaged (" << listed(attempt.damaged)
+             << "): training starts again from step 0\n";
+      }
     }
   }
 
@@ -373,6 +386,7 @@ class TrainingRun {
     errors_.run([&] {
       if (!lead_) return;
       data::write_file_atomically(run_dir_ / "config.toml", c_.resolved);
+      if (restarting_after_damage_) keep_old_metrics_aside();
       metrics_.emplace(run_dir_ / "metrics.jsonl", summary_.start_step);
     });
     errors_.agree("starting the run");
@@ -461,6 +475,38 @@ class TrainingRun {
   const TrainSummary& summary() const { return summary_; }
 
  private:
+  // run.dir/run.name, created (rank 0), or an error naming the key.
+  void make_run_directory() {
+    std::error_code ec;
+    fs::create_directories(run_dir_, ec);
+    if (ec || !fs::is_directory(run_dir_)) {
+      throw std::runtime_error(c_.source + ": run.dir = \"" + c_.dir + "\": cannot create the run directory " +
+                               run_dir_.string() + ": " + (ec ? ec.message() : "a file of that name is in the way") +
+                               " (expected a directory linea can write, or a path where one can be made)");
+    }
+    if (::access(run_dir_.c_str(), W_OK) != 0) {
+      throw std::runtime_error(c_.source + ": run.dir = \"" + c_.dir + "\": the run directory " + run_dir_.string() +
+                               " is not writable");
+    }
+  }
+
+  // A fresh start over a run whose checkpoints are all damaged replaces metrics.jsonl: the old
+  // one is kept as metrics.jsonl.before-restart[-N] (the first free name), and the log says so.
+  void keep_old_metrics_aside() {
+    const fs::path metrics = run_dir_ / "metrics.jsonl";
+    if (!fs::exists(metrics) || fs::file_size(metrics) == 0) return;
+    fs::path aside = run_dir_ / "metrics.jsonl.before-restart";
+    for (int n = 2; fs::exists(aside); ++n) aside = run_dir_ / ("metrics.jsonl.before-restart-" + std::to_string(n));
+    fs::rename(metrics, aside);
+    out_ << "the old metrics.jsonl is kept as " << aside.string() << "\n";
+  }
+
+  static std::string listed(const std::vector<fs::path>& paths) {
+    std::string text;
+    for (const fs::path& p : paths) text += (text.empty() ? "" : ", ") + p.filename().string();
+    return text;
+  }
+
   void make_model() {
     errors_.run([&] {
       const TensorParallel tp = TensorParallel::over(grid_.comm(GridAxis::tp, placement_.device));
@@ -633,6 +679,7 @@ class TrainingRun {
   std::optional<AsyncCheckpointWriter> writer_;
   std::unique_ptr<coordinator::HeartbeatClient> heartbeats_;
   int64_t committed_step_ = -1;
+  bool restarting_after_damage_ = false;  // every committed checkpoint was damaged: a fresh start
   int64_t checkpoint_failures_in_a_row_ = 0;
   std::string last_checkpoint_failure_;  // the newest failed write's message (while failures are in a row)
   Clock::time_point run_start_;

@@ -44,7 +44,8 @@ TEST(RunDirectoryLock, ASecondRunInTheSameDirectoryIsRefusedAndChangesNothing) {
       << alone.output();
   testing::TrainJob two_ranks(config, changed, tmp.path() / "two_ranks.log");
   EXPECT_NE(two_ranks.wait(60s), 0) << two_ranks.output();
-  EXPECT_NE(two_ranks.output().find("linea train (rank 1 of 2): error: " + run_dir.string() + "/faulty is in use"),
+  EXPECT_NE(two_ranks.output().find("linea train (rank 1 of 2): error: preparing the run: rank 0: " + run_dir.string() +
+                                    "/faulty is in use"),
             std::string::npos)
       << two_ranks.output();
 

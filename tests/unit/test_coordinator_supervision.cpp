@@ -160,7 +160,8 @@ TEST(Supervision, MpirunJobWithAKilledRankIsRelaunched) {
 TEST(Supervision, JobSilentAfterFinishingIsCompletedNotRestarted) {
   TempDir dir;
   CoordinatorThread server(test_options(dir));  // heartbeat timeout 0.5 s
-  server.request({{"type", "submit"}, {"runs", {fake_run(dir, "slow-exit", {"fake.steps=5", "fake.exit_delay_ms=3000"})}}});
+  server.request(
+      {{"type", "submit"}, {"runs", {fake_run(dir, "slow-exit", {"fake.steps=5", "fake.exit_delay_ms=3000"})}}});
   const nlohmann::json s = wait_for_end(server, "slow-exit", 20s);
   EXPECT_EQ(s["state"], "completed");
   EXPECT_EQ(s["accounting"]["restarts"], 0);
@@ -187,8 +188,8 @@ TEST(Supervision, AJobStoppedByFailedCheckpointsShowsTheReason) {
   coordinator::CoordinatorOptions options = test_options(dir);
   options.max_restarts = 0;
   CoordinatorThread server(options);
-  server.request({{"type", "submit"},
-                  {"runs", {fake_run(dir, "full", {"fake.steps=30", "fake.checkpoint_fail_at=7"})}}});
+  server.request(
+      {{"type", "submit"}, {"runs", {fake_run(dir, "full", {"fake.steps=30", "fake.checkpoint_fail_at=7"})}}});
   const nlohmann::json s = wait_for_end(server, "full", 20s);
   EXPECT_EQ(s["state"], "failed");
   const std::string error = s["last_error"];
