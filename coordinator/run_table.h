@@ -63,7 +63,7 @@ struct RunProgress {
   double loss = 0;
   double tokens_per_s = 0;
   std::optional<double> val_loss;
-  std::string checkpoint_error;  // why the job's newest checkpoint write failed ("": it did not)
+  std::string checkpoint_error{};  // why the job's newest checkpoint write failed ("": it did not)
 };
 
 struct RunRecord {
