@@ -158,7 +158,8 @@ class ChaosSoak : public ::testing::Test {
     const auto deadline = Clock::now() + 60s;
     while (Clock::now() < deadline) {
       std::vector<std::string> ready;
-      for (const json& r : coordinator_->request({{"type", "status"}})["runs"]) {
+      const json status = coordinator_->request({{"type", "status"}});
+      for (const json& r : status["runs"]) {
         const std::string run = r["spec"]["name"];
         if (r["state"] == "running" && r.value("heartbeat_seen", false) && r.value("checkpoint_step", -1) >= 5 &&
             r["step"].get<int64_t>() < kSteps - 40)
@@ -298,7 +299,8 @@ TEST_F(ChaosSoak, EveryJobEndsAsIfNeverBroken) {
   // The faults are over: the runs not launched yet are cancelled; the others train to their end.
   std::vector<std::string> launched;
   json cancel = json::array();
-  for (const json& r : coordinator_->request({{"type", "status"}})["runs"]) {
+  const json status = coordinator_->request({{"type", "status"}});
+  for (const json& r : status["runs"]) {
     (r["attempt"].get<int64_t>() >= 0 ? launched.push_back(r["spec"]["name"]) : cancel.push_back(r["spec"]["name"]));
   }
   if (!cancel.empty()) coordinator_->request({{"type", "cancel"}, {"runs", cancel}});

@@ -243,7 +243,8 @@ TEST(Recovery, ARestartedCoordinatorAdoptsTheJobsItFinds) {
   request({{"type", "submit"}, {"runs", {fake_run(dir, "long", {"fake.steps=60", "fake.step_ms=50"})}}});
   ASSERT_TRUE(wait_until(
       [&] {
-        for (const auto& r : request({{"type", "status"}})["runs"])
+        const nlohmann::json reply = request({{"type", "status"}});
+        for (const auto& r : reply["runs"])
           if (r["step"].get<int64_t>() >= 10) return true;
         return false;
       },
