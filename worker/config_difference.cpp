@@ -2,6 +2,7 @@
 
 #include <toml++/toml.h>
 
+#include <charconv>
 #include <map>
 #include <set>
 #include <sstream>
@@ -16,6 +17,12 @@ void flatten(const toml::table& table, const std::string& prefix, std::map<std::
     const std::string dotted = prefix.empty() ? std::string(key.str()) : prefix + "." + std::string(key.str());
     if (const toml::table* inner = node.as_table()) {
       flatten(*inner, dotted, out);
+      continue;
+    }
+    if (const auto* number = node.as_floating_point()) {  // the shortest text that reads back the same
+      char text[32];
+      const auto end = std::to_chars(text, text + sizeof text, number->get()).ptr;
+      out[dotted] = std::string(text, end);
       continue;
     }
     std::ostringstream text;
