@@ -338,6 +338,10 @@ void Coordinator::reap_jobs() {
     const std::string how = status ? describe_wait_status(*status)
                                    : "ended (a job adopted from an earlier coordinator: its exit status is unknown)";
     const bool exited_cleanly = status ? WIFEXITED(*status) && WEXITSTATUS(*status) == 0 : finished(r);
+    // A job that stopped because it could not checkpoint said why in its last heartbeat.
+    const std::string checkpoint_note = r.heartbeat_seen && !r.progress.checkpoint_error.empty()
+                                            ? "; its last checkpoint failed: " + r.progress.checkpoint_error
+                                            : "";
     if (job.cancelled || r.state != RunState::running || r.attempt != job.attempt) {
       LOG(INFO) << "coordinator: run " << name << " attempt " << job.attempt << " stopped: " << how;
     } else if (job.teardown && *job.teardown == ExitOutcome::hung && finished(r)) {
@@ -353,7 +357,7 @@ void Coordinator::reap_jobs() {
       const double relaunch_at = now + (restart ? backoff_s(r.accounting.restarts) : 0.0);
       LOG(WARNING) << "coordinator: run " << name << " attempt " << job.attempt << " torn down (" << job.teardown_detail
                    << "), " << how;
-      commit(RunTable::exited(name, job.attempt, *job.teardown, job.teardown_detail + "; " + how,
+      commit(RunTable::exited(name, job.attempt, *job.teardown, job.teardown_detail + "; " + how + checkpoint_note,
                               job.teardown_detected_at, now, give_up, relaunch_at));
     } else if (exited_cleanly) {
       if (!finished(r))
@@ -363,10 +367,7 @@ void Coordinator::reap_jobs() {
       commit(RunTable::exited(name, job.attempt, ExitOutcome::completed, how, now, now, false, 0));
     } else {
       const bool give_up = r.accounting.restarts >= options_.max_restarts;
-      // A job that stopped because it could not checkpoint said why in its last heartbeat.
-      const bool checkpoint_failed = r.heartbeat_seen && !r.progress.checkpoint_error.empty();
-      const std::string detail =
-          checkpoint_failed ? how + "; its last checkpoint failed: " + r.progress.checkpoint_error : how;
+      const std::string detail = how + checkpoint_note;
       LOG(WARNING) << "coordinator: run " << name << " attempt " << job.attempt << " " << detail
                    << (give_up ? "; restart budget spent, giving up" : "; relaunching");
       commit(RunTable::exited(name, job.attempt, ExitOutcome::crashed, detail, now, now, give_up,

@@ -135,7 +135,7 @@ class ChaosSoak : public ::testing::Test {
     coordinator_ = std::make_unique<testing::CoordinatorProcess>(
         LINEA_BINARY, tmp_.path() / "state",
         std::vector<std::string>{"--slots", "2", "--heartbeat-timeout", "2", "--startup-timeout", "60", "--backoff",
-                                 "0", "--kill-grace", "2", "--max-restarts", "1000"},
+                                 "0", "--kill-grace", "1", "--max-restarts", "1000"},
         port);
   }
 
@@ -240,7 +240,8 @@ class ChaosSoak : public ::testing::Test {
           run, [&](const json& s) { return s["attempt"] != attempt || s["state"] != "running"; }, 60s,
           "stopped by the full disk");
       fs::remove(checkpoints(run) / "filler");
-      EXPECT_NE(ended.value("last_error", "").find("its last checkpoint failed"), std::string::npos) << ended.dump();
+      EXPECT_NE(ended.value("last_error", "").find("its last checkpoint failed"), std::string::npos)
+          << "seed " << seed_ << ": " << ended.dump();
     }
     std::optional<double> back;
     coordinator_->wait_for(
@@ -268,6 +269,7 @@ class ChaosSoak : public ::testing::Test {
 
 TEST_F(ChaosSoak, EveryJobEndsAsIfNeverBroken) {
   const auto start = Clock::now();
+  std::printf("[ soak     ] seed %llu (LINEA_SOAK_SEED repeats it)\n", static_cast<unsigned long long>(seed_));
   // The same job once, unbroken, beside the soak.
   testing::TrainJob reference(config_, overrides(tmp_.path() / "reference"), tmp_.path() / "reference.log");
   start_coordinator(0);
@@ -313,7 +315,15 @@ TEST_F(ChaosSoak, EveryJobEndsAsIfNeverBroken) {
   ASSERT_EQ(want.size(), static_cast<size_t>(kSteps));
   for (const std::string& run : launched) {
     const std::vector<json> got = testing::tiny_job_metrics(tmp_.path() / "runs" / run);
-    ASSERT_EQ(got.size(), want.size()) << run;
+    if (got.size() != want.size()) {  // which steps, and what its attempts did
+      std::string steps, attempts;
+      for (const json& line : got) steps += std::to_string(line["step"].get<int64_t>()) + " ";
+      for (const json& e : coordinator_->journal())
+        if (e.value("run", "") == run) attempts += e.dump().substr(0, 300) + "\n";
+      ADD_FAILURE() << run << " (seed " << seed_ << "): " << got.size() << " lines, steps " << steps << "\njournal:\n"
+                    << attempts;
+      continue;
+    }
     for (size_t i = 0; i < got.size(); ++i) {
       for (const char* key : {"step", "loss", "grad_norm", "lr", "tokens"}) {
         ASSERT_EQ(got[i][key], want[i][key]) << run << ": " << key << " at step " << i + 1;
