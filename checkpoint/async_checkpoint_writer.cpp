@@ -1,11 +1,10 @@
 #include "checkpoint/async_checkpoint_writer.h"
 
-#include <glog/logging.h>
-
 #include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <stdexcept>
+#include <utility>
 
 #include "parallel/communicator.h"
 #include "parallel/error_agreement.h"
@@ -73,10 +72,15 @@ bool AsyncCheckpointWriter::poll() {
   return true;
 }
 
-void AsyncCheckpointWriter::record_error(std::optional<std::string> error) {
-  if (error) LOG(ERROR) << "checkpoint: " << *error;
+void AsyncCheckpointWriter::record_error(int64_t step, std::string error) {
   std::lock_guard lock(mutex_);
-  last_error_ = std::move(error);
+  last_error_ = error;
+  outcomes_.push_back({step, std::move(error)});
+}
+
+std::vector<CheckpointOutcome> AsyncCheckpointWriter::take_outcomes() {
+  std::lock_guard lock(mutex_);
+  return std::exchange(outcomes_, {});
 }
 
 void AsyncCheckpointWriter::finish() {
@@ -105,8 +109,8 @@ void AsyncCheckpointWriter::finish() {
     last_error_.reset();
   } else {
     last_error_ = "writing step " + std::to_string(snapshot_.step) + " failed: " + errors;
-    LOG(ERROR) << "checkpoint: " << *last_error_;
   }
+  outcomes_.push_back({snapshot_.step, last_error_});
 }
 
 std::optional<std::string> AsyncCheckpointWriter::last_error() const {
@@ -133,7 +137,7 @@ void AsyncCheckpointWriter::save(const CheckpointState& state) {
       }
     }
     if (const std::string errors = agree_on_errors(*group_, error); !errors.empty()) {
-      record_error("preparing step " + std::to_string(state.step) + " failed: " + errors);
+      record_error(state.step, "preparing step " + std::to_string(state.step) + " failed: " + errors);
       return;
     }
     temporary_ = temporary_checkpoint_directory(root_, state.step);
@@ -189,9 +193,9 @@ void AsyncCheckpointWriter::write(CheckpointWriteStats stats) {
     error = "unknown exception";
   }
   stats.write_ms = milliseconds_since(start);
-  if (error) LOG(ERROR) << "checkpoint: writing step " << stats.step << " failed: " << *error;
   {
     std::lock_guard lock(mutex_);
+    if (!several()) outcomes_.push_back({stats.step, error});  // several ranks: finish() agrees first
     last_error_ = std::move(error);
     last_stats_ = stats;
   }

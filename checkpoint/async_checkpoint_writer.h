@@ -4,7 +4,8 @@
 // parameters as soon as save() returns) and hands the copy to a background thread that runs
 // save_checkpoint(). One write at a time: save() first waits for the previous write to finish.
 // The buffers are kept and reused by the next save() when the tensors have the same names,
-// shapes and dtypes. A failed write does not throw: it is logged and reported by last_error().
+// shapes and dtypes. A failed write does not throw: it is reported by last_error() and
+// take_outcomes() (the caller tells the user; the writer logs nothing itself).
 // Call the methods from one thread; the destructor waits for a write in flight.
 //
 // Several ranks (a `group` Communicator of more than one rank, a file system they all see): each
@@ -23,6 +24,7 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "checkpoint/checkpoint.h"
 
@@ -36,6 +38,12 @@ struct CheckpointWriteStats {
   double blocked_ms = 0;  // time save() held its caller (waiting for the previous write + copying)
   double waiting_ms = 0;  // the part of blocked_ms spent waiting for the previous write
   double write_ms = 0;    // background time: HDF5, checksums, fsync, commit, pruning
+};
+
+// How one save() ended: committed (no error) or failed (and nothing of it committed).
+struct CheckpointOutcome {
+  int64_t step = -1;
+  std::optional<std::string> error;
 };
 
 class AsyncCheckpointWriter {
@@ -59,6 +67,10 @@ class AsyncCheckpointWriter {
   std::optional<std::string> last_error() const;
   // Timings of the most recent finished write.
   CheckpointWriteStats last_stats() const;
+  // The outcomes of the saves that ended since the last call, oldest first. With several ranks a
+  // save ends when poll() or wait() finishes it, with the outcome every rank agreed on, so every
+  // rank takes the same outcomes at the same point.
+  std::vector<CheckpointOutcome> take_outcomes();
 
  private:
   bool several() const;
@@ -67,7 +79,7 @@ class AsyncCheckpointWriter {
   void join();
   // Several ranks: agrees on the outcome of the write every rank has finished; rank 0 commits.
   void finish();
-  void record_error(std::optional<std::string> error);
+  void record_error(int64_t step, std::string error);  // a save that failed before it started
 
   const std::filesystem::path root_;
   const int keep_last_;
@@ -77,9 +89,10 @@ class AsyncCheckpointWriter {
   CheckpointState snapshot_;         // owned by the background thread while busy
   std::thread thread_;
   std::atomic<bool> busy_{false};
-  mutable std::mutex mutex_;  // guards the two fields below
+  mutable std::mutex mutex_;  // guards the three fields below
   std::optional<std::string> last_error_;
   CheckpointWriteStats last_stats_;
+  std::vector<CheckpointOutcome> outcomes_;
 };
 
 }  // namespace linea

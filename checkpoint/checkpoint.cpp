@@ -329,8 +329,9 @@ fs::path begin_checkpoint_save(const fs::path& root, int64_t step) {
     try {
       load_checkpoint(same_step->directory);
     } catch (const std::exception& e) {
-      LOG(WARNING) << "checkpoint '" << same_step->directory.string() << "' is damaged (" << e.what() << ")";
-      set_aside_damaged_checkpoint(same_step->directory);
+      const fs::path damaged = set_aside_damaged_checkpoint(same_step->directory);
+      LOG(WARNING) << "checkpoint '" << same_step->directory.string() << "' is damaged (" << e.what()
+                   << "): set aside as '" << damaged.string() << "'";
     }
   }
   return begin_checkpoint(root, step);

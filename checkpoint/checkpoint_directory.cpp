@@ -141,7 +141,6 @@ fs::path set_aside_damaged_checkpoint(const fs::path& directory) {
                              "': " + ec.message());
   }
   data::fsync_path(directory.parent_path());
-  LOG(WARNING) << "checkpoint: set damaged checkpoint aside as '" << damaged.string() << "'";
   return damaged;
 }
 
@@ -162,6 +161,22 @@ std::vector<int64_t> prune_checkpoints(const fs::path& root, int keep_last) {
       deleted.push_back(old.step);
     } catch (const std::exception& e) {
       LOG(WARNING) << "checkpoint: could not delete old checkpoint '" << old.directory.string() << "': " << e.what();
+    }
+  }
+  // Damaged checkpoints set aside before the oldest one kept go the same way.
+  if (committed.size() <= static_cast<size_t>(keep_last)) return deleted;
+  const int64_t oldest_kept = committed[committed.size() - static_cast<size_t>(keep_last)].step;
+  constexpr std::string_view kDamagedSuffix = ".damaged";
+  for (const fs::directory_entry& entry : root_entries(root)) {
+    const std::string name = entry.path().filename().string();
+    if (!name.ends_with(kDamagedSuffix)) continue;
+    const auto step =
+        parse_checkpoint_directory_name(std::string_view(name).substr(0, name.size() - kDamagedSuffix.size()));
+    if (!step || *step >= oldest_kept) continue;
+    try {
+      remove_directory(entry.path(), "damaged checkpoint");
+    } catch (const std::exception& e) {
+      LOG(WARNING) << "checkpoint: could not delete damaged checkpoint '" << entry.path().string() << "': " << e.what();
     }
   }
   return deleted;

@@ -48,7 +48,8 @@ std::filesystem::path commit_checkpoint(const std::filesystem::path& temporary_d
 // be saved again. Returns the new path.
 std::filesystem::path set_aside_damaged_checkpoint(const std::filesystem::path& directory);
 
-// Deletes all but the newest `keep_last` committed checkpoints; returns the steps deleted.
+// Deletes all but the newest `keep_last` committed checkpoints, and the damaged ones set aside
+// (`step-N.damaged/`) older than the oldest checkpoint kept; returns the committed steps deleted.
 std::vector<int64_t> prune_checkpoints(const std::filesystem::path& root, int keep_last);
 
 inline constexpr const char* kCommittedMarkerName = "COMMITTED";

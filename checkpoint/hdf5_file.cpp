@@ -20,8 +20,13 @@ namespace {
 constexpr const char* kDTypeAttribute = "linea_dtype";
 
 // HDF5 prints every error stack to stderr unless told not to; the setting is per thread in
-// thread-safe builds, so each thread that enters the wrapper turns it off once.
+// thread-safe builds, so each thread that enters the wrapper turns it off once. Before the library
+// starts, its clean-up at exit is turned off: a file whose close failed (a full disk) stays in
+// HDF5's tables, and closing it again at exit crashed the process (SIGSEGV in H5F__close_cb)
+// after it had reported the error. Every file linea keeps is closed and fsync'ed explicitly.
 void silence_hdf5_error_printing() {
+  static const bool no_cleanup_at_exit = (H5dont_atexit(), true);
+  (void)no_cleanup_at_exit;
   thread_local bool silenced = false;
   if (!silenced) {
     H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);

@@ -1,4 +1,5 @@
 // linea: train and study linear-attention language models. `linea --help` lists the commands.
+#include <glog/logging.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -63,6 +64,10 @@ int main(int argc, char** argv) {
   if (choose_openmp_wait_policy() || set_openblas) {
     execv("/proc/self/exe", argv);  // returns only on failure: then go on with the libraries' defaults
   }
+  // Warnings and errors of the libraries go to stderr, as before glog is initialised, without its
+  // "Logging before InitGoogleLogging" notice.
+  FLAGS_logtostderr = true;
+  google::InitGoogleLogging(argv[0]);
   using linea::cli::command_registry;
   const char* name = argc > 1 ? argv[1] : "train";
   if (!std::strcmp(name, "--help") || !std::strcmp(name, "-h") || !std::strcmp(name, "help")) {

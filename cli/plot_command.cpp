@@ -2,6 +2,7 @@
 // one run, from RUN_DIR/metrics.jsonl, as an SVG (default RUN_DIR/loss.svg).
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <string>
 
 #include "cli/command.h"
@@ -25,6 +26,10 @@ int run_plot(int argc, char** argv) {
   }
   const std::string run_dir = argv[1];
   const std::string out = argc == 3 ? argv[2] : run_dir + "/loss.svg";
+  if (!std::filesystem::is_directory(run_dir)) throw std::runtime_error(run_dir + ": no such run directory");
+  if (!std::filesystem::exists(run_dir + "/metrics.jsonl")) {
+    throw std::runtime_error(run_dir + "/metrics.jsonl: no such file (has the run logged a step yet?)");
+  }
   const coordinator::MetricsLog log = coordinator::read_metrics_log(run_dir + "/metrics.jsonl");
   if (log.points.empty()) throw std::runtime_error(run_dir + "/metrics.jsonl: no logged steps");
   coordinator::PlotSeries train{"loss", {}, {}}, val{"val_loss", {}, {}};

@@ -39,9 +39,15 @@ constexpr const char* kUsage =
     "\n"
     "Sections and keys: device; [run] name dir; [model] (see configs/models/); [optimizer] kind lr\n"
     "beta1 beta2 eps weight_decay decay_embeddings muon_momentum ns_steps grad_clip schedule\n"
-    "warmup_steps lr_min_ratio wsd_decay_ratio; [train] steps stop_at batch_seqs micro_batch_seqs\n"
-    "seq_len seed log_every eval_every eval_batches checkpoint_every keep_checkpoints resume threads;\n"
-    "[data] path vocab_size eos_id verify_checksums; [parallel] tp dp timeout_s validate.\n"
+    "warmup_steps lr_min_ratio wsd_decay_ratio zero; [train] steps stop_at batch_seqs micro_batch_seqs\n"
+    "seq_len seed log_every eval_every eval_batches checkpoint_every keep_checkpoints\n"
+    "checkpoint_failures_allowed resume threads precision; [data] path vocab_size eos_id verify_checksums\n"
+    "document_masking; [parallel] tp dp timeout_s validate.\n"
+    "\n"
+    "A failed checkpoint write is reported on the progress line and in metrics.jsonl\n"
+    "(checkpoint_error); after more than train.checkpoint_failures_allowed (default 1) in a row the run\n"
+    "stops with an error (exit status 1), its committed checkpoints kept. One linea train at a time\n"
+    "in a run directory (the lock RUN_DIR/lock; a second is refused, naming the holder).\n"
     "\n"
     "Several ranks: mpirun -np N linea train ... (or srun --mpi=pmix ...): tp × dp must equal N (dp = 0:\n"
     "N / tp); each rank uses max(1, cores / ranks per node) threads unless train.threads or\n"
@@ -59,6 +65,15 @@ int run_train(int argc, char** argv) {
   if (!args.empty() && (args[0] == "--help" || args[0] == "-h")) {
     std::fputs(kUsage, stdout);
     return 0;
+  }
+  for (const std::string& a : args) {
+    if (a.rfind("--", 0) == 0) {  // e.g. --steps 5: settings are overrides
+      std::fprintf(stderr,
+                   "linea train: error: unknown option '%s': settings are given as section.key=value overrides "
+                   "(e.g. train.steps=5); see linea train --help\n",
+                   a.c_str());
+      return 2;
+    }
   }
   std::string config_path = default_config();
   if (!args.empty() && args[0].find('=') == std::string::npos) {

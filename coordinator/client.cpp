@@ -14,49 +14,82 @@ namespace linea::coordinator {
 namespace asio = boost::asio;
 using asio::ip::tcp;
 
-nlohmann::json send_request(const Endpoint& endpoint, const std::string& token, nlohmann::json message,
-                            std::chrono::milliseconds timeout) {
-  const std::string where = "coordinator " + endpoint.to_string();
-  message["token"] = token;
+CoordinatorConnection::CoordinatorConnection(Endpoint endpoint, std::string token)
+    : endpoint_(std::move(endpoint)), token_(std::move(token)), socket_(io_), replies_(kMaxReplyBytes) {}
+
+void CoordinatorConnection::disconnect() {
+  boost::system::error_code ignored;
+  socket_.close(ignored);
+  replies_.consume(replies_.size());
+  connected_ = false;
+}
+
+nlohmann::json CoordinatorConnection::request(nlohmann::json message, std::chrono::milliseconds timeout) {
+  const std::string where = "coordinator " + endpoint_.to_string();
+  message["token"] = token_;
   const std::string request = encode_message(message);
-  asio::io_context io;
-  tcp::resolver resolver(io);
-  tcp::socket socket(io);
-  asio::streambuf reply_buffer(kMaxReplyBytes);
+  tcp::resolver resolver(io_);
   boost::system::error_code failure;
   std::string stage = "resolving the address";
   bool done = false;
-
-  resolver.async_resolve(endpoint.host, std::to_string(endpoint.port), [&](auto ec, tcp::resolver::results_type hosts) {
-    if (ec) return void(failure = ec);
-    stage = "connecting";
-    asio::async_connect(socket, hosts, [&](auto ec, const tcp::endpoint&) {
+  size_t reply_bytes = 0;
+  const auto exchange = [&] {
+    stage = "sending the request";
+    asio::async_write(socket_, asio::buffer(request), [&](auto ec, size_t) {
       if (ec) return void(failure = ec);
-      stage = "sending the request";
-      asio::async_write(socket, asio::buffer(request), [&](auto ec, size_t) {
+      stage = "reading the reply";
+      asio::async_read_until(socket_, replies_, '\n', [&](auto ec, size_t bytes) {
         if (ec) return void(failure = ec);
-        stage = "reading the reply";
-        asio::async_read_until(socket, reply_buffer, '\n', [&](auto ec, size_t) {
-          if (ec) return void(failure = ec);
-          done = true;
-        });
+        reply_bytes = bytes;
+        done = true;
       });
     });
-  });
-  io.run_for(timeout);
+  };
+  if (connected_) {
+    exchange();
+  } else {
+    resolver.async_resolve(endpoint_.host, std::to_string(endpoint_.port),
+                           [&](auto ec, tcp::resolver::results_type hosts) {
+                             if (ec) return void(failure = ec);
+                             stage = "connecting";
+                             asio::async_connect(socket_, hosts, [&](auto ec, const tcp::endpoint&) {
+                               if (ec) return void(failure = ec);
+                               connected_ = true;
+                               exchange();
+                             });
+                           });
+  }
+  io_.restart();
+  io_.run_for(timeout);
   if (!done) {
+    disconnect();  // cancels what is still in flight; its handlers refer to this frame, so let them end
+    resolver.cancel();
+    io_.restart();
+    io_.run();
     if (!failure)
       throw std::runtime_error(where + ": timed out " + stage + " after " + std::to_string(timeout.count()) + " ms");
     throw std::runtime_error(where + ": " + stage + ": " + failure.message());
   }
-  const std::string line(asio::buffers_begin(reply_buffer.data()), asio::buffers_end(reply_buffer.data()));
+  const std::string line(asio::buffers_begin(replies_.data()),
+                         asio::buffers_begin(replies_.data()) + static_cast<std::ptrdiff_t>(reply_bytes));
+  replies_.consume(reply_bytes);
   nlohmann::json reply = nlohmann::json::parse(line, nullptr, false);
-  if (reply.is_discarded() || !reply.is_object() || !reply.contains("ok"))
+  if (reply.is_discarded() || !reply.is_object() || !reply.contains("ok")) {
+    disconnect();
     throw std::runtime_error(where + ": the reply is not a coordinator reply");
-  if (!reply.value("ok", false))
+  }
+  if (!reply.value("ok", false)) {
+    disconnect();  // the coordinator closes the connection after an error
     throw std::runtime_error(where + ": " + reply.value("code", std::string("error")) + ": " +
                              reply.value("error", std::string("(no message)")));
+  }
   return reply;
+}
+
+nlohmann::json send_request(const Endpoint& endpoint, const std::string& token, nlohmann::json message,
+                            std::chrono::milliseconds timeout) {
+  CoordinatorConnection connection(endpoint, token);
+  return connection.request(std::move(message), timeout);
 }
 
 std::unique_ptr<HeartbeatClient> HeartbeatClient::from_env(int64_t world_size) {
@@ -86,11 +119,7 @@ std::unique_ptr<HeartbeatClient> HeartbeatClient::from_env(int64_t world_size) {
 
 HeartbeatClient::HeartbeatClient(Endpoint endpoint, std::string token, std::string run, int64_t attempt,
                                  int64_t world_size, std::chrono::milliseconds timeout)
-    : endpoint_(std::move(endpoint)),
-      token_(std::move(token)),
-      run_(std::move(run)),
-      attempt_(attempt),
-      timeout_(timeout) {
+    : run_(std::move(run)), attempt_(attempt), timeout_(timeout), connection_(std::move(endpoint), std::move(token)) {
   char host[256] = {};
   ::gethostname(host, sizeof host - 1);
   registration_ = WorkerRegistration{run_, attempt_, ::getpid(), host, world_size}.to_json();
@@ -143,10 +172,14 @@ void HeartbeatClient::send_loop() {
     }
     lock.unlock();
     std::string error;
-    try {
-      send_request(endpoint_, token_, std::move(message), timeout_);
-    } catch (const std::exception& e) {
-      error = e.what();
+    for (bool retry = connection_.connected();; retry = false) {  // a kept connection may have gone stale
+      try {
+        connection_.request(message, timeout_);
+        error.clear();
+      } catch (const std::exception& e) {
+        error = e.what();
+      }
+      if (error.empty() || !retry) break;
     }
     lock.lock();
     if (error.empty()) {

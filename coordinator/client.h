@@ -4,9 +4,16 @@
 // write, read) within `timeout`. Throws std::runtime_error when the coordinator cannot be reached
 // or replies with an error ("coordinator 127.0.0.1:47431: unauthorized: ...").
 //
+// CoordinatorConnection: the same exchanges on one connection kept open between them (connected
+// on first use; after any failure the next request connects afresh).
+//
 // HeartbeatClient: what a training process (rank 0) uses. It never blocks the caller on the network
 // and never throws: heartbeat() hands the latest progress to a background thread, which sends it
-// (a newer heartbeat replaces one not yet sent, so a slow coordinator never builds a backlog).
+// (a newer heartbeat replaces one not yet sent, so a slow coordinator never builds a backlog) on
+// one kept connection: once the coordinator has accepted its registration, the connection is never
+// closed to make room for others (line_server.h), so idle or hostile connections cannot crowd the
+// heartbeats out. A request that fails on the kept connection (the coordinator closed it while
+// idle, or restarted) is tried once more on a fresh one.
 // Failures are logged (the first, then at most once a minute) and training goes on. Only
 // heartbeat() calls lead to messages, so a hung training loop falls silent and is detected.
 //
@@ -25,6 +32,7 @@
 #include <string>
 #include <thread>
 
+#include "coordinator/asio.h"
 #include "coordinator/protocol.h"
 
 namespace linea::coordinator {
@@ -34,6 +42,27 @@ constexpr size_t kMaxReplyBytes = size_t{256} << 20;
 
 nlohmann::json send_request(const Endpoint& endpoint, const std::string& token, nlohmann::json message,
                             std::chrono::milliseconds timeout = kDefaultRequestTimeout);
+
+class CoordinatorConnection {
+ public:
+  CoordinatorConnection(Endpoint endpoint, std::string token);
+  CoordinatorConnection(const CoordinatorConnection&) = delete;
+  CoordinatorConnection& operator=(const CoordinatorConnection&) = delete;
+
+  // One exchange within `timeout` (connecting first when not connected); throws as send_request.
+  nlohmann::json request(nlohmann::json message, std::chrono::milliseconds timeout = kDefaultRequestTimeout);
+  bool connected() const { return connected_; }
+
+ private:
+  void disconnect();
+
+  Endpoint endpoint_;
+  std::string token_;
+  boost::asio::io_context io_;
+  boost::asio::ip::tcp::socket socket_;
+  boost::asio::streambuf replies_;
+  bool connected_ = false;
+};
 
 class HeartbeatClient {
  public:
@@ -58,11 +87,10 @@ class HeartbeatClient {
  private:
   void send_loop();
 
-  Endpoint endpoint_;
-  std::string token_;
   std::string run_;
   int64_t attempt_;
   std::chrono::milliseconds timeout_;
+  CoordinatorConnection connection_;  // used by the send thread only
 
   mutable std::mutex mutex_;
   std::condition_variable wake_;

@@ -99,6 +99,10 @@ struct Coordinator::LiveJob {
   double teardown_detected_at = 0;
   Clock::time_point teardown_started;
   bool killed = false;  // SIGKILL sent
+  // Taken over from an earlier coordinator: not our child (its end is seen as its session
+  // emptying, its exit status unknown); heard_since_adoption: a heartbeat reached this coordinator.
+  bool adopted = false;
+  bool heard_since_adoption = false;
 };
 
 Coordinator::Coordinator(CoordinatorOptions options)
@@ -270,6 +274,7 @@ nlohmann::json Coordinator::handle_heartbeat(const nlohmann::json& body) {
   LiveJob& job = it->second;
   job.last_heartbeat = Clock::now();
   job.heartbeat_seen = true;
+  job.heard_since_adoption = true;
   const double now = unix_now();
   if (!r->heartbeat_seen) {
     const size_t recoveries = r->accounting.recovery_s.size();
@@ -281,7 +286,7 @@ nlohmann::json Coordinator::handle_heartbeat(const nlohmann::json& body) {
   const Heartbeat& p = hb.progress;
   if (p.checkpoint_step > r->checkpoint_step)
     commit(RunTable::checkpointed(hb.run, hb.attempt, p.checkpoint_step, now));
-  table_.record_progress(hb.run, RunProgress{p.step, p.loss, p.tokens_per_s, p.val_loss});
+  table_.record_progress(hb.run, RunProgress{p.step, p.loss, p.tokens_per_s, p.val_loss, p.checkpoint_error});
   return ok_reply();
 }
 
@@ -320,15 +325,23 @@ void Coordinator::reap_jobs() {
   for (auto it = live_.begin(); it != live_.end();) {
     const std::string name = it->first;
     LiveJob& job = it->second;
-    const std::optional<int> status = try_reap(job.pid);
-    if (!status) {
+    // An adopted job is not our child: it has ended when its session has no process left.
+    const bool ended = job.adopted ? session_processes(job.pid).empty() : false;
+    const std::optional<int> status = job.adopted ? std::optional<int>() : try_reap(job.pid);
+    if (!status && !ended) {
       ++it;
       continue;
     }
     signal_session(job.pid, SIGKILL);  // whatever the job left behind (e.g. ranks of a dead mpirun)
     const RunRecord& r = *table_.find(name);
     const double now = unix_now();
-    const std::string how = describe_wait_status(*status);
+    const std::string how = status ? describe_wait_status(*status)
+                                   : "ended (a job adopted from an earlier coordinator: its exit status is unknown)";
+    const bool exited_cleanly = status ? WIFEXITED(*status) && WEXITSTATUS(*status) == 0 : finished(r);
+    // A job that stopped because it could not checkpoint said why in its last heartbeat.
+    const std::string checkpoint_note = r.heartbeat_seen && !r.progress.checkpoint_error.empty()
+                                            ? "; its last checkpoint failed: " + r.progress.checkpoint_error
+                                            : "";
     if (job.cancelled || r.state != RunState::running || r.attempt != job.attempt) {
       LOG(INFO) << "coordinator: run " << name << " attempt " << job.attempt << " stopped: " << how;
     } else if (job.teardown && *job.teardown == ExitOutcome::hung && finished(r)) {
@@ -344,9 +357,9 @@ void Coordinator::reap_jobs() {
       const double relaunch_at = now + (restart ? backoff_s(r.accounting.restarts) : 0.0);
       LOG(WARNING) << "coordinator: run " << name << " attempt " << job.attempt << " torn down (" << job.teardown_detail
                    << "), " << how;
-      commit(RunTable::exited(name, job.attempt, *job.teardown, job.teardown_detail + "; " + how,
+      commit(RunTable::exited(name, job.attempt, *job.teardown, job.teardown_detail + "; " + how + checkpoint_note,
                               job.teardown_detected_at, now, give_up, relaunch_at));
-    } else if (WIFEXITED(*status) && WEXITSTATUS(*status) == 0) {
+    } else if (exited_cleanly) {
       if (!finished(r))
         LOG(WARNING) << "coordinator: run " << name << " exited with status 0 but " << r.spec.run_dir
                      << " shows no committed checkpoint at its last step; counted as completed";
@@ -354,9 +367,10 @@ void Coordinator::reap_jobs() {
       commit(RunTable::exited(name, job.attempt, ExitOutcome::completed, how, now, now, false, 0));
     } else {
       const bool give_up = r.accounting.restarts >= options_.max_restarts;
-      LOG(WARNING) << "coordinator: run " << name << " attempt " << job.attempt << " " << how
+      const std::string detail = how + checkpoint_note;
+      LOG(WARNING) << "coordinator: run " << name << " attempt " << job.attempt << " " << detail
                    << (give_up ? "; restart budget spent, giving up" : "; relaunching");
-      commit(RunTable::exited(name, job.attempt, ExitOutcome::crashed, how, now, now, give_up,
+      commit(RunTable::exited(name, job.attempt, ExitOutcome::crashed, detail, now, now, give_up,
                               now + backoff_s(r.accounting.restarts)));
     }
     const RunRecord& after = *table_.find(name);
@@ -376,7 +390,13 @@ void Coordinator::enforce_timeouts() {
     }
     const double silent = seconds_since(job.heartbeat_seen ? job.last_heartbeat : job.launched);
     const double limit = job.heartbeat_seen ? options_.heartbeat_timeout_s : options_.startup_timeout_s;
-    if (silent > limit) {
+    if (job.adopted && !job.heard_since_adoption && silent > limit) {
+      // Not the run's fault: it reports to the earlier coordinator's address. SIGTERM makes it
+      // checkpoint before it goes; the run is relaunched here at once, not charged a restart.
+      begin_teardown(name, ExitOutcome::interrupted,
+                     "adopted from the earlier coordinator, but no heartbeat reached this one within " +
+                         std::to_string(limit) + " s (it reports to another address?)");
+    } else if (silent > limit) {
       std::ostringstream detail;
       detail << (job.heartbeat_seen ? "no heartbeat for " : "no first heartbeat within ") << limit << " s";
       begin_teardown(name, ExitOutcome::hung, detail.str());
@@ -508,21 +528,57 @@ void Coordinator::write_finished_sweeps() {
 }
 
 void Coordinator::recover_left_running_jobs() {
-  // Jobs of an earlier coordinator on this state directory: they are not our children, so they
-  // cannot be supervised; kill them and relaunch their runs (they resume from a checkpoint).
+  // Jobs of an earlier coordinator on this state directory (they carry its variable). The job of a
+  // running run whose session leader still lives is adopted: supervised by its pid and heartbeats
+  // (it reconnects to this coordinator on the same address). Any other of their processes is
+  // stopped with SIGTERM, so that a trainer checkpoints first, and SIGKILL after kill_grace_s.
   const std::string tag = std::string(kStateDirVariable) + "=" + options_.state_dir;
-  std::vector<pid_t> left = processes_with_environment_entry(tag);
+  const double now = unix_now();
+  std::set<pid_t> adopted_sessions;
+  for (const std::string& name : table_.order()) {
+    const RunRecord& r = *table_.find(name);
+    if (r.state != RunState::running || r.pid <= 0 || finished(r)) continue;
+    const auto leader = static_cast<pid_t>(r.pid);
+    if (!process_has_environment_entry(leader, tag) || !process_has_environment_entry(leader, "LINEA_RUN_ID=" + name) ||
+        !process_has_environment_entry(leader, "LINEA_ATTEMPT=" + std::to_string(r.attempt)))
+      continue;
+    LiveJob job;
+    job.pid = leader;
+    job.attempt = r.attempt;
+    job.launched = job.last_heartbeat = Clock::now();
+    job.heartbeat_seen = r.heartbeat_seen;
+    job.adopted = true;
+    live_.emplace(name, job);
+    adopted_sessions.insert(leader);
+    commit(RunTable::adopted(name, r.attempt, r.pid, now));
+    LOG(INFO) << "coordinator: run " << name << " attempt " << r.attempt << " (pid " << r.pid
+              << ") outlived the earlier coordinator; adopted";
+  }
+  const auto strays = [&] {
+    std::vector<pid_t> left;
+    for (pid_t pid : processes_with_environment_entry(tag))
+      if (!adopted_sessions.count(::getsid(pid))) left.push_back(pid);
+    return left;
+  };
+  std::vector<pid_t> left = strays();
+  for (pid_t pid : left) ::kill(pid, SIGTERM);
+  for (pid_t pid : left) ::kill(pid, SIGCONT);  // a stopped process must run to act on SIGTERM
+  const auto grace_end =
+      Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(options_.kill_grace_s));
+  while (!left.empty() && Clock::now() < grace_end) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    left = strays();
+  }
   for (pid_t pid : left) ::kill(pid, SIGKILL);
   for (int i = 0; i < 500 && !left.empty(); ++i) {  // wait (at most 5 s) until they are gone
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    left = processes_with_environment_entry(tag);
+    left = strays();
   }
   if (!left.empty()) LOG(WARNING) << "coordinator: " << left.size() << " processes of earlier jobs did not die";
-  const double now = unix_now();
   for (const std::string& name : table_.order()) {
     RunRecord& r = *table_.find(name);
     if (r.attempt >= 0) refresh_progress_from_metrics(r);
-    if (r.state != RunState::running) continue;
+    if (r.state != RunState::running || live_.count(name)) continue;
     if (finished(r)) {
       LOG(INFO) << "coordinator: run " << name << " finished while the coordinator was away";
       commit(RunTable::exited(name, r.attempt, ExitOutcome::completed, "finished while the coordinator was away", now,

@@ -9,9 +9,13 @@
 //   - launches queued runs while fewer than `slots` jobs are active (running or in backoff);
 //   - writes RUN_DIR/coordinator.json when a run ends, and the sweep's results (results.h) when
 //     every run of a sweep has ended.
-// A run whose directory shows it finished (run_directory.h) is never launched again. At start, processes left by a
-// previous coordinator on the same state directory (they carry LINEA_COORDINATOR_STATE_DIR) are
-// killed, and their runs are relaunched (they resume from their last checkpoint) unless finished.
+// A run whose directory shows it finished (run_directory.h) is never launched again. At start, jobs
+// left by a previous coordinator on the same state directory (they carry LINEA_COORDINATOR_STATE_DIR)
+// are adopted when they are the live job of a running run: supervised by pid (its end is its session
+// emptying) and heartbeats, which reach this coordinator when it listens on the same address; an
+// adopted job silent for heartbeat_timeout_s is stopped with SIGTERM (so it checkpoints) and its
+// run relaunched at once as interrupted, not charged a restart. Other processes they left get
+// SIGTERM, then SIGKILL after kill_grace_s; their runs are relaunched unless finished.
 // Jobs get LINEA_COORDINATOR, LINEA_COORDINATOR_TOKEN_FILE, LINEA_RUN_ID and LINEA_ATTEMPT.
 #pragma once
 #include <chrono>

@@ -12,8 +12,13 @@ using asio::ip::tcp;
 
 class LineServer::Session : public std::enable_shared_from_this<Session> {
  public:
-  Session(LineServer& server, tcp::socket socket)
-      : server_(server), socket_(std::move(socket)), buffer_(server.limits_.max_message_bytes), timer_(server.io_) {}
+  Session(LineServer& server, tcp::socket socket, uint64_t id, std::string peer)
+      : server_(server),
+        socket_(std::move(socket)),
+        buffer_(server.limits_.max_message_bytes),
+        timer_(server.io_),
+        id_(id),
+        peer_(std::move(peer)) {}
 
   void start() { read_next(); }
 
@@ -24,10 +29,19 @@ class LineServer::Session : public std::enable_shared_from_this<Session> {
     socket_.close(ignored);
   }
 
+  // Closes and forgets it (the server's table holds the last reference but one).
+  void finish() {
+    close();
+    server_.sessions_.erase(id_);
+  }
+
+  bool pending() const { return !accepted_; }
+  const std::string& peer() const { return peer_; }
+
  private:
   void read_next() {
     auto self = shared_from_this();
-    timer_.expires_after(server_.limits_.read_timeout);
+    timer_.expires_after(accepted_ ? server_.limits_.read_timeout : server_.limits_.first_message_timeout);
     timer_.async_wait([self](const boost::system::error_code& ec) {
       if (!ec) self->finish();  // timed out waiting for a request
     });
@@ -62,6 +76,7 @@ class LineServer::Session : public std::enable_shared_from_this<Session> {
 
   void reply(const nlohmann::json& answer) {
     const bool keep_open = answer.value("ok", false);
+    if (keep_open) accepted_ = true;
     auto self = shared_from_this();
     auto text = std::make_shared<std::string>(encode_message(answer));
     timer_.expires_after(server_.limits_.read_timeout);
@@ -76,15 +91,13 @@ class LineServer::Session : public std::enable_shared_from_this<Session> {
                       });
   }
 
-  void finish() {
-    close();
-    server_.sessions_.erase(shared_from_this());
-  }
-
   LineServer& server_;
   tcp::socket socket_;
   asio::streambuf buffer_;
   asio::steady_timer timer_;
+  const uint64_t id_;
+  const std::string peer_;
+  bool accepted_ = false;  // the handler accepted a request of this connection
 };
 
 LineServer::LineServer(asio::io_context& io, const std::string& host, uint16_t port, LineServerLimits limits,
@@ -111,8 +124,38 @@ LineServer::~LineServer() { close(); }
 void LineServer::close() {
   boost::system::error_code ignored;
   acceptor_.close(ignored);
-  for (const auto& s : std::set<std::shared_ptr<Session>>(sessions_)) s->close();
+  for (const auto& [id, s] : std::map<uint64_t, std::shared_ptr<Session>>(sessions_)) s->close();
   sessions_.clear();
+}
+
+void LineServer::close_oldest_pending(const std::string* peer) {
+  for (const auto& [id, s] : sessions_) {
+    if (s->pending() && (!peer || s->peer() == *peer)) {
+      std::shared_ptr<Session> keep = s;  // finish() erases it from the table
+      keep->finish();
+      return;
+    }
+  }
+}
+
+bool LineServer::make_room(const std::string& peer) {
+  size_t pending = 0, pending_of_peer = 0;
+  for (const auto& [id, s] : sessions_) {
+    if (!s->pending()) continue;
+    ++pending;
+    if (s->peer() == peer) ++pending_of_peer;
+  }
+  if (pending_of_peer >= limits_.max_pending_per_peer) {
+    close_oldest_pending(&peer);
+    --pending;
+  } else if (pending >= limits_.max_pending) {
+    close_oldest_pending(nullptr);
+    --pending;
+  }
+  if (sessions_.size() < limits_.max_connections) return true;
+  if (pending == 0) return false;
+  close_oldest_pending(nullptr);
+  return true;
 }
 
 void LineServer::accept_next() {
@@ -120,12 +163,15 @@ void LineServer::accept_next() {
     if (ec == asio::error::operation_aborted || !acceptor_.is_open()) return;
     if (!ec) {
       ::fcntl(socket.native_handle(), F_SETFD, FD_CLOEXEC);
-      if (sessions_.size() >= limits_.max_connections) {
+      boost::system::error_code peer_ec;
+      const std::string peer = socket.remote_endpoint(peer_ec).address().to_string();
+      if (peer_ec || !make_room(peer)) {
         boost::system::error_code ignored;
         socket.close(ignored);
       } else {
-        auto session = std::make_shared<Session>(*this, std::move(socket));
-        sessions_.insert(session);
+        const uint64_t id = next_id_++;
+        auto session = std::make_shared<Session>(*this, std::move(socket), id, peer);
+        sessions_.emplace(id, session);
         session->start();
       }
     }

@@ -3,17 +3,23 @@
 // JSON reply is written back as one line. Enforced here, before any parsing:
 //   - a line longer than max_message_bytes → reply {ok: false, code: "too_large"}, close;
 //   - the peer ends the connection in the middle of a line → reply "truncated", close;
-//   - no complete request within read_timeout → close;
-//   - more than max_connections open → the new connection is closed at once.
+//   - no first request within first_message_timeout, or no next one within read_timeout → close;
+//   - a connection is pending until the handler has accepted one of its requests (an "ok": true
+//     reply, which needs the token): at most max_pending_per_peer pending connections per peer
+//     address and max_pending in all; a new connection over either limit, or over max_connections
+//     in all, closes the oldest pending one (of that peer, or of all) to make room, so idle or
+//     unauthenticated connections cannot lock out a client that sends its request at once. Accepted
+//     connections are never closed for room (a worker's heartbeat connection stays usable); when
+//     max_connections are accepted ones, a new connection is closed at once.
 // A reply with "ok": false closes the connection after it is written; otherwise the next line is
 // read. Nothing a peer sends can stop the server.
 #pragma once
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
-#include <set>
 #include <string>
 #include <string_view>
 
@@ -23,8 +29,11 @@ namespace linea::coordinator {
 
 struct LineServerLimits {
   size_t max_message_bytes = 1 << 20;
+  std::chrono::milliseconds first_message_timeout{2000};
   std::chrono::milliseconds read_timeout{30000};
   size_t max_connections = 64;
+  size_t max_pending = 32;
+  size_t max_pending_per_peer = 8;
 };
 
 class LineServer {
@@ -43,13 +52,17 @@ class LineServer {
  private:
   class Session;
   void accept_next();
+  // Makes room for a new connection from `peer`; false when every connection is an accepted one.
+  bool make_room(const std::string& peer);
+  void close_oldest_pending(const std::string* peer);
 
   boost::asio::io_context& io_;
   boost::asio::ip::tcp::acceptor acceptor_;
   LineServerLimits limits_;
   Handler handler_;
   uint16_t port_ = 0;
-  std::set<std::shared_ptr<Session>> sessions_;
+  uint64_t next_id_ = 0;
+  std::map<uint64_t, std::shared_ptr<Session>> sessions_;  // by id: oldest first
 };
 
 }  // namespace linea::coordinator

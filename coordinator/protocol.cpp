@@ -105,6 +105,7 @@ WorkerHeartbeat WorkerHeartbeat::from_json(const nlohmann::json& j) {
   p.tokens_per_s = f.optional_number("tokens_per_s").value_or(0);
   p.val_loss = f.optional_number("val_loss");
   p.checkpoint_step = f.integer("checkpoint_step", -1, -1, kMaxStep);
+  p.checkpoint_error = f.string("checkpoint_error", "");
   return h;
 }
 
@@ -117,6 +118,7 @@ nlohmann::json WorkerHeartbeat::to_json() const {
                       {"tokens_per_s", progress.tokens_per_s},
                       {"checkpoint_step", progress.checkpoint_step}};
   if (progress.val_loss) j["val_loss"] = *progress.val_loss;
+  if (!progress.checkpoint_error.empty()) j["checkpoint_error"] = progress.checkpoint_error;
   return j;
 }
 

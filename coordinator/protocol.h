@@ -84,6 +84,7 @@ struct Heartbeat {
   double tokens_per_s = 0;
   std::optional<double> val_loss;
   int64_t checkpoint_step = -1;  // the last committed checkpoint (-1: none yet)
+  std::string checkpoint_error{};  // why the newest checkpoint write failed ("": it did not)
 };
 
 struct WorkerHeartbeat {

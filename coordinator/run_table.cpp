@@ -33,10 +33,16 @@ double time_field(const JsonFields& f, std::string_view key) {
 }
 
 nlohmann::json accounting_to_json(const RunAccounting& a) {
-  return {
-      {"first_launch_at", a.first_launch_at}, {"ended_at", a.ended_at},     {"classified_until", a.classified_until},
-      {"productive_s", a.productive_s},       {"lost_s", a.lost_s},         {"restarts", a.restarts},
-      {"interruptions", a.interruptions},     {"failure_at", a.failure_at}, {"recovery_s", a.recovery_s}};
+  return {{"first_launch_at", a.first_launch_at},
+          {"ended_at", a.ended_at},
+          {"classified_until", a.classified_until},
+          {"productive_s", a.productive_s},
+          {"lost_s", a.lost_s},
+          {"restarts", a.restarts},
+          {"interruptions", a.interruptions},
+          {"adoptions", a.adoptions},
+          {"failure_at", a.failure_at},
+          {"recovery_s", a.recovery_s}};
 }
 
 RunAccounting accounting_from_json(const JsonFields& f) {
@@ -48,6 +54,7 @@ RunAccounting accounting_from_json(const JsonFields& f) {
   a.lost_s = time_field(f, "lost_s");
   a.restarts = f.required_integer("restarts", 0, kMaxCount);
   a.interruptions = f.required_integer("interruptions", 0, kMaxCount);
+  a.adoptions = f.integer("adoptions", 0, 0, kMaxCount);  // absent in journals of older versions
   a.failure_at = time_field(f, "failure_at");
   const nlohmann::json& recovery = f.array("recovery_s", kMaxCount);
   for (const auto& r : recovery) {
@@ -138,6 +145,7 @@ nlohmann::json RunRecord::status_json(double now) const {
   j["loss"] = progress.loss;
   j["tokens_per_s"] = progress.tokens_per_s;
   if (progress.val_loss) j["val_loss"] = *progress.val_loss;
+  if (!progress.checkpoint_error.empty()) j["checkpoint_error"] = progress.checkpoint_error;
   return j;
 }
 
@@ -155,6 +163,10 @@ nlohmann::json RunTable::launched(const std::string& run, int64_t attempt, int64
 
 nlohmann::json RunTable::first_heartbeat(const std::string& run, int64_t attempt, double t) {
   return {{"event", "first_heartbeat"}, {"t", t}, {"run", run}, {"attempt", attempt}};
+}
+
+nlohmann::json RunTable::adopted(const std::string& run, int64_t attempt, int64_t pid, double t) {
+  return {{"event", "adopt"}, {"t", t}, {"run", run}, {"attempt", attempt}, {"pid", pid}};
 }
 
 nlohmann::json RunTable::checkpointed(const std::string& run, int64_t attempt, int64_t step, double t) {
@@ -341,6 +353,11 @@ void RunTable::apply(const nlohmann::json& event) {
       a.recovery_s.push_back(t - a.failure_at);
       a.failure_at = 0;
     }
+  } else if (kind == "adopt") {
+    require_state(r.state == RunState::running, "running");
+    require_attempt(attempt);
+    if (e.required_integer("pid", 1, INT32_MAX) != r.pid) e.fail("pid", "the pid of the attempt's job");
+    ++a.adoptions;  // the job trained on: its time stays in the buckets its checkpoints put it in
   } else if (kind == "checkpoint") {
     require_state(r.state == RunState::running, "running");
     require_attempt(attempt);
@@ -378,7 +395,7 @@ void RunTable::apply(const nlohmann::json& event) {
     }
   } else {
     throw std::invalid_argument(
-        "event.event: expected submit, launch, launch_failed, first_heartbeat, checkpoint, "
+        "event.event: expected submit, launch, launch_failed, first_heartbeat, adopt, checkpoint, "
         "exit, cancel, results or snapshot, got \"" +
         kind + "\"");
   }

@@ -48,6 +48,7 @@ struct RunAccounting {
   double lost_s = 0;
   int64_t restarts = 0;       // relaunches after a crash or a hang (charged to the restart budget)
   int64_t interruptions = 0;  // relaunches after a coordinator stop
+  int64_t adoptions = 0;      // times a restarted coordinator took over the running job (no relaunch)
   double failure_at = 0;      // detection time of a failure not yet recovered from (0: none)
   std::vector<double> recovery_s;
 
@@ -62,6 +63,7 @@ struct RunProgress {
   double loss = 0;
   double tokens_per_s = 0;
   std::optional<double> val_loss;
+  std::string checkpoint_error{};  // why the job's newest checkpoint write failed ("": it did not)
 };
 
 struct RunRecord {
@@ -98,6 +100,8 @@ class RunTable {
   static nlohmann::json submitted(const std::vector<RunSpec>& runs, const std::optional<SweepSpec>& sweep, double t);
   static nlohmann::json launched(const std::string& run, int64_t attempt, int64_t pid, double t);
   static nlohmann::json first_heartbeat(const std::string& run, int64_t attempt, double t);
+  // A restarted coordinator took over the job of `attempt` (still running) instead of relaunching it.
+  static nlohmann::json adopted(const std::string& run, int64_t attempt, int64_t pid, double t);
   static nlohmann::json checkpointed(const std::string& run, int64_t attempt, int64_t step, double t);
   // `give_up`: the restart budget is spent (crashed/hung only); else relaunch not before relaunch_at.
   static nlohmann::json exited(const std::string& run, int64_t attempt, ExitOutcome outcome, const std::string& detail,

@@ -38,16 +38,17 @@ struct Axis {
 
 class SweepReader {
  public:
-  SweepReader(std::string source, std::string base_dir) : source_(std::move(source)), base_dir_(std::move(base_dir)) {}
+  SweepReader(std::string source, std::string sweep_dir, std::string work_dir)
+      : source_(std::move(source)), sweep_dir_(std::move(sweep_dir)), work_dir_(std::move(work_dir)) {}
 
   [[noreturn]] void fail(const std::string& key, const std::string& message) const {
     throw std::invalid_argument(source_ + ": " + key + ": " + message);
   }
 
-  fs::path resolve(const std::string& path) const {
-    const fs::path p(path);
-    return (p.is_absolute() ? p : fs::path(base_dir_) / p).lexically_normal();
-  }
+  // A config file (`base`), relative to the sweep file.
+  fs::path resolve_config(const std::string& path) const { return resolve(sweep_dir_, path); }
+  // The runs' directory (`dir`), relative to the current directory.
+  fs::path resolve_output(const std::string& path) const { return resolve(work_dir_, path); }
 
   SweepPlan read(std::string_view text);
 
@@ -60,7 +61,12 @@ class SweepReader {
                         const std::string& run) const;
 
   std::string source_;
-  std::string base_dir_;
+  static fs::path resolve(const std::string& from, const std::string& path) {
+    const fs::path p(path);
+    return (p.is_absolute() ? p : fs::path(from) / p).lexically_normal();
+  }
+
+  std::string sweep_dir_, work_dir_;
 };
 
 std::string sanitize(std::string_view text) {
@@ -249,7 +255,7 @@ SweepPlan SweepReader::read(std::string_view text) {
   plan.sweep.name = string_field("name", fs::path(source_).stem().string());
   if (!is_valid_sweep_name(plan.sweep.name))
     fail("sweep.name", "expected a name of [A-Za-z0-9._+-] starting alphanumeric, got \"" + plan.sweep.name + "\"");
-  const fs::path dir = resolve(string_field("dir", "runs"));
+  const fs::path dir = resolve_output(string_field("dir", "runs"));
   plan.sweep.dir = (dir / plan.sweep.name).string();
   const std::string base = string_field("base", "");
   const std::string baseline = string_field("baseline", "");
@@ -378,7 +384,7 @@ SweepPlan SweepReader::read(std::string_view text) {
     if (auto [it, fresh] = names.emplace(run.name, described); !fresh)
       fail("sweep.grid", "two runs get the name \"" + run.name + "\" (" + it->second + " and " + described +
                              "): their values differ only in characters a name cannot hold");
-    const fs::path config_path = resolve(config);
+    const fs::path config_path = resolve_config(config);
     if (!fs::is_regular_file(config_path))
       fail(base_axis ? "sweep.grid.base" : "sweep.base", "no config file at " + config_path.string());
     run.config = config_path.string();
@@ -403,8 +409,9 @@ SweepPlan SweepReader::read(std::string_view text) {
   return plan;
 }
 
-SweepPlan expand_sweep(std::string_view toml_text, const std::string& source, const std::string& base_dir) {
-  return SweepReader(source, base_dir).read(toml_text);
+SweepPlan expand_sweep(std::string_view toml_text, const std::string& source, const std::string& sweep_dir,
+                       const std::string& work_dir) {
+  return SweepReader(source, sweep_dir, work_dir).read(toml_text);
 }
 
 SweepPlan expand_sweep_file(const std::string& path) {
@@ -412,7 +419,7 @@ SweepPlan expand_sweep_file(const std::string& path) {
   if (!in) throw std::invalid_argument(path + ": cannot open the sweep file");
   std::stringstream text;
   text << in.rdbuf();
-  return expand_sweep(text.str(), path, fs::current_path().string());
+  return expand_sweep(text.str(), path, fs::absolute(path).parent_path().string(), fs::current_path().string());
 }
 
 }  // namespace linea::coordinator

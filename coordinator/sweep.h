@@ -2,7 +2,7 @@
 //
 //   [sweep]
 //   name = "mixers-340m"                   # optional; default: the file's stem
-//   base = "configs/models/gdn-340m.toml"  # the config given to `linea train` (or a grid axis "base")
+//   base = "../models/gdn-340m.toml"  # the config given to `linea train` (or a grid axis "base")
 //   dir = "runs/sweeps"                    # optional (default "runs"): runs go to DIR/NAME/<run>/
 //   baseline = "mixer-gdn"                 # optional: the run (label) throughput is normalized to
 //   [sweep.set]                            # overrides for every run
@@ -17,7 +17,7 @@
 // with the batch that keeps tokens per step fixed); its optional `label` names the value in run
 // names (else the values joined by '-'). A table may name the run's config file as `base` (every
 // table of that axis then does, and no other axis nor sweep.base gives one): an axis of such tables
-// lists runs whose configs differ, e.g. {label = "gla-3to1", base = "configs/models/gla-340m.toml",
+// lists runs whose configs differ, e.g. {label = "gla-3to1", base = "../models/gla-340m.toml",
 // "model.hybrid" = "3:1"}; without a label it is named by the file's stem and its other values.
 // Each run is named "<sweep>/<label>", the label
 // joining "<axis>-<value>" with '_' (the axis is the key's last component, or the whole key where
@@ -25,7 +25,8 @@
 // their base its values' labels alone), e.g. "mixers-340m/mixer-gdn_lr-0.001".
 // Every run gets the overrides run.dir=DIR/NAME and run.name=<label>, and its process count from
 // the resolved config: parallel.tp × parallel.dp (each 1 when absent).
-// Relative paths (base, dir) are taken from the current directory. Every error is a
+// A relative `base` is taken from the sweep file's directory (configs/sweeps/x.toml names
+// "../models/gdn-340m.toml"); a relative `dir` from the current directory. Every error is a
 // std::invalid_argument "FILE: sweep.grid.model.mixer: expected ...", naming the key.
 #pragma once
 #include <string>
@@ -44,7 +45,9 @@ struct SweepPlan {
 constexpr size_t kMaxSweepRuns = 10000;
 
 SweepPlan expand_sweep_file(const std::string& path);
-// `source` names the text in errors; relative paths resolve against `base_dir`.
-SweepPlan expand_sweep(std::string_view toml_text, const std::string& source, const std::string& base_dir);
+// `source` names the text in errors; a relative `base` resolves against `sweep_dir` (the sweep
+// file's directory), a relative `dir` against `work_dir`.
+SweepPlan expand_sweep(std::string_view toml_text, const std::string& source, const std::string& sweep_dir,
+                       const std::string& work_dir);
 
 }  // namespace linea::coordinator

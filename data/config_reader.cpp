@@ -346,6 +346,17 @@ std::string ConfigSection::string(std::string_view key, std::string fallback) {
   return value;
 }
 
+std::string ConfigSection::name(std::string_view key, std::string fallback) {
+  const toml::node* n = find_node(reader_->tables_->root, key_path(key));
+  if (n && n->is_integer()) {
+    const std::string digits = std::to_string(n->as_integer()->get());
+    touch(key);
+    record(reader_->tables_->resolved, key_path(key), toml::value<std::string>(digits));
+    return digits;
+  }
+  return string(key, std::move(fallback));
+}
+
 std::string ConfigSection::required_string(std::string_view key) {
   if (!has(key)) reader_->fail(touch(key), "missing (expected a string)");
   return string(key, "");

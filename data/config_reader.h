@@ -82,6 +82,9 @@ class ConfigSection {
   bool boolean(std::string_view key, bool fallback);
   std::string string(std::string_view key, std::string fallback);
   std::string required_string(std::string_view key);
+  // A name (of a run, a file...): a string, or an integer taken as its digits (run.name=123 on a
+  // command line is a name, not a number).
+  std::string name(std::string_view key, std::string fallback);
   // A string that must be one of `allowed`.
   std::string choice(std::string_view key, std::string fallback, const std::vector<std::string>& allowed);
   std::string required_choice(std::string_view key, const std::vector<std::string>& allowed);

@@ -141,8 +141,11 @@ void Manifest::save(const std::filesystem::path& dir) const {
 }
 
 Manifest infer_llmc_manifest(const std::filesystem::path& dir, int64_t vocab_size, int32_t eos_id) {
-  if (!std::filesystem::is_directory(dir))
-    throw std::runtime_error("shard directory " + dir.string() + " does not exist");
+  if (!std::filesystem::is_directory(dir)) {
+    throw std::runtime_error(
+        "shard directory " + dir.string() +
+        (std::filesystem::exists(dir) ? " is not a directory (expected a directory of shards)" : " does not exist"));
+  }
   if (vocab_size <= 0) {
     throw std::invalid_argument("shard directory " + dir.string() +
                                 " has no manifest.json: the vocabulary size must be given (got " +

@@ -58,6 +58,7 @@ TrainConfig parse_train(ConfigSection s) {
     s.fail("stop_at", "needs a checkpoint to stop at, but train.checkpoint_every = -1 writes none");
   }
   c.keep_checkpoints = s.integer("keep_checkpoints", c.keep_checkpoints, 1, 1000);
+  c.checkpoint_failures_allowed = s.integer("checkpoint_failures_allowed", c.checkpoint_failures_allowed, 0, 1000000);
   const std::string resume = s.choice("resume", "auto", {"auto", "never", "require"});
   c.resume = resume == "auto" ? ResumeMode::auto_resume : resume == "never" ? ResumeMode::never : ResumeMode::require;
   c.threads = s.integer("threads", c.threads, 0, 4096);
@@ -121,7 +122,7 @@ RunConfig parse(ConfigReader reader) {
   ConfigSection root = reader.section("");
   c.device = root.choice("device", c.device, {"auto", "cpu", "cuda"});
   ConfigSection run = reader.section("run");
-  c.name = run.string("name", c.name);
+  c.name = run.name("name", c.name);
   if (c.name.empty() || c.name.find('/') != std::string::npos || c.name == "." || c.name == "..") {
     run.fail("name", "expected a non-empty name without '/', got '" + c.name + "'");
   }

@@ -6,7 +6,7 @@
 //   [optimizer] kind, lr, beta1, beta2, eps, weight_decay, decay_embeddings, muon_momentum, ns_steps,
 //               grad_clip, schedule, warmup_steps, lr_min_ratio, wsd_decay_ratio, zero
 //   [train]  steps, stop_at, batch_seqs, micro_batch_seqs, seq_len, seed, log_every, eval_every,
-//            eval_batches, checkpoint_every, keep_checkpoints, resume, threads,
+//            eval_batches, checkpoint_every, keep_checkpoints, checkpoint_failures_allowed, resume, threads,
 //            precision ("auto" = bf16 on cuda, f32 on the cpu | "bf16" (cuda only) | "f32")
 //   [data]   path ("default" = the embedded corpus; a shard directory; "parquet:GLOB" = parquet
 //            files tokenized as they stream in), vocab_size/eos_id (plain llm.c shard directories
@@ -40,6 +40,9 @@ struct TrainConfig {
   int64_t eval_batches = 8;        // global batches of the val split per evaluation (0: all), in micro-batches
   int64_t checkpoint_every = 100;  // 0: only at stop_at / the end / a signal; -1: never (benchmarks)
   int64_t keep_checkpoints = 3;
+  // Failed checkpoint writes in a row that training goes on after (each is reported); one more
+  // stops the run with an error, the committed checkpoints kept.
+  int64_t checkpoint_failures_allowed = 1;
   ResumeMode resume = ResumeMode::auto_resume;
   int64_t threads = 0;  // OpenMP threads (0: every core)
   // Of activations and compute weights (master weights and gradients are f32 either way):

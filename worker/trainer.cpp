@@ -14,6 +14,7 @@
 #include <optional>
 #include <ostream>
 #include <sstream>
+#include <vector>
 
 #include "checkpoint/async_checkpoint_writer.h"
 #include "checkpoint/checkpoint_directory.h"
@@ -32,9 +33,11 @@
 #include "parallel/mpi_comm.h"
 #include "parallel/mpi_error.h"
 #include "parallel/process_grid.h"
+#include "worker/config_difference.h"
 #include "worker/distributed_optimizer.h"
 #include "worker/lr_schedule.h"
 #include "worker/metrics_log.h"
+#include "worker/run_directory_lock.h"
 #include "worker/stop_signal.h"
 #include "worker/thread_count.h"
 #include "worker/training_checkpoint.h"
@@ -270,13 +273,15 @@ class TrainingRun {
     zero_ = c.optim.zero.value_or(grid_.dp_size() > 1);
   }
 
-  // The data: rank 0 builds the default corpus on first use while the others wait; a parquet
-  // stream is read by every rank.
+  // The data: rank 0 takes the run directory's lock (before any rank writes there; a refusal
+  // reaches every rank) and builds the default corpus on first use while the others wait; a
+  // parquet stream is read by every rank.
   void open_data() {
     const bool streaming = !c_.data.parquet_glob().empty();
     errors_.run([&] {
       if (!lead_) return;
-      fs::create_directories(run_dir_);
+      make_run_directory();
+      lock_.emplace(run_dir_);
       if (!streaming) data_dir_ = data_directory(c_);
     });
     errors_.agree("preparing the run");
@@ -352,16 +357,27 @@ class TrainingRun {
       tokens_ = resumed->tokens;
       if (resumed->config != c_.resolved) {
         out_ << "warning: the configuration differs from the one " << resumed->directory.string()
-             << " was written with\n";
+             << " was written with:";
+        for (const std::string& d : config_differences(resumed->config, c_.resolved)) out_ << "\n  " << d;
+        out_ << "\n";
       }
       out_ << "resumed from " << resumed->directory.string() << " (step " << resumed->step << ", "
            << human_count(double(tokens_)) << " tokens, written as tp " << resumed->layout.tp << " × dp "
            << resumed->layout.dp << ")\n";
     } else if (c_.train.resume == ResumeMode::require) {
       throw_alike<std::runtime_error>(
-          world_, checkpoint_root_.string() + ": train.resume = \"require\" but there is no committed checkpoint");
-    } else if (attempt.state_overwritten) {
-      make_model();  // a damaged checkpoint was partly read: start afresh
+          world_, checkpoint_root_.string() + ": train.resume = \"require\" but " +
+                      (attempt.damaged.empty()
+                           ? std::string("there is no committed checkpoint")
+                           : "every committed checkpoint is damaged (" + std::to_string(attempt.damaged.size()) + ": " +
+                                 listed(attempt.damaged) + "; see the warnings above)"));
+    } else {
+      if (attempt.state_overwritten) make_model();  // a damaged checkpoint was partly read: start afresh
+      restarting_after_damage_ = !attempt.damaged.empty();
+      if (restarting_after_damage_) {
+        out_ << "warning: every committed checkpoint is damaged (" << listed(attempt.damaged)
+             << "): training starts again from step 0\n";
+      }
     }
   }
 
@@ -371,6 +387,7 @@ class TrainingRun {
     errors_.run([&] {
       if (!lead_) return;
       data::write_file_atomically(run_dir_ / "config.toml", c_.resolved);
+      if (restarting_after_damage_) keep_old_metrics_aside();
       metrics_.emplace(run_dir_ / "metrics.jsonl", summary_.start_step);
     });
     errors_.agree("starting the run");
@@ -437,8 +454,14 @@ class TrainingRun {
   // Waits for the last checkpoint and fills in the summary.
   TrainSummary finish() {
     writer_->wait();
-    if (auto error = writer_->last_error()) {
-      throw_alike<std::runtime_error>(world_, "checkpoint write failed: " + *error);
+    for (const CheckpointOutcome& outcome : writer_->take_outcomes()) {
+      if (!outcome.error) {
+        committed_step_ = std::max(committed_step_, outcome.step);
+        continue;
+      }
+      throw_alike<std::runtime_error>(world_, checkpoint_root_.string() + ": the checkpoint of step " +
+                                                  std::to_string(outcome.step) + " failed: " + *outcome.error +
+                                                  newest_committed_note());
     }
     summary_.checkpoint_write_ms = writer_->last_stats().write_ms;
     summary_.checkpoint_bytes = writer_->last_stats().bytes;
@@ -453,6 +476,38 @@ class TrainingRun {
   const TrainSummary& summary() const { return summary_; }
 
  private:
+  // run.dir/run.name, created (rank 0), or an error naming the key.
+  void make_run_directory() {
+    std::error_code ec;
+    fs::create_directories(run_dir_, ec);
+    if (ec || !fs::is_directory(run_dir_)) {
+      throw std::runtime_error(c_.source + ": run.dir = \"" + c_.dir + "\": cannot create the run directory " +
+                               run_dir_.string() + ": " + (ec ? ec.message() : "a file of that name is in the way") +
+                               " (expected a directory linea can write, or a path where one can be made)");
+    }
+    if (::access(run_dir_.c_str(), W_OK) != 0) {
+      throw std::runtime_error(c_.source + ": run.dir = \"" + c_.dir + "\": the run directory " + run_dir_.string() +
+                               " is not writable");
+    }
+  }
+
+  // A fresh start over a run whose checkpoints are all damaged replaces metrics.jsonl: the old
+  // one is kept as metrics.jsonl.before-restart[-N] (the first free name), and the log says so.
+  void keep_old_metrics_aside() {
+    const fs::path metrics = run_dir_ / "metrics.jsonl";
+    if (!fs::exists(metrics) || fs::file_size(metrics) == 0) return;
+    fs::path aside = run_dir_ / "metrics.jsonl.before-restart";
+    for (int n = 2; fs::exists(aside); ++n) aside = run_dir_ / ("metrics.jsonl.before-restart-" + std::to_string(n));
+    fs::rename(metrics, aside);
+    out_ << "the old metrics.jsonl is kept as " << aside.string() << "\n";
+  }
+
+  static std::string listed(const std::vector<fs::path>& paths) {
+    std::string text;
+    for (const fs::path& p : paths) text += (text.empty() ? "" : ", ") + p.filename().string();
+    return text;
+  }
+
   void make_model() {
     errors_.run([&] {
       const TensorParallel tp = TensorParallel::over(grid_.comm(GridAxis::tp, placement_.device));
@@ -492,10 +547,38 @@ class TrainingRun {
     return local_loss;
   }
 
-  // The step's metrics line (with the validation loss on evaluation steps), the progress line and
-  // the coordinator's heartbeat.
+  // The checkpoint writes that ended since the last call: the newest committed step, and the
+  // failures counted in a row; the newest failure's message, if the newest write failed. The same
+  // on every rank (the writer agrees on outcomes).
+  std::optional<std::string> take_checkpoint_outcomes() {
+    std::optional<std::string> failure;
+    for (const CheckpointOutcome& outcome : writer_->take_outcomes()) {
+      if (outcome.error) {
+        ++checkpoint_failures_in_a_row_;
+        failure = "the checkpoint of step " + std::to_string(outcome.step) + " failed: " + *outcome.error;
+        last_checkpoint_failure_ = *failure;
+      } else {
+        checkpoint_failures_in_a_row_ = 0;
+        committed_step_ = std::max(committed_step_, outcome.step);
+        failure.reset();
+      }
+    }
+    return failure;
+  }
+
+  std::string newest_committed_note() const {
+    return committed_step_ > 0 ? "; the newest committed checkpoint is step " + std::to_string(committed_step_)
+                               : "; no checkpoint is committed yet";
+  }
+
+  // The step's metrics line (with the validation loss on evaluation steps, and checkpoint_error
+  // when a checkpoint write failed since the last step), the progress line and the coordinator's
+  // heartbeat. Throws when more checkpoint writes than train.checkpoint_failures_allowed failed in
+  // a row (after reporting the last one).
   void report(int64_t step, double lr, double loss, double norm, double step_seconds, double step_seconds_avg,
               ProgressLine& progress) {
+    const std::optional<std::string> checkpoint_failure = take_checkpoint_outcomes();
+    const bool too_many_failures = checkpoint_failures_in_a_row_ > c_.train.checkpoint_failures_allowed;
     const bool eval_step = step == c_.train.steps || (c_.train.eval_every > 0 && step % c_.train.eval_every == 0);
     nlohmann::json line = {{"step", step},
                            {"loss", loss},
@@ -511,9 +594,18 @@ class TrainingRun {
       summary_.last_val_loss = group_mean(dp_, local_val_loss);
       line["val_loss"] = summary_.last_val_loss;
     }
+    if (checkpoint_failure) line["checkpoint_error"] = *checkpoint_failure;
     errors_.run([&] {
       if (lead_) {
-        if (eval_step || step % c_.train.log_every == 0 || step == last_step_) metrics_->append(line);
+        if (eval_step || checkpoint_failure || step % c_.train.log_every == 0 || step == last_step_) {
+          metrics_->append(line);
+        }
+        if (checkpoint_failure) {
+          progress.finish_line();
+          out_ << "warning: " << *checkpoint_failure << " (" << checkpoint_failures_in_a_row_
+               << " in a row; train.checkpoint_failures_allowed = " << c_.train.checkpoint_failures_allowed << ")"
+               << newest_committed_note() << "\n";
+        }
         progress.update(step, last_step_, loss, double(tokens_per_step_) / step_seconds, step_seconds_avg);
         if (eval_step) {
           progress.finish_line();
@@ -524,16 +616,21 @@ class TrainingRun {
       if (options_.on_step) options_.on_step(line);
     });
     if (heartbeats_) {
-      if (!writer_->last_error() && writer_->last_stats().step > committed_step_) {
-        committed_step_ = writer_->last_stats().step;
-      }
       coordinator::Heartbeat beat;
       beat.step = step;
       beat.loss = loss;
       beat.tokens_per_s = double(tokens_per_step_) / step_seconds;
       if (eval_step) beat.val_loss = summary_.last_val_loss;
       beat.checkpoint_step = committed_step_;
+      if (checkpoint_failures_in_a_row_ > 0) beat.checkpoint_error = last_checkpoint_failure_;
       heartbeats_->heartbeat(beat);
+    }
+    if (too_many_failures) {
+      throw_alike<std::runtime_error>(
+          world_, checkpoint_root_.string() + ": " + last_checkpoint_failure_ + "; " +
+                      std::to_string(checkpoint_failures_in_a_row_) +
+                      " checkpoint writes failed in a row, more than train.checkpoint_failures_allowed = " +
+                      std::to_string(c_.train.checkpoint_failures_allowed) + ": stopping" + newest_committed_note());
     }
   }
 
@@ -571,6 +668,7 @@ class TrainingRun {
   bool zero_ = false;
   const fs::path run_dir_, checkpoint_root_;
   PendingErrors errors_;
+  std::optional<RunDirectoryLock> lock_;  // rank 0's; released last, after the checkpoint writer
 
   fs::path data_dir_;
   std::unique_ptr<data::TrainingBatches> loader_;
@@ -586,6 +684,9 @@ class TrainingRun {
   std::optional<AsyncCheckpointWriter> writer_;
   std::unique_ptr<coordinator::HeartbeatClient> heartbeats_;
   int64_t committed_step_ = -1;
+  bool restarting_after_damage_ = false;  // every committed checkpoint was damaged: a fresh start
+  int64_t checkpoint_failures_in_a_row_ = 0;
+  std::string last_checkpoint_failure_;  // the newest failed write's message (while failures are in a row)
   Clock::time_point run_start_;
 };
 

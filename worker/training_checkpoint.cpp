@@ -118,6 +118,7 @@ ResumeAttempt resume_training(const fs::path& root, Communicator& world, Distrib
       if (!errors.empty() && world.rank() == 0) {
         log << "warning: checkpoint '" << directory.string() << "' is damaged, skipping it: " << errors << "\n";
       }
+      if (!errors.empty()) attempt.damaged.push_back(directory);
       return !errors.empty();
     };
 

@@ -14,6 +14,7 @@
 #include <optional>
 #include <ostream>
 #include <string>
+#include <vector>
 
 #include "checkpoint/checkpoint.h"
 #include "data/training_batches.h"
@@ -42,10 +43,12 @@ struct ResumedTraining {
 // missing tensors or other shapes: a changed model config) is an error on every rank (AgreedError;
 // with one rank, std::runtime_error). `resumed` is empty when no checkpoint could be read; then
 // `state_overwritten` says whether a damaged one was partly read into the weights and optimizer
-// state, which must then be initialised afresh (the same on every rank).
+// state, which must then be initialised afresh (the same on every rank). `damaged` lists the
+// committed checkpoints skipped, newest first.
 struct ResumeAttempt {
   std::optional<ResumedTraining> resumed;
   bool state_overwritten = false;
+  std::vector<std::filesystem::path> damaged;
 };
 ResumeAttempt resume_training(const std::filesystem::path& root, Communicator& world, DistributedOptimizer& optimizer,
                               data::TrainingBatches& batches, std::ostream& log);

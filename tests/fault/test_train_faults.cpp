@@ -13,9 +13,9 @@
 #include <vector>
 
 #include "checkpoint/checkpoint_directory.h"
-#include "tests/testing/child_process.h"
 #include "tests/testing/temp_dir.h"
 #include "tests/testing/tiny_training_job.h"
+#include "tests/testing/train_job.h"
 
 namespace linea {
 namespace {
@@ -24,22 +24,7 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 using namespace std::chrono_literals;
 
-// One `mpirun -np 2 linea train CONFIG OVERRIDES...` job, its output in a log file.
-class Job : public testing::ChildProcess {
- public:
-  Job(const fs::path& config, const std::vector<std::string>& overrides, const fs::path& log)
-      : ChildProcess(arguments(config, overrides), log) {}
-
-  pid_t rank_pid(int rank) const { return testing::mpi_rank_pid(pid(), rank); }
-
- private:
-  static std::vector<std::string> arguments(const fs::path& config, const std::vector<std::string>& overrides) {
-    std::vector<std::string> args = {
-        MPIEXEC, "-np", "2", "--oversubscribe", "--allow-run-as-root", LINEA_BINARY, "train", config.string()};
-    args.insert(args.end(), overrides.begin(), overrides.end());
-    return args;
-  }
-};
+using Job = testing::TrainJob;
 
 class TrainFaults : public ::testing::Test {
  protected:

@@ -12,6 +12,8 @@
 //   fake.checkpoint_every    commit a checkpoint every k steps (default 5)
 //   fake.crash_at            SIGKILL itself after this step (default: never)
 //   fake.hang_at             SIGSTOP itself after this step (default: never)
+//   fake.checkpoint_fail_at  after this step, report a failed checkpoint write in a heartbeat and
+//                            exit with status 1, as a trainer whose disk is full (default: never)
 //   fake.fault_attempts      how many attempts (from 0) fail; later ones run clean (default 1)
 //   fake.fault_rank          the rank that fails (default 0)
 //   fake.exit_delay_ms       after the "finished" line, wait this long before exiting, silent, as a
@@ -116,6 +118,7 @@ int main(int argc, char** argv) {
   const int64_t checkpoint_every = integer(values, "fake.checkpoint_every", 5);
   const int64_t crash_at = integer(values, "fake.crash_at", -1);
   const int64_t hang_at = integer(values, "fake.hang_at", -1);
+  const int64_t checkpoint_fail_at = integer(values, "fake.checkpoint_fail_at", -1);
   const int64_t fault_attempts = integer(values, "fake.fault_attempts", 1);
   const int64_t exit_delay_ms = integer(values, "fake.exit_delay_ms", 0);
   const char* attempt_text = std::getenv("LINEA_ATTEMPT");
@@ -152,6 +155,12 @@ int main(int argc, char** argv) {
     if (checkpoint_every > 0 && (step + 1) % checkpoint_every == 0) {
       linea::data::write_file_atomically(run_dir + "/checkpoint", std::to_string(step) + "\n");
       checkpoint = step;
+    }
+    if (faulty && step == checkpoint_fail_at) {
+      const std::string error = "the checkpoint of step " + std::to_string(step) + " failed: No space left on device";
+      if (coordinator) coordinator->heartbeat({step, loss_at(step), tokens_per_s, std::nullopt, checkpoint, error});
+      std::fprintf(stderr, "coordinator_fake_worker: error: %s\n", error.c_str());
+      return 1;  // the client sends the heartbeat as it goes
     }
     if (coordinator) coordinator->heartbeat({step, loss_at(step), tokens_per_s, std::nullopt, checkpoint});
     if (faulty && step == crash_at) std::raise(SIGKILL);

@@ -1,8 +1,9 @@
 // `linea coordinator` as a child process, for the end-to-end fault tests (tests/fault) and the
 // recovery benchmark (bench/bench_recovery.cpp); no GoogleTest here, errors are exceptions.
-// - CoordinatorProcess: the real binary on a free loopback port (--port 0) with its own state
-//   directory, started in a session of its own; requests go through send_request() with the token
-//   it created; on destruction it is asked to shut down (it tears its jobs down), then killed.
+// - CoordinatorProcess: the real binary on a free loopback port (--port 0, or a given one: a
+//   coordinator started again where a killed one listened) with its own state directory, started
+//   in a session of its own; requests go through send_request() with the token it created; on
+//   destruction it is asked to shut down (it tears its jobs down), then killed. kill() is SIGKILL.
 // - job_rank_pid(): the process of one MPI rank of a run's job (the mpirun the status names).
 // - logged_steps(): the lines of a run's metrics.jsonl.
 // - recovery_times(): from the coordinator's journal (state/journal.jsonl), how long after a fault
@@ -30,13 +31,14 @@ namespace linea::testing {
 
 class CoordinatorProcess {
  public:
-  // Starts `linea_binary coordinator --port 0 --state-dir STATE_DIR OPTIONS...` (its log:
-  // STATE_DIR.log) and waits up to 30 s for it to listen.
+  // Starts `linea_binary coordinator --port PORT --state-dir STATE_DIR OPTIONS...` (its log, appended
+  // to: STATE_DIR.log) and waits up to 30 s for it to listen.
   CoordinatorProcess(const std::string& linea_binary, const std::filesystem::path& state_dir,
-                     const std::vector<std::string>& options)
+                     const std::vector<std::string>& options, uint16_t port = 0)
       : state_dir_(state_dir), log_(state_dir.string() + ".log") {
+    const size_t log_start = log().size();  // a restarted coordinator's log follows the earlier one's
     coordinator::JobCommand command;
-    command.argv = {linea_binary, "coordinator", "--port", "0", "--state-dir", state_dir.string()};
+    command.argv = {linea_binary, "coordinator", "--port", std::to_string(port), "--state-dir", state_dir.string()};
     command.argv.insert(command.argv.end(), options.begin(), options.end());
     command.log_path = log_.string();
     pid_ = coordinator::spawn_job(command);
@@ -44,7 +46,8 @@ class CoordinatorProcess {
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
     for (;;) {
       const std::string text = log();
-      if (const size_t at = text.find(marker); at != std::string::npos && text.find('\n', at) != std::string::npos) {
+      if (const size_t at = text.find(marker, log_start);
+          at != std::string::npos && text.find('\n', at) != std::string::npos) {
         endpoint_.port = static_cast<uint16_t>(std::stoul(text.substr(at + marker.size())));
         break;
       }
@@ -72,6 +75,13 @@ class CoordinatorProcess {
   }
   CoordinatorProcess(const CoordinatorProcess&) = delete;
   CoordinatorProcess& operator=(const CoordinatorProcess&) = delete;
+
+  uint16_t port() const { return endpoint_.port; }
+  // SIGKILL, as a crash: its jobs live on.
+  void kill() {
+    ::kill(pid_, SIGKILL);
+    while (!coordinator::try_reap(pid_)) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
 
   nlohmann::json request(nlohmann::json message) const {
     return coordinator::send_request(endpoint_, token_, std::move(message), std::chrono::seconds(10));

@@ -278,6 +278,21 @@ TEST(Checkpoint, ADamagedStepIsSetAsideWhenSavedAgain) {
   expect_same_state(again, *load_latest_checkpoint(root.path()));
 }
 
+// A damaged checkpoint set aside goes once the keep-last-K window has moved past it.
+TEST(Checkpoint, DamagedCheckpointsArePrunedWithTheOldOnes) {
+  testing::TempDir root;
+  const fs::path step20 = save_checkpoint(root.path(), make_state(20), 2);
+  flip_data_bit(step20 / "rank-00000.h5", "embedding.weight");
+  save_checkpoint(root.path(), make_state(20, 99), 2);  // sets the damaged step 20 aside
+  const fs::path damaged = root.path() / "step-000000020.damaged";
+  ASSERT_TRUE(fs::exists(damaged));
+  save_checkpoint(root.path(), make_state(30), 2);
+  EXPECT_TRUE(fs::exists(damaged)) << "still within the newest 2 (20, 30)";
+  save_checkpoint(root.path(), make_state(40), 2);
+  EXPECT_EQ(committed_steps(root.path()), (std::vector<int64_t>{30, 40}));
+  EXPECT_FALSE(fs::exists(damaged)) << "older than the oldest kept";
+}
+
 TEST(Checkpoint, NoValidCheckpointIsAResultUnlessStrict) {
   testing::TempDir root;
   EXPECT_FALSE(load_latest_checkpoint(root.path() / "absent").has_value());

@@ -3,7 +3,8 @@
 // compaction); and the whole coordinator killed with SIGKILL mid-sweep (in a forked process) and
 // started again on the same state directory: no run is lost and none finishes twice. Also a
 // graceful shutdown with a running job: the job is relaunched by the next coordinator, not charged
-// to its restart budget.
+// to its restart budget; and a job that outlives a killed coordinator is adopted by the next one on
+// the same address (not relaunched).
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -220,13 +221,55 @@ TEST(Recovery, CoordinatorKilledMidSweepLosesNoRunAndRunsNoneTwice) {
     EXPECT_TRUE(log.finished);
     EXPECT_EQ(log.points.size(), 25u);
   }
-  int interrupted = 0;
+  int taken_over = 0;  // the second coordinator listens elsewhere: jobs it adopts cannot report and are stopped
   for (const std::string& name : names) {
     const nlohmann::json s = second.run_status(name);
-    interrupted += s["accounting"]["interruptions"].get<int>();
+    taken_over += s["accounting"]["interruptions"].get<int>() + s["accounting"]["adoptions"].get<int>();
     EXPECT_EQ(s["accounting"]["restarts"], 0) << "an interruption was charged to the restart budget";
   }
-  EXPECT_GE(interrupted, 1);
+  EXPECT_GE(taken_over, 1);
+}
+
+// A coordinator killed while a job trains; the next one, on the same address, adopts the job (its
+// heartbeats come back to the new coordinator) instead of killing it: no relaunch, nothing lost.
+TEST(Recovery, ARestartedCoordinatorAdoptsTheJobsItFinds) {
+  TempDir dir;
+  coordinator::CoordinatorOptions options = test_options(dir);
+  options.heartbeat_timeout_s = 2;
+  const auto [pid, port] = fork_coordinator(options);
+  const coordinator::Endpoint endpoint{"127.0.0.1", port};
+  const std::string token = coordinator::read_token_file(options.token_file);
+  auto request = [&](nlohmann::json m) { return coordinator::send_request(endpoint, token, std::move(m), 5s); };
+  request({{"type", "submit"}, {"runs", {fake_run(dir, "long", {"fake.steps=60", "fake.step_ms=50"})}}});
+  ASSERT_TRUE(wait_until(
+      [&] {
+        const nlohmann::json reply = request({{"type", "status"}});
+        for (const auto& r : reply["runs"])
+          if (r["step"].get<int64_t>() >= 10) return true;
+        return false;
+      },
+      15s));
+  ::kill(pid, SIGKILL);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+
+  options.port = port;
+  CoordinatorThread second(options);
+  nlohmann::json s;
+  ASSERT_TRUE(wait_until(
+      [&] {
+        s = second.run_status("long");
+        return s["state"] == "completed";
+      },
+      20s))
+      << s.dump();
+  EXPECT_EQ(s["attempt"], 0) << "relaunched instead of adopted";
+  EXPECT_EQ(s["accounting"]["adoptions"], 1);
+  EXPECT_EQ(s["accounting"]["interruptions"], 0);
+  EXPECT_EQ(s["accounting"]["restarts"], 0);
+  EXPECT_GT(s["goodput"].get<double>(), 0.9) << s.dump();
+  EXPECT_EQ(completions(dir, "long"), 1);
+  EXPECT_EQ(coordinator::read_metrics_log(dir / "runs/long/metrics.jsonl").points.size(), 60u);
 }
 
 TEST(Recovery, ShutdownStopsJobsAndTheNextCoordinatorResumesThem) {

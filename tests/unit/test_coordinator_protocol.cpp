@@ -1,11 +1,15 @@
 // The coordinator's wire protocol under hostile input, on loopback: malformed JSON, oversized and
 // truncated messages, binary garbage, missing/wrong tokens and wrong field types are each answered
 // with an error naming the problem and the connection is closed; the server keeps serving (a good
-// request afterwards works). Also: the token file's permission check and the state-dir lock.
+// request afterwards works); idle connections starve neither requests nor heartbeats. Also: the
+// token file's permission check and the state-dir lock.
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 
+#include <memory>
 #include <random>
+#include <thread>
+#include <vector>
 
 #include "coordinator/protocol.h"
 #include "tests/testing/coordinator_harness.h"
@@ -180,6 +184,49 @@ TEST_F(ProtocolTest, HeartbeatClientCountsDeliveriesAndRefusals) {
   ASSERT_TRUE(wait_until([&] { return stale.sent() == 2; }, 5s));  // accepted, and ignored
   EXPECT_EQ(stale.failed(), 0);
   EXPECT_NE(server_.run_status("known")["attempt"], 99);
+}
+
+// 100 idle, unauthenticated connections (more than max_connections), renewed as the server drops
+// them, while a job trains: `status` still answers at once, the job's heartbeats still arrive (no
+// teardown for silence), and an idle connection is closed after the first-message deadline.
+TEST(CoordinatorIdleConnections, StarveNeitherStatusNorHeartbeats) {
+  TempDir dir;
+  coordinator::CoordinatorOptions options = test_options(dir);
+  options.heartbeat_timeout_s = 1.0;
+  CoordinatorThread server(options);
+  server.request({{"type", "submit"}, {"runs", {fake_run(dir, "busy", {"fake.steps=60", "fake.step_ms=50"})}}});
+  ASSERT_TRUE(wait_until([&] { return server.run_status("busy").value("step", -1) >= 1; }, 10s));
+
+  std::vector<std::unique_ptr<RawConnection>> idle;
+  for (int i = 0; i < 100; ++i) idle.push_back(std::make_unique<RawConnection>(server.endpoint().port));
+  int answered = 0;
+  for (int round = 0; round < 10; ++round) {
+    for (int i = 0; i < 20; ++i)
+      idle[(round * 20 + i) % idle.size()] = std::make_unique<RawConnection>(server.endpoint().port);
+    const auto start = std::chrono::steady_clock::now();
+    try {
+      answered += server.request({{"type", "status"}})["ok"].get<bool>();
+    } catch (const std::exception& e) {
+      ADD_FAILURE() << "status with 100 idle connections open: " << e.what();
+    }
+    EXPECT_LT(std::chrono::steady_clock::now() - start, 1s);
+    std::this_thread::sleep_for(100ms);
+  }
+  EXPECT_EQ(answered, 10);
+  nlohmann::json status;
+  ASSERT_TRUE(wait_until(
+      [&] {
+        status = server.run_status("busy");
+        return status.value("state", "") == "completed";
+      },
+      20s))
+      << status.dump();
+  EXPECT_EQ(status["accounting"]["restarts"], 0) << status.dump();  // never silent for a second
+
+  RawConnection silent(server.endpoint().port);
+  const auto opened = std::chrono::steady_clock::now();
+  EXPECT_TRUE(silent.closed_by_server());
+  EXPECT_LT(std::chrono::steady_clock::now() - opened, 4s);  // the first-message deadline, 2 s
 }
 
 TEST(CoordinatorSetup, RefusesATokenFileOthersCanRead) {

@@ -2,7 +2,8 @@
 // killed by SIGKILL, or stopped by SIGSTOP (a hang: its heartbeats stop), is torn down and relaunched,
 // resumes from its last checkpoint and finishes with the same losses as a clean run; restarts,
 // lost/productive time and the death → first-heartbeat recovery time are accounted. Also: the
-// restart budget, the startup timeout, slots, cancel, launch failures, and that a run whose
+// restart budget, the reason of a job stopped by failed checkpoints, the startup timeout, slots,
+// cancel, launch failures, and that a run whose
 // metrics say it finished is not launched again.
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -180,6 +181,22 @@ TEST(Supervision, RestartBudgetIsEnforced) {
   EXPECT_EQ(s["attempt"], 2);  // the first launch and two relaunches
   EXPECT_EQ(s["accounting"]["restarts"], 2);
   EXPECT_EQ(completions(dir, "doomed"), 0);
+}
+
+TEST(Supervision, AJobStoppedByFailedCheckpointsShowsTheReason) {
+  TempDir dir;
+  coordinator::CoordinatorOptions options = test_options(dir);
+  options.max_restarts = 0;
+  CoordinatorThread server(options);
+  server.request(
+      {{"type", "submit"}, {"runs", {fake_run(dir, "full", {"fake.steps=30", "fake.checkpoint_fail_at=7"})}}});
+  const nlohmann::json s = wait_for_end(server, "full", 20s);
+  EXPECT_EQ(s["state"], "failed");
+  const std::string error = s["last_error"];
+  EXPECT_NE(error.find("exited with status 1"), std::string::npos) << error;
+  EXPECT_NE(error.find("its last checkpoint failed: the checkpoint of step 7 failed: No space left on device"),
+            std::string::npos)
+      << error;
 }
 
 TEST(Supervision, SilentStartIsTornDownAfterTheStartupTimeout) {

@@ -24,7 +24,7 @@ class SweepTest : public ::testing::Test {
     write_text(dir_ / "configs/tp2.toml", "[model]\nmixer = \"gdn\"\n[parallel]\ntp = 2\ndp = 2\n");
   }
 
-  SweepPlan expand(const std::string& text) { return expand_sweep(text, "study.toml", dir_.path()); }
+  SweepPlan expand(const std::string& text) { return expand_sweep(text, "study.toml", dir_.path(), dir_.path()); }
 
   // Expands `text` expecting an error that mentions every string of `mentions`.
   void expect_error(const std::string& text, const std::vector<std::string>& mentions) {
@@ -197,10 +197,28 @@ TEST_F(SweepTest, ExampleSweepsExpand) {
       {"tiny-smoke", 2},         {"seed001-340m", 31},     {"seed001-1.3b", 31}, {"seed001-reduced", 31}};
   for (const auto& [name, runs] : expected) {
     const std::string path = source + "/configs/sweeps/" + name + ".toml";
-    const SweepPlan plan = expand_sweep(read_text(path), path, dir_.path());
+    const SweepPlan plan = expand_sweep(read_text(path), path, dir_ / "configs/sweeps", dir_.path());
     EXPECT_EQ(plan.sweep.name, name);
     EXPECT_EQ(plan.runs.size(), runs) << name;
   }
+}
+
+// A relative base is the sweep file's neighbour wherever linea is run from; dir is where it runs.
+TEST_F(SweepTest, BaseIsRelativeToTheSweepFileAndDirToTheCurrentDirectory) {
+  namespace fs = std::filesystem;
+  write_text(dir_ / "studies/models/m.toml", "[model]\nmixer = \"gdn\"\n");
+  write_text(dir_ / "studies/lr.toml",
+             "[sweep]\nbase = \"models/m.toml\"\ndir = \"out\"\n[sweep.grid]\n\"optimizer.lr\" = [1e-3, 2e-3]\n");
+  const std::string work = dir_ / "elsewhere";
+  fs::create_directories(work);
+  const fs::path before = fs::current_path();
+  fs::current_path(work);
+  SweepPlan plan;
+  EXPECT_NO_THROW(plan = coordinator::expand_sweep_file(dir_ / "studies/lr.toml"));
+  fs::current_path(before);
+  ASSERT_EQ(plan.runs.size(), 2u);
+  EXPECT_EQ(plan.runs[0].config, dir_ / "studies/models/m.toml");
+  EXPECT_EQ(plan.sweep.dir, work + "/out/lr");
 }
 
 // A finished sweep on disk: sweep.json, and per run metrics.jsonl and coordinator.json.

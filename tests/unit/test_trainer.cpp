@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "checkpoint/checkpoint_directory.h"
+#include "data/atomic_file.h"
 #include "inference/hf_checkpoint.h"
 #include "kernels/device_memory.h"
 #include "model/model.h"
@@ -184,6 +185,79 @@ TEST_F(TrainerTest, DamagedNewestCheckpointFallsBackToThePrevious) {
   EXPECT_EQ(resumed.start_step, 15) << last_log_;
   EXPECT_TRUE(resumed.complete);
   expect_same_trajectory(metrics("whole"), metrics("split"));
+}
+
+// Flips one byte near the end of every rank file of checkpoint `step` of run `run_dir`.
+void damage_checkpoint(const fs::path& checkpoints, int64_t step) {
+  for (const auto& entry : fs::directory_iterator(checkpoints / checkpoint_directory_name(step))) {
+    if (entry.path().extension() != ".h5") continue;
+    std::fstream f(entry.path(), std::ios::in | std::ios::out | std::ios::binary);
+    f.seekg(0, std::ios::end);
+    const auto size = static_cast<int64_t>(f.tellg());
+    char byte = 0;
+    f.seekg(size - 64);
+    f.read(&byte, 1);
+    f.seekp(size - 64);
+    byte = static_cast<char>(byte ^ 0x5a);
+    f.write(&byte, 1);
+  }
+}
+
+// Every committed checkpoint damaged: resume = "require" says so (not "no committed checkpoint");
+// resume = "auto" starts again from step 0, says so, and keeps the old metrics.jsonl aside.
+TEST_F(TrainerTest, EveryCheckpointDamagedIsSaidAndTheOldMetricsAreKept) {
+  run(config("all", {"train.stop_at=15"}));
+  const fs::path checkpoints = tmp_.path() / "all" / "tiny" / "checkpoints";
+  for (int64_t step : {5, 10, 15}) damage_checkpoint(checkpoints, step);
+  try {
+    run(config("all", {"train.resume=require"}));
+    ADD_FAILURE() << "resumed from damaged checkpoints";
+  } catch (const std::runtime_error& e) {
+    const std::string message = e.what();
+    EXPECT_NE(message.find("every committed checkpoint is damaged (3: step-000000015, step-000000010, "
+                           "step-000000005"),
+              std::string::npos)
+        << message;
+  }
+  const std::string old_metrics = data::read_file(tmp_.path() / "all" / "tiny" / "metrics.jsonl");
+  const TrainSummary again = run(config("all", {"train.stop_at=3"}));
+  EXPECT_EQ(again.start_step, 0);
+  EXPECT_NE(last_log_.find("warning: every committed checkpoint is damaged"), std::string::npos) << last_log_;
+  const fs::path aside = tmp_.path() / "all" / "tiny" / "metrics.jsonl.before-restart";
+  EXPECT_NE(last_log_.find("the old metrics.jsonl is kept as " + aside.string()), std::string::npos) << last_log_;
+  EXPECT_EQ(data::read_file(aside), old_metrics);
+  EXPECT_EQ(metrics("all").size(), 3u);
+}
+
+// A resume under another configuration names the keys that differ.
+TEST_F(TrainerTest, AChangedConfigurationNamesTheKeys) {
+  run(config("changed", {"train.stop_at=5"}));
+  run(config("changed", {"train.stop_at=10", "optimizer.lr=0.005"}));
+  EXPECT_NE(last_log_.find("warning: the configuration differs from the one"), std::string::npos) << last_log_;
+  EXPECT_NE(last_log_.find("\n  optimizer.lr: 0.01 → 0.005\n"), std::string::npos) << last_log_;
+  EXPECT_NE(last_log_.find("\n  train.stop_at: 5 → 10"), std::string::npos) << last_log_;
+}
+
+// run.dir a file, data.path a file, run.name a number.
+TEST_F(TrainerTest, PathsThatAreFilesAreNamedAndANumericNameIsAName) {
+  const fs::path file = tmp_.path() / "a-file";
+  std::ofstream(file) << "x";
+  try {
+    run(parse_run_config(tiny_config(data_dir_), "tiny.toml", {"run.dir=" + file.string()}));
+    ADD_FAILURE() << "trained into a file";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(
+        std::string(e.what()).find("tiny.toml: run.dir = \"" + file.string() + "\": cannot create the run directory"),
+        std::string::npos)
+        << e.what();
+  }
+  try {
+    run(config("d", {"data.path=" + file.string()}));
+    ADD_FAILURE() << "read shards from a file";
+  } catch (const std::exception& e) {
+    EXPECT_NE(std::string(e.what()).find(file.string() + " is not a directory"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(config("n", {"run.name=123"}).name, "123");
 }
 
 TEST_F(TrainerTest, SignalStopsAfterTheStepWithACheckpoint) {

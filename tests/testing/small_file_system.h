@@ -1,0 +1,40 @@
+// A small file system for the fault tests' full disks: a tmpfs of `bytes` mounted on a directory
+// (created if needed) and unmounted, lazily, when the object goes. Mounting needs root (or
+// CAP_SYS_ADMIN); mounted() says whether it worked, and why_not() why it did not.
+#pragma once
+#include <sys/mount.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <string>
+
+namespace linea::testing {
+
+class SmallFileSystem {
+ public:
+  SmallFileSystem(const std::filesystem::path& where, int64_t bytes) : where_(where) {
+    std::filesystem::create_directories(where);
+    const std::string options = "size=" + std::to_string(bytes);
+    if (::mount("tmpfs", where.c_str(), "tmpfs", 0, options.c_str()) == 0) {
+      mounted_ = true;
+    } else {
+      why_not_ = "mount -t tmpfs -o " + options + " " + where.string() + ": " + std::strerror(errno);
+    }
+  }
+  ~SmallFileSystem() {
+    if (mounted_) ::umount2(where_.c_str(), MNT_DETACH);
+  }
+  SmallFileSystem(const SmallFileSystem&) = delete;
+  SmallFileSystem& operator=(const SmallFileSystem&) = delete;
+
+  bool mounted() const { return mounted_; }
+  const std::string& why_not() const { return why_not_; }
+
+ private:
+  std::filesystem::path where_;
+  bool mounted_ = false;
+  std::string why_not_;
+};
+
+}  // namespace linea::testing
