@@ -5,8 +5,8 @@
 //                    alone, as flame's Mamba-2 stack), norm_eps, init_std; and the layers' mixers,
 //                    given in one of two ways:
 //                      mixer (deltanet | gdn | kda | gdn2 | attention | gla | retnet | hgrn2 |
-//                      mamba2 | rwkv6 | hgrn: every mixer name of the registry) and hybrid ("pure"; "r:1" = r layers of `mixer` then 1 softmax
-//                      attention layer, repeated; or a list of attention layer indices); or
+//                      mamba2 | rwkv6 | hgrn: every mixer name of the registry) and hybrid ("pure"; "r:1" = r layers of
+//                      `mixer` then 1 softmax attention layer, repeated; or a list of attention layer indices); or
 //                      layer_mixers: a list of mixer names, one per layer, or a pattern string that
 //                      repeats to fill the layers; both made of terms "name" or "N*name", e.g.
 //                      "3*gdn,attention" (a string's terms are comma-separated).
@@ -15,6 +15,8 @@
 //   [model.linear]   the config of the delta-rule mixers that have no table of their own: heads, d_k,
 //                    d_v, conv, output_gate, allow_neg_eigval, decay_rank, gate_rank
 //                    (model/mixers/delta_rule/delta_rule_config.h)
+//   [model.routing]  cross-layer routing between the delta-rule layers: kind (none | cler | cler_h |
+//                    clvr), layers, stop_grad, projection, resume_unrouted (model/routing_config.h)
 //   [model.attention] softmax attention's: heads, kv_heads, head_dim, window, rope_theta, backend
 //                    (model/mixers/attention/attention_config.h)
 // See reference/mixers.md §1 (layers), §4 (reference shapes, hybrid layouts). parse() validates
@@ -28,6 +30,7 @@
 
 #include "data/config_reader.h"
 #include "model/mixer_config.h"
+#include "model/routing_config.h"
 
 namespace linea {
 
@@ -71,6 +74,7 @@ struct ModelConfig {
   // Filled by resolve(): the mixer of every layer; and the config of every mixer they name.
   std::vector<std::string> layer_mixers;
   MixerConfigSet mixer_configs;
+  RoutingConfig routing;  // resolved against layer_mixers by resolve()
 
   // Reads and validates [model] and its mixers' tables; fills every derived default.
   static ModelConfig parse(ConfigSection model);
