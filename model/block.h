@@ -18,6 +18,7 @@
 #include "model/mixer.h"
 #include "model/model_config.h"
 #include "model/rms_norm.h"
+#include "model/routing.h"
 #include "model/swiglu_mlp.h"
 #include "model/tensor_parallel.h"
 
