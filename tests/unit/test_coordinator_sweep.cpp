@@ -210,7 +210,8 @@ TEST_F(SweepTest, ExampleSweepsExpand) {
       EXPECT_FALSE(c.reported.empty()) << c.run;
       const auto run = std::find_if(plan.runs.begin(), plan.runs.end(), [&](const auto& r) { return r.name == c.run; });
       ASSERT_NE(run, plan.runs.end()) << c.run;
-      const std::string kind = c.run.substr(c.run.find("_routing-") + 9);
+      std::string kind = c.run.substr(c.run.find("_routing-") + 9);  // the label: "cler-h" for cler_h
+      std::replace(kind.begin(), kind.end(), '-', '_');
       EXPECT_NE(std::find(run->overrides.begin(), run->overrides.end(), "model.routing.kind=\"" + kind + "\""),
                 run->overrides.end())
           << c.run;
