@@ -291,7 +291,25 @@ TEST(RoutingGradients, StopGradKeepsTheSenderOutOfTheLink) {
   }
 }
 
-TEST(ModelRouting, ProjectionIsNotYetShardedAndCudaIsRefused) {
+// CLER between delta-rule layers of different shapes (KDA with 1 head of d_v 5 into GDN's 2 × 3):
+// Π is a linear map [6, 5]; step 0 is still the baseline exactly and the gradients are right.
+TEST(RoutingGradients, ProjectionBetweenLayersOfDifferentShapes) {
+  ModelConfig config = tiny("gdn", RoutingKind::cler);
+  config.layer_mixers_terms = {"kda", "attention", "gdn", "gdn"};
+  DeltaRuleConfig& kda = config.mixer_config<DeltaRuleConfig>("kda");
+  kda.heads = 1, kda.d_k = 4, kda.d_v = 5, kda.conv = 2, kda.decay_rank = 3, kda.gate_rank = 2;
+  const Model model(config, DType::f64, false);
+  const Parameter* pi = model.params().find("layers.2.mixer.cler_proj.weight");
+  ASSERT_NE(pi, nullptr);
+  EXPECT_EQ(pi->full_shape, (Shape{6, 5}));
+  EXPECT_EQ(model.params().find("layers.3.mixer.cler_proj.weight"), nullptr);  // gdn → gdn: identity
+  ModelConfig unrouted = config;
+  unrouted.routing = RoutingConfig{};
+  EXPECT_EQ(step(config, DType::f64).loss, step(unrouted, DType::f64).loss);
+  check_routed_gradients(config);
+}
+
+TEST(ModelRouting, CudaIsRefusedNamingTheKey) {
   ModelConfig config = tiny("gdn", RoutingKind::cler);
   EXPECT_TRUE(throws_invalid_argument([&] { Model m(config, DType::f32, false, {}, Device::cuda); },
                                       {"model.routing", "not yet on CUDA"}));
