@@ -24,6 +24,7 @@ struct Manifest {
   std::string name;
   std::string baseline;
   std::vector<std::pair<std::string, std::string>> runs;  // name, run_dir
+  std::vector<SweepComparison> comparisons;
 };
 
 nlohmann::json read_json_file(const std::string& path) {
@@ -45,6 +46,14 @@ Manifest read_manifest(const std::string& sweep_dir) {
     for (size_t i = 0; i < runs.size(); ++i) {
       const JsonFields r(runs[i], path + ": runs[" + std::to_string(i) + "]");
       m.runs.emplace_back(r.required_string("name", 256), r.required_string("run_dir"));
+    }
+    if (f.has("compare")) {
+      const nlohmann::json& list = f.array("compare", kMaxRuns);
+      for (size_t i = 0; i < list.size(); ++i) {
+        const JsonFields c(list[i], path + ": compare[" + std::to_string(i) + "]");
+        m.comparisons.push_back(
+            {c.required_string("run", 256), c.required_string("baseline", 256), c.string("reported", "", 1024)});
+      }
     }
     return m;
   } catch (const std::invalid_argument& e) {
@@ -91,8 +100,39 @@ void write_sweep_manifest(const SweepSpec& sweep, const std::vector<RunSpec>& ru
                     {"config", r.config},
                     {"overrides", r.overrides},
                     {"processes", r.processes}});
-  data::write_file_atomically(
-      path, nlohmann::json{{"name", sweep.name}, {"baseline", sweep.baseline}, {"runs", list}}.dump(2) + "\n");
+  nlohmann::json manifest{{"name", sweep.name}, {"baseline", sweep.baseline}, {"runs", list}};
+  if (!sweep.comparisons.empty()) manifest["compare"] = sweep.to_json()["compare"];
+  data::write_file_atomically(path, manifest.dump(2) + "\n");
+}
+
+std::vector<ComparisonResult> compare_with_baselines(const std::vector<SweepComparison>& comparisons,
+                                                     const std::vector<RunResult>& results) {
+  const auto val_loss = [&](const std::string& name) -> std::optional<double> {
+    for (const RunResult& r : results) {
+      if (r.name == name) return r.final_val_loss;
+    }
+    return std::nullopt;
+  };
+  std::vector<ComparisonResult> out;
+  for (const SweepComparison& c : comparisons) {
+    ComparisonResult r{c, val_loss(c.run), val_loss(c.baseline), std::nullopt};
+    if (r.val_loss && r.baseline_val_loss) r.difference = *r.val_loss - *r.baseline_val_loss;
+    out.push_back(std::move(r));
+  }
+  return out;
+}
+
+std::string format_comparisons_markdown(const std::vector<ComparisonResult>& comparisons) {
+  std::string md = "\n## Against matched baselines\n\n";
+  md += "| run | baseline | final val loss | baseline's | difference | reported |\n";
+  md += "|---|---|---:|---:|---:|---|\n";
+  for (const ComparisonResult& c : comparisons) {
+    md += "| " + short_name(c.comparison.run) + " | " + short_name(c.comparison.baseline) + " | " +
+          format(c.val_loss, "%.4f", "—") + " | " + format(c.baseline_val_loss, "%.4f", "—") + " | " +
+          format(c.difference, "%+.4f", "—") + " | " + (c.comparison.reported.empty() ? "—" : c.comparison.reported) +
+          " |\n";
+  }
+  return md;
 }
 
 std::vector<RunResult> collect_sweep_results(const std::string& sweep_dir) {
@@ -195,7 +235,11 @@ std::vector<std::string> write_sweep_results(const std::string& sweep_dir) {
     data::write_file_atomically(sweep_dir + "/" + file, content);
     written.push_back(sweep_dir + "/" + file);
   };
-  write("summary.md", format_results_markdown(manifest.name, results));
+  std::string summary = format_results_markdown(manifest.name, results);
+  if (!manifest.comparisons.empty()) {
+    summary += format_comparisons_markdown(compare_with_baselines(manifest.comparisons, results));
+  }
+  write("summary.md", summary);
   write("summary.csv", format_results_csv(results));
   write("loss.svg", render_line_plot({manifest.name + ": training loss", "step", "loss"}, loss));
   if (any_val)

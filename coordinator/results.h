@@ -7,6 +7,9 @@
 //                            throughput normalized to the baseline run, iteration time (median
 //                            over the same steps of step_time_s, or of tokens per step over
 //                            tokens_per_s), restarts, goodput, wall time;
+//                            and, when sweep.json lists comparisons ([[sweep.compare]]), a second
+//                            table: each run's final val loss against its matched baseline's, the
+//                            difference, and the effect the source reported;
 //   loss.svg, val_loss.svg   loss curves of every run against the step (val_loss.svg only when
 //                            some run logged a val_loss).
 // `linea results SWEEP_DIR` calls the same function, so tables can be rebuilt at any time.
@@ -34,6 +37,13 @@ struct RunResult {
   std::optional<double> wall_s;
 };
 
+// A comparison of the sweep with both runs' final val losses and their difference (run − baseline),
+// each absent when a run has logged no val loss.
+struct ComparisonResult {
+  SweepComparison comparison;
+  std::optional<double> val_loss, baseline_val_loss, difference;
+};
+
 // Writes SWEEP_DIR/sweep.json; refuses (std::runtime_error) when one is already there, since that
 // directory holds another sweep's results.
 void write_sweep_manifest(const SweepSpec& sweep, const std::vector<RunSpec>& runs);
@@ -42,6 +52,9 @@ void write_sweep_manifest(const SweepSpec& sweep, const std::vector<RunSpec>& ru
 std::vector<RunResult> collect_sweep_results(const std::string& sweep_dir);
 std::string format_results_markdown(const std::string& sweep_name, const std::vector<RunResult>& results);
 std::string format_results_csv(const std::vector<RunResult>& results);
+std::vector<ComparisonResult> compare_with_baselines(const std::vector<SweepComparison>& comparisons,
+                                                     const std::vector<RunResult>& results);
+std::string format_comparisons_markdown(const std::vector<ComparisonResult>& comparisons);
 // Collects and writes every file listed above; returns the paths written.
 std::vector<std::string> write_sweep_results(const std::string& sweep_dir);
 

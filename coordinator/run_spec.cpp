@@ -8,6 +8,7 @@ namespace linea::coordinator {
 namespace {
 
 constexpr size_t kMaxNameBytes = 200;
+constexpr size_t kMaxComparisons = 10000;
 constexpr size_t kMaxPathBytes = 4096;
 constexpr size_t kMaxOverrides = 256;
 
@@ -72,9 +73,26 @@ SweepSpec SweepSpec::from_json(const nlohmann::json& j, const std::string& path)
   if (!is_valid_sweep_name(s.name)) f.fail("name", "a sweep name of [A-Za-z0-9._+-] starting alphanumeric");
   s.dir = absolute_path(f, "dir");
   s.baseline = f.string("baseline", "", kMaxNameBytes);
+  if (f.has("compare")) {
+    const nlohmann::json& list = f.array("compare", kMaxComparisons);
+    for (size_t i = 0; i < list.size(); ++i) {
+      const JsonFields c(list[i], f.field_path("compare") + "[" + std::to_string(i) + "]");
+      s.comparisons.push_back({c.required_string("run", kMaxNameBytes), c.required_string("baseline", kMaxNameBytes),
+                               c.string("reported", "", 1024)});
+    }
+  }
   return s;
 }
 
-nlohmann::json SweepSpec::to_json() const { return {{"name", name}, {"dir", dir}, {"baseline", baseline}}; }
+nlohmann::json SweepSpec::to_json() const {
+  nlohmann::json j = {{"name", name}, {"dir", dir}, {"baseline", baseline}};
+  if (comparisons.empty()) return j;
+  nlohmann::json list = nlohmann::json::array();
+  for (const SweepComparison& c : comparisons) {
+    list.push_back({{"run", c.run}, {"baseline", c.baseline}, {"reported", c.reported}});
+  }
+  j["compare"] = list;
+  return j;
+}
 
 }  // namespace linea::coordinator

@@ -25,10 +25,18 @@ struct RunSpec {
   nlohmann::json to_json() const;
 };
 
+// A run compared with its matched baseline in the results (final val loss difference), with the
+// effect a source reported for that comparison beside it.
+struct SweepComparison {
+  std::string run, baseline;  // run names
+  std::string reported;       // e.g. "≈ −0.01 (seed 000: CLVR at 350M / 1B tokens)"; may be empty
+};
+
 struct SweepSpec {
   std::string name;      // unique among sweeps
   std::string dir;       // absolute: summary.md, summary.csv and plots go here
   std::string baseline;  // run name whose throughput normalizes the others ("" → the first run)
+  std::vector<SweepComparison> comparisons;
 
   static SweepSpec from_json(const nlohmann::json& j, const std::string& path);
   nlohmann::json to_json() const;

@@ -18,7 +18,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-constexpr std::string_view kSweepKeys[] = {"name", "base", "dir", "baseline", "set", "grid"};
+constexpr std::string_view kSweepKeys[] = {"name", "base", "dir", "baseline", "set", "grid", "compare"};
 
 // One value an axis takes: the overrides it sets and its part of the run label.
 struct AxisValue {
@@ -242,7 +242,7 @@ SweepPlan SweepReader::read(std::string_view text) {
   for (const auto& [key, node] : *sweep)
     if (std::find(std::begin(kSweepKeys), std::end(kSweepKeys), key.str()) == std::end(kSweepKeys))
       throw std::invalid_argument(source_ + ": unknown key 'sweep." + std::string(key.str()) +
-                                  "' (expected name, base, dir, baseline, set or grid)");
+                                  "' (expected name, base, dir, baseline, set, grid or compare)");
   auto string_field = [&](const char* key, std::string fallback) {
     const toml::node* node = sweep->get(key);
     if (!node) return fallback;
@@ -396,14 +396,39 @@ SweepPlan SweepReader::read(std::string_view text) {
     run.sweep = plan.sweep.name;
     plan.runs.push_back(std::move(run));
   }
-  if (!baseline.empty()) {
-    plan.sweep.baseline = baseline.find('/') == std::string::npos ? plan.sweep.name + "/" + baseline : baseline;
-    if (!names.count(plan.sweep.baseline)) {
+  // A label (or run name) of one of the runs, as a run name.
+  const auto run_named = [&](const std::string& label, const std::string& where) {
+    const std::string name = label.find('/') == std::string::npos ? plan.sweep.name + "/" + label : label;
+    if (!names.count(name)) {
       std::string known;
-      for (const auto& [name, described] : names)
-        known += (known.empty() ? "" : ", ") + name.substr(name.find('/') + 1);
-      fail("sweep.baseline",
-           "expected the label of one of the runs (" + known.substr(0, 400) + "), got \"" + baseline + "\"");
+      for (const auto& [n, described] : names) known += (known.empty() ? "" : ", ") + n.substr(n.find('/') + 1);
+      fail(where, "expected the label of one of the runs (" + known.substr(0, 400) + "), got \"" + label + "\"");
+    }
+    return name;
+  };
+  if (!baseline.empty()) plan.sweep.baseline = run_named(baseline, "sweep.baseline");
+  // [[sweep.compare]] (or compare = [{…}, …]): run, baseline, optional reported.
+  if (const toml::node* compare = sweep->get("compare")) {
+    const toml::array* list = compare->as_array();
+    if (!list) fail("sweep.compare", "expected an array of {run, baseline, reported} tables");
+    for (size_t i = 0; i < list->size(); ++i) {
+      const std::string where = "sweep.compare[" + std::to_string(i) + "]";
+      const toml::table* t = list->get(i)->as_table();
+      if (!t) fail(where, "expected a table {run = LABEL, baseline = LABEL, reported = TEXT}");
+      SweepComparison c;
+      for (const auto& [key, node] : *t) {
+        const std::string k(key.str());
+        const auto* text = node.as_string();
+        if (k != "run" && k != "baseline" && k != "reported")
+          fail(where + "." + k, "expected run, baseline or reported");
+        if (!text || (k != "reported" && text->get().empty())) fail(where + "." + k, "expected a non-empty string");
+        if (k == "run") c.run = run_named(text->get(), where + ".run");
+        if (k == "baseline") c.baseline = run_named(text->get(), where + ".baseline");
+        if (k == "reported") c.reported = text->get();
+      }
+      if (c.run.empty()) fail(where + ".run", "expected the label of the run to compare");
+      if (c.baseline.empty()) fail(where + ".baseline", "expected the label of its matched baseline");
+      plan.sweep.comparisons.push_back(std::move(c));
     }
   }
   return plan;

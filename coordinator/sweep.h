@@ -12,6 +12,10 @@
 //   "optimizer.lr" = [3e-4, 1e-3]
 //   context = [{label = "2k", "train.seq_len" = 2048, "train.batch_seqs" = 16},
 //              {label = "4k", "train.seq_len" = 4096, "train.batch_seqs" = 8}]
+//   [[sweep.compare]]                      # optional, repeated: a run against its matched baseline
+//   run = "gdn-clvr"                       #   (labels); `linea results` shows the difference in
+//   baseline = "gdn-none"                  #   final val loss, and `reported` (any text) beside it
+//   reported = "≈ −0.01 (seed 000)"
 //
 // An axis whose values are tables sets several keys together (a zipped axis, e.g. context length
 // with the batch that keeps tokens per step fixed); its optional `label` names the value in run

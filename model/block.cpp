@@ -6,12 +6,12 @@
 namespace linea {
 
 Block::Block(ParameterSet& params, const std::string& name, const ModelConfig& config, int64_t layer,
-             const TensorParallel& tp)
+             const TensorParallel& tp, const LayerRouting* routing)
     : tp_(tp),
       attn_norm_(params, name + ".attn_norm", config.d_model, config.norm_eps),
       mixer_(mixer_family(config.layer_mixers.at(static_cast<size_t>(layer)))
                  .make_layer(params, name + ".mixer", config.d_model, config.norm_eps, config.layer_config(layer), tp,
-                             {layer, config.layers})) {
+                             {layer, config.layers, routing})) {
   if (config.mlp) {
     mlp_norm_.emplace(params, name + ".mlp_norm", config.d_model, config.norm_eps);
     mlp_.emplace(params, name + ".mlp", config.d_model, config.mlp_hidden, tp);

@@ -8,6 +8,8 @@
 // Under tensor parallelism x, h and out are whole on every rank; the mixer and the MLP each give
 // this rank's term of their output, summed over the group in forward, and likewise the gradient of
 // their input in backward (Megatron's g and f: two all-reduces of [N, D] each way per block).
+// Cross-layer routing (model/routing.h) lives in the mixer: `routing` (null: none) is handed to it;
+// CLER-H's and CLVR's terms are part of the mixer's output, CLER's link part of its value target.
 #pragma once
 #include <memory>
 #include <optional>
@@ -16,6 +18,7 @@
 #include "model/mixer.h"
 #include "model/model_config.h"
 #include "model/rms_norm.h"
+#include "model/routing.h"
 #include "model/swiglu_mlp.h"
 #include "model/tensor_parallel.h"
 
@@ -24,7 +27,7 @@ namespace linea {
 class Block {
  public:
   Block(ParameterSet& params, const std::string& name, const ModelConfig& config, int64_t layer,
-        const TensorParallel& tp = {});
+        const TensorParallel& tp = {}, const LayerRouting* routing = nullptr);
 
   void init(Rng& rng, double std);
   Tensor forward(StepContext& ctx, const Tensor& x);

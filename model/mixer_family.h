@@ -28,10 +28,14 @@ namespace linea {
 
 class MixerProblemFormat;
 
-// Where a layer sits: its index in the stack of `count` layers.
+struct LayerRouting;
+
+// Where a layer sits: its index in the stack of `count` layers; and its part in cross-layer
+// routing (model/routing.h; null or kind none: none), which only families that routes() take.
 struct LayerPlace {
   int64_t index = 0;
   int64_t count = 1;
+  const LayerRouting* routing = nullptr;
 };
 
 class MixerFamily {
@@ -51,6 +55,8 @@ class MixerFamily {
   virtual std::string_view shared_section() const = 0;
   // `linea params`' group of its layers' parameters ("linear mixers", "attention").
   virtual std::string_view parameter_group() const = 0;
+  // Whether its layers take part in cross-layer routing (model.routing: the delta rule's do).
+  virtual bool routes() const { return false; }
 
   // The defaults of `mixer` (one of mixers()), to be read from the table `section`.
   virtual std::unique_ptr<MixerConfig> make_config(std::string_view mixer, std::string section) const = 0;

@@ -15,6 +15,15 @@ ModelConfig resolved(ModelConfig config) {
   return config;
 }
 
+// Cross-layer routing runs on the CPU only so far.
+ModelConfig routable_on(ModelConfig config, Device device) {
+  if (config.routing.enabled() && device == Device::cuda) {
+    throw std::invalid_argument(std::string("Model: model.routing.kind = \"") + routing_kind_name(config.routing.kind) +
+                                "\": cross-layer routing is not yet on CUDA (it runs on the CPU only)");
+  }
+  return config;
+}
+
 TensorParallel validated(TensorParallel tp) {
   tp.validate();
   return tp;
@@ -39,7 +48,7 @@ Tensor on_device(StepContext& ctx, const Tensor& t) {
 
 Model::Model(const ModelConfig& config, DType dtype, bool allocate, TensorParallel tp, Device device,
              std::optional<DType> compute_dtype)
-    : config_(resolved(config)),
+    : config_(routable_on(resolved(config), device)),
       tp_(validated(tp)),
       params_(dtype, device, compute_dtype),
       embedding_(params_, "embedding", config_.vocab, config_.d_model, tp_),
@@ -52,10 +61,24 @@ Model::Model(const ModelConfig& config, DType dtype, bool allocate, TensorParall
   if (device == Device::cuda && dtype != DType::f32) {
     throw std::invalid_argument("Model: master weights on cuda must be f32, got " + std::string(dtype_name(dtype)));
   }
+  const RoutingConfig& routing = config_.routing;
+  routing_.resize(static_cast<size_t>(config_.layers));
+  for (size_t i = 0; i < routing_.size(); ++i) {
+    LayerRouting& r = routing_[i];
+    r.kind = routing.kind;
+    r.stop_grad = routing.stop_grad;
+    r.always_project = routing.projection == "linear";
+    const int64_t to = routing.sends_to.empty() ? -1 : routing.sends_to[i];
+    r.sends = to >= 0;
+    if (routing.kind == RoutingKind::cler && r.sends) {
+      r.send = &links_.emplace_back();
+      routing_[static_cast<size_t>(to)].receive = r.send;
+    }
+  }
   blocks_.reserve(static_cast<size_t>(config_.layers));
   block_params_.push_back(params_.params().size());
   for (int64_t i = 0; i < config_.layers; ++i) {
-    blocks_.emplace_back(params_, "layers." + std::to_string(i), config_, i, tp_);
+    blocks_.emplace_back(params_, "layers." + std::to_string(i), config_, i, tp_, &routing_[static_cast<size_t>(i)]);
     block_params_.push_back(params_.params().size());
   }
   if (!config_.tie_embeddings) {

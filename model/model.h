@@ -27,7 +27,12 @@
 // on every rank (that of the TP = 1 model, to rounding) and accumulates into each rank's gradient
 // buffer the gradients of what it holds: complete for its shards, and complete and identical on
 // every rank for replicated parameters.
+//
+// Cross-layer routing (config.routing, model/routing.h): the model gives every layer its part and
+// owns the links between CLER's layers; routed models run on the CPU only so far (a CUDA model
+// with model.routing throws).
 #pragma once
+#include <deque>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -38,6 +43,7 @@
 #include "model/embedding.h"
 #include "model/model_config.h"
 #include "model/partial_gradient_sum.h"
+#include "model/routing.h"
 #include "model/tensor_parallel.h"
 
 namespace linea {
@@ -123,7 +129,9 @@ class Model {
   Embedding embedding_;
   std::vector<Block> blocks_;
   RMSNorm norm_;
-  Parameter* head_ = nullptr;  // untied LM head
+  Parameter* head_ = nullptr;          // untied LM head
+  std::vector<LayerRouting> routing_;  // one per layer
+  std::deque<WriteErrorLink> links_;   // CLER's, one per sending layer (stable addresses)
   PartialGradientSum partial_grads_;
   std::vector<size_t> block_params_;  // block i's parameters: [block_params_[i], block_params_[i + 1])
   GradientsReady gradients_ready_;

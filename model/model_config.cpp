@@ -230,6 +230,8 @@ ModelConfig ModelConfig::parse(ConfigSection model) {
       family->make_config(family->default_mixer(), section.path())->read(section);
     }
   }
+  ConfigSection routing = model.section("routing");
+  c.routing.read(routing);
   c.resolve(&model);
   return c;
 }
@@ -289,6 +291,15 @@ void ModelConfig::resolve(const ConfigSection* section) {
     } else {
       config.resolve(d_model, ConfigFieldError{nullptr, config.section});
     }
+  }
+  // Routing joins the layers whose family routes (the delta rule's); the others are skipped.
+  std::vector<bool> routes(layer_mixers.size());
+  for (size_t i = 0; i < layer_mixers.size(); ++i) routes[i] = mixer_family(layer_mixers[i]).routes();
+  if (section) {
+    const ConfigSection table = section->section("routing");
+    routing.resolve(routes, ConfigFieldError{&table, "model.routing"});
+  } else {
+    routing.resolve(routes, ConfigFieldError{nullptr, "model.routing"});
   }
 }
 

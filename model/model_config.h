@@ -17,6 +17,8 @@
 //   [model.linear]   the config of the delta-rule mixers that have no table of their own: heads, d_k,
 //                    d_v, conv, output_gate, allow_neg_eigval, decay_rank, gate_rank
 //                    (model/mixers/delta_rule/delta_rule_config.h)
+//   [model.routing]  cross-layer routing between the delta-rule layers: kind (none | cler | cler_h |
+//                    clvr), layers, stop_grad, projection, resume_unrouted (model/routing_config.h)
 //   [model.attention] softmax attention's: heads, kv_heads, head_dim, window, rope_theta, backend
 //                    (model/mixers/attention/attention_config.h)
 // See reference/mixers.md §1 (layers), §4 (reference shapes, hybrid layouts). parse() validates
@@ -30,6 +32,7 @@
 
 #include "data/config_reader.h"
 #include "model/mixer_config.h"
+#include "model/routing_config.h"
 
 namespace linea {
 
@@ -74,6 +77,7 @@ struct ModelConfig {
   // Filled by resolve(): the mixer of every layer; and the config of every mixer they name.
   std::vector<std::string> layer_mixers;
   MixerConfigSet mixer_configs;
+  RoutingConfig routing;  // resolved against layer_mixers by resolve()
 
   // Reads and validates [model] and its mixers' tables; fills every derived default.
   static ModelConfig parse(ConfigSection model);

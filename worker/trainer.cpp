@@ -349,7 +349,8 @@ class TrainingRun {
     summary_.device = std::string(device_name(placement_.device));
     summary_.precision = std::string(dtype_name(placement_.compute));
     if (c_.train.resume == ResumeMode::never) return;
-    const ResumeAttempt attempt = resume_training(checkpoint_root_, world_, *optimizer_, *loader_, out_);
+    const ResumeAttempt attempt =
+        resume_training(checkpoint_root_, world_, *optimizer_, *loader_, out_, c_.model.routing.resume_unrouted);
     const std::optional<ResumedTraining>& resumed = attempt.resumed;
     if (resumed) {
       model_->params().refresh_compute_values();
@@ -360,6 +361,10 @@ class TrainingRun {
              << " was written with:";
         for (const std::string& d : config_differences(resumed->config, c_.resolved)) out_ << "\n  " << d;
         out_ << "\n";
+      }
+      if (attempt.unrouted) {
+        out_ << "model.routing.resume_unrouted: " << resumed->directory.string()
+             << " has no routing parameters; they start at their initial values (the routed terms zero)\n";
       }
       out_ << "resumed from " << resumed->directory.string() << " (step " << resumed->step << ", "
            << human_count(double(tokens_)) << " tokens, written as tp " << resumed->layout.tp << " × dp "

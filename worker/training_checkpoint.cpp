@@ -3,6 +3,7 @@
 #include <stdexcept>
 #include <vector>
 
+#include "model/routing.h"
 #include "parallel/error_agreement.h"
 
 namespace linea {
@@ -55,9 +56,10 @@ void read_block(CheckpointReader& reader, const CheckpointTensor& b) {
 }
 
 // Throws std::runtime_error unless the checkpoint holds every block this rank needs, with the
-// optimizer kind, full shapes and dtypes of this run.
-void check_fits(const CheckpointReader& reader, const DistributedOptimizer& optimizer,
-                const std::vector<CheckpointTensor>& blocks) {
+// optimizer kind, full shapes and dtypes of this run; routing parameters may be absent when
+// resume_unrouted (returns whether some are).
+bool check_fits(const CheckpointReader& reader, const DistributedOptimizer& optimizer,
+                const std::vector<CheckpointTensor>& blocks, bool resume_unrouted) {
   const std::string where = reader.directory().string();
   const nlohmann::json& trainer = reader.info().trainer_state;
   const std::string kind(optimizer_kind_name(optimizer.kind()));
@@ -70,7 +72,17 @@ void check_fits(const CheckpointReader& reader, const DistributedOptimizer& opti
       trainer["optimizer_step"].get<int64_t>() < 0) {
     throw std::runtime_error(where + ": trainer_state: expected optimizer_step, an integer >= 0");
   }
+  bool unrouted = false;
   for (const CheckpointTensor& b : blocks) {
+    if (!reader.contains(b.name) && is_routing_parameter(b.name)) {
+      if (resume_unrouted) {
+        unrouted = true;
+        continue;
+      }
+      throw std::runtime_error(where + ": has no tensor '" + b.name +
+                               "': it was written without this model.routing; set model.routing.resume_unrouted = "
+                               "true to start the routing parameters at zero");
+    }
     if (!reader.contains(b.name)) {
       throw std::runtime_error(where + ": has no tensor '" + b.name + "' (was the model config changed?)");
     }
@@ -81,6 +93,7 @@ void check_fits(const CheckpointReader& reader, const DistributedOptimizer& opti
                                " (was the model config changed?)");
     }
   }
+  return unrouted;
 }
 
 }  // namespace
@@ -108,7 +121,7 @@ CheckpointState training_checkpoint_part(const RunConfig& config, int64_t step, 
 }
 
 ResumeAttempt resume_training(const fs::path& root, Communicator& world, DistributedOptimizer& optimizer,
-                              data::TrainingBatches& batches, std::ostream& log) {
+                              data::TrainingBatches& batches, std::ostream& log, bool resume_unrouted) {
   const std::vector<CheckpointTensor> blocks = held_blocks(optimizer);
   ResumeAttempt attempt;
   for (const int64_t step : committed_steps(root, world)) {
@@ -135,7 +148,7 @@ ResumeAttempt resume_training(const fs::path& root, Communicator& world, Distrib
     // 2. Does it fit this run? (No: an error everywhere; an older checkpoint would not fit either.)
     PendingErrors errors(world);
     errors.run([&] {
-      check_fits(*reader, optimizer, blocks);
+      attempt.unrouted = check_fits(*reader, optimizer, blocks, resume_unrouted);
       batches.check_position(reader->info().data_position, directory.string());
     });
     errors.agree("resuming from " + directory.string());
@@ -143,7 +156,9 @@ ResumeAttempt resume_training(const fs::path& root, Communicator& world, Distrib
     // 3. The blocks (damage: fall back).
     attempt.state_overwritten = true;
     try {
-      for (const CheckpointTensor& b : blocks) read_block(*reader, b);
+      for (const CheckpointTensor& b : blocks) {
+        if (reader->contains(b.name)) read_block(*reader, b);  // (only routing ones may be absent)
+      }
     } catch (const std::exception& e) {
       damage = e.what();
     }

@@ -45,12 +45,16 @@ struct ResumedTraining {
 // `state_overwritten` says whether a damaged one was partly read into the weights and optimizer
 // state, which must then be initialised afresh (the same on every rank). `damaged` lists the
 // committed checkpoints skipped, newest first.
+// New cross-layer routing parameters (model/routing.h) missing from the checkpoint are an error
+// naming model.routing.resume_unrouted, unless `resume_unrouted`: then they (weights and optimizer
+// state) keep the values they have (their initial ones: zero) and `unrouted` says so.
 struct ResumeAttempt {
   std::optional<ResumedTraining> resumed;
   bool state_overwritten = false;
   std::vector<std::filesystem::path> damaged;
+  bool unrouted = false;  // routing parameters started afresh
 };
 ResumeAttempt resume_training(const std::filesystem::path& root, Communicator& world, DistributedOptimizer& optimizer,
-                              data::TrainingBatches& batches, std::ostream& log);
+                              data::TrainingBatches& batches, std::ostream& log, bool resume_unrouted = false);
 
 }  // namespace linea

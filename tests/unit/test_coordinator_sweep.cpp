@@ -194,12 +194,28 @@ TEST_F(SweepTest, ExampleSweepsExpand) {
   }
   const std::vector<std::pair<std::string, size_t>> expected = {
       {"optimizer-lr-340m", 18}, {"hybrid-ratio-340m", 5}, {"mixers-340m", 6},   {"context-length-340m", 10},
-      {"tiny-smoke", 2},         {"seed001-340m", 31},     {"seed001-1.3b", 31}, {"seed001-reduced", 31}};
+      {"tiny-smoke", 2},         {"seed001-340m", 31},     {"seed001-1.3b", 31}, {"seed001-reduced", 31},
+      {"routing-340m", 16},      {"routing-reduced", 16}};
   for (const auto& [name, runs] : expected) {
     const std::string path = source + "/configs/sweeps/" + name + ".toml";
     const SweepPlan plan = expand_sweep(read_text(path), path, dir_ / "configs/sweeps", dir_.path());
     EXPECT_EQ(plan.sweep.name, name);
     EXPECT_EQ(plan.runs.size(), runs) << name;
+    if (name.rfind("routing-", 0) != 0) continue;
+    // Every routed run of every mixer against that mixer's unrouted run, with the seed's effect.
+    ASSERT_EQ(plan.sweep.comparisons.size(), 12u) << name;
+    for (const coordinator::SweepComparison& c : plan.sweep.comparisons) {
+      const std::string mixer = c.run.substr(0, c.run.find("_routing-"));
+      EXPECT_EQ(c.baseline, mixer + "_routing-none") << c.run;
+      EXPECT_FALSE(c.reported.empty()) << c.run;
+      const auto run = std::find_if(plan.runs.begin(), plan.runs.end(), [&](const auto& r) { return r.name == c.run; });
+      ASSERT_NE(run, plan.runs.end()) << c.run;
+      std::string kind = c.run.substr(c.run.find("_routing-") + 9);  // the label: "cler-h" for cler_h
+      std::replace(kind.begin(), kind.end(), '-', '_');
+      EXPECT_NE(std::find(run->overrides.begin(), run->overrides.end(), "model.routing.kind=\"" + kind + "\""),
+                run->overrides.end())
+          << c.run;
+    }
   }
 }
 
@@ -219,6 +235,32 @@ TEST_F(SweepTest, BaseIsRelativeToTheSweepFileAndDirToTheCurrentDirectory) {
   ASSERT_EQ(plan.runs.size(), 2u);
   EXPECT_EQ(plan.runs[0].config, dir_ / "studies/models/m.toml");
   EXPECT_EQ(plan.sweep.dir, work + "/out/lr");
+}
+
+TEST_F(SweepTest, ComparisonsNameRunsOfTheSweep) {
+  write_text(dir_ / "base.toml", "[model]\n");
+  const std::string head =
+      "[sweep]\nname = \"c\"\nbase = \"base.toml\"\n[sweep.grid]\n\"model.mixer\" = [\"gdn\", \"kda\"]\n";
+  const SweepPlan plan =
+      expand_sweep(head + "[[sweep.compare]]\nrun = \"mixer-kda\"\nbaseline = \"mixer-gdn\"\nreported = \"-0.01\"\n",
+                   "c.toml", dir_.path(), dir_.path());
+  ASSERT_EQ(plan.sweep.comparisons.size(), 1u);
+  EXPECT_EQ(plan.sweep.comparisons[0].run, "c/mixer-kda");
+  EXPECT_EQ(plan.sweep.comparisons[0].baseline, "c/mixer-gdn");
+  EXPECT_EQ(plan.sweep.comparisons[0].reported, "-0.01");
+  const auto bad = [&](const std::string& compare, const std::string& key) {
+    try {
+      expand_sweep(head + compare, "c.toml", dir_.path(), dir_.path());
+    } catch (const std::invalid_argument& e) {
+      return std::string(e.what()).find(key) != std::string::npos;
+    }
+    return false;
+  };
+  EXPECT_TRUE(bad("[[sweep.compare]]\nrun = \"mixer-mamba\"\nbaseline = \"mixer-gdn\"\n", "sweep.compare[0].run"));
+  EXPECT_TRUE(bad("[[sweep.compare]]\nrun = \"mixer-kda\"\n", "sweep.compare[0].baseline"));
+  EXPECT_TRUE(
+      bad("[[sweep.compare]]\nrun = \"mixer-kda\"\nbaseline = \"mixer-gdn\"\nnote = \"x\"\n", "sweep.compare[0].note"));
+  EXPECT_TRUE(bad("[sweep.compare]\nrun = \"mixer-kda\"\n", "sweep.compare"));
 }
 
 // A finished sweep on disk: sweep.json, and per run metrics.jsonl and coordinator.json.
@@ -281,6 +323,31 @@ TEST(SweepResults, SummaryTablesAndPlots) {
   for (size_t at = svg.find("<polyline"); at != std::string::npos; at = svg.find("<polyline", at + 1)) ++polylines;
   EXPECT_EQ(polylines, 2u);
   EXPECT_NE(read_text(sweep_dir + "/val_loss.svg").find(">a</text>"), std::string::npos);
+}
+
+// sweep.json's comparisons: summary.md gets each run's final val loss against its matched
+// baseline's, the difference and the reported effect.
+TEST(SweepResults, ComparisonsAgainstMatchedBaselines) {
+  TempDir dir;
+  const std::string sweep_dir = dir / "s";
+  coordinator::SweepSpec sweep{"s", sweep_dir, "s/a", {{"s/b", "s/a", "≈ −0.01 (seed)"}, {"s/c", "s/a", ""}}};
+  std::vector<coordinator::RunSpec> runs;
+  for (const char* name : {"a", "b", "c"}) {
+    coordinator::RunSpec r;
+    r.name = std::string("s/") + name;
+    r.config = "/c.toml";
+    r.run_dir = sweep_dir + "/" + name;
+    runs.push_back(r);
+  }
+  coordinator::write_sweep_manifest(sweep, runs);
+  write_text(sweep_dir + "/a/metrics.jsonl", "{\"step\": 1, \"loss\": 5, \"val_loss\": 4.5}\n");
+  write_text(sweep_dir + "/b/metrics.jsonl", "{\"step\": 1, \"loss\": 5, \"val_loss\": 4.375}\n");
+  write_text(sweep_dir + "/c/metrics.jsonl", "{\"step\": 1, \"loss\": 5}\n");
+  coordinator::write_sweep_results(sweep_dir);
+  const std::string md = read_text(sweep_dir + "/summary.md");
+  EXPECT_NE(md.find("## Against matched baselines"), std::string::npos) << md;
+  EXPECT_NE(md.find("| b | a | 4.3750 | 4.5000 | -0.1250 | ≈ −0.01 (seed) |"), std::string::npos) << md;
+  EXPECT_NE(md.find("| c | a | — | 4.5000 | — | — |"), std::string::npos) << md;
 }
 
 TEST(SvgPlot, TicksAreRoundAndCoverTheRange) {

@@ -49,6 +49,12 @@ void add_hadamard(Block<T>& C, const Block<T>& A, const Block<T>& B, T alpha = 1
   for (int64_t i = 0; i < A.rows() * A.cols(); ++i) C.data()[i] += alpha * A.data()[i] * B.data()[i];
 }
 
+// C += α · A
+template <class T>
+void add_scaled(Block<T>& C, const Block<T>& A, T alpha = 1) {
+  for (int64_t i = 0; i < A.rows() * A.cols(); ++i) C.data()[i] += alpha * A.data()[i];
+}
+
 // Rows [first, first + count) of X ⊙ F.
 template <class T>
 Block<T> rows_times(const Block<T>& X, const Block<T>& F, int64_t first, int64_t count) {

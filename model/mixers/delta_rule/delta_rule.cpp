@@ -113,6 +113,7 @@ cpu::DeltaRuleOperands<T> operands(const DeltaRuleSpec& spec, const DeltaRuleInp
   x.key_dim = d.key_dim;
   x.value_dim = d.value_dim;
   x.decay = spec.decay;
+  x.gate = spec.gate;
   x.scale = static_cast<T>(spec.scale);
   x.q = Rows::dense(in.q.data<T>(), d.heads, d.key_dim);
   x.k = Rows::dense(in.k.data<T>(), d.heads, d.key_dim);
@@ -154,67 +155,80 @@ cpu::DeltaRuleGradients<T> gradients(const DeltaRuleSpec& spec, DeltaRuleGrads& 
 
 template <class T>
 void forward(DeltaRuleImpl impl, const DeltaRuleSpec& spec, const SeqLayout& seqs, const DeltaRuleInputs& in,
-             const Dims& d, Tensor& o, Tensor& ht) {
+             const Dims& d, Tensor& o, Tensor& ht, Tensor& r) {
   const cpu::DeltaRuleOperands<T> x = operands<T>(spec, in, d);
   T* ht_data = ht.defined() ? ht.data<T>() : nullptr;
+  T* r_data = r.defined() ? r.data<T>() : nullptr;
   if (impl == DeltaRuleImpl::recurrent) {
-    cpu::delta_rule_recurrent_forward(x, seqs, o.data<T>(), ht_data);
+    cpu::delta_rule_recurrent_forward(x, seqs, o.data<T>(), ht_data, r_data);
   } else {
-    cpu::delta_rule_chunked_forward(x, seqs, o.data<T>(), ht_data);
+    cpu::delta_rule_chunked_forward(x, seqs, o.data<T>(), ht_data, r_data);
   }
 }
 
 template <class T>
 void backward(DeltaRuleImpl impl, const DeltaRuleSpec& spec, const SeqLayout& seqs, const DeltaRuleInputs& in,
-              const Dims& d, const Tensor& d_o, const Tensor& dht, DeltaRuleGrads& grads) {
+              const Dims& d, const Tensor& d_o, const Tensor& dht, const Tensor& dr, DeltaRuleGrads& grads) {
   const cpu::DeltaRuleOperands<T> x = operands<T>(spec, in, d);
   const cpu::DeltaRuleGradients<T> dx = gradients<T>(spec, grads, d);
   const T* dht_data = dht.defined() ? dht.data<T>() : nullptr;
+  const T* dr_data = dr.defined() ? dr.data<T>() : nullptr;
   if (impl == DeltaRuleImpl::recurrent) {
-    cpu::delta_rule_recurrent_backward(x, seqs, d_o.data<T>(), dht_data, dx);
+    cpu::delta_rule_recurrent_backward(x, seqs, d_o.data<T>(), dht_data, dr_data, dx);
   } else {
-    cpu::delta_rule_chunked_backward(x, seqs, d_o.data<T>(), dht_data, dx);
+    cpu::delta_rule_chunked_backward(x, seqs, d_o.data<T>(), dht_data, dr_data, dx);
   }
+}
+
+// The write error r (or its gradient) has no CUDA kernel yet.
+void require_write_error_on_cpu(OpArguments& args, const Expected& x, const Tensor& r, const std::string& name) {
+  args.require(!r.defined() || x.device == Device::cpu, name,
+               "the write error R (cross-layer routing, model.routing) is not yet on CUDA; it runs on the CPU only");
 }
 
 }  // namespace
 
 void delta_rule_forward(DeltaRuleImpl impl, const DeltaRuleSpec& spec, const SeqLayout& seqs, const DeltaRuleInputs& in,
-                        Tensor o, Tensor ht) {
+                        Tensor o, Tensor ht, Tensor r) {
   const std::string op = "delta_rule_forward";
   OpArguments args(op);
   Expected x;
   const Dims d = check_inputs(args, op, impl, spec, seqs, in, x);
   args.typed(o, "o", {d.tokens, d.heads, d.value_dim}, x.operand)
-      .optional_typed(ht, "ht", {d.seqs, d.heads, d.key_dim, d.value_dim}, x.state);
+      .optional_typed(ht, "ht", {d.seqs, d.heads, d.key_dim, d.value_dim}, x.state)
+      .optional_typed(r, "r", {d.tokens, d.heads, d.value_dim}, x.operand);
+  require_write_error_on_cpu(args, x, r, "r");
 #ifdef LINEA_WITH_CUDA
   if (x.device == Device::cuda) return cuda::delta_rule_forward(spec, seqs, in, o, ht);
 #endif
   if (x.operand == DType::f32) {
-    forward<float>(impl, spec, seqs, in, d, o, ht);
+    forward<float>(impl, spec, seqs, in, d, o, ht, r);
   } else {
-    forward<double>(impl, spec, seqs, in, d, o, ht);
+    forward<double>(impl, spec, seqs, in, d, o, ht, r);
   }
 }
 
 void delta_rule_backward(DeltaRuleImpl impl, const DeltaRuleSpec& spec, const SeqLayout& seqs,
-                         const DeltaRuleInputs& in, const Tensor& d_o, const Tensor& dht, DeltaRuleGrads& grads) {
+                         const DeltaRuleInputs& in, const Tensor& d_o, const Tensor& dht, DeltaRuleGrads& grads,
+                         const Tensor& dr) {
   const std::string op = "delta_rule_backward";
   OpArguments args(op);
   Expected x;
   const Dims d = check_inputs(args, op, impl, spec, seqs, in, x);
   const DType dtype = x.operand;
   args.typed(d_o, "d_o", {d.tokens, d.heads, d.value_dim}, dtype)
-      .optional_typed(dht, "dht", {d.seqs, d.heads, d.key_dim, d.value_dim}, x.state);
+      .optional_typed(dht, "dht", {d.seqs, d.heads, d.key_dim, d.value_dim}, x.state)
+      .optional_typed(dr, "dr", {d.tokens, d.heads, d.value_dim}, dtype);
+  require_write_error_on_cpu(args, x, dr, "dr");
   check_operand_set(args, spec, d, x,
                     {grads.dq, grads.dk, grads.dv, grads.dbeta, grads.db, grads.dw, grads.dg, grads.dh0}, "d");
 #ifdef LINEA_WITH_CUDA
   if (x.device == Device::cuda) return cuda::delta_rule_backward(spec, seqs, in, d_o, dht, grads);
 #endif
   if (dtype == DType::f32) {
-    backward<float>(impl, spec, seqs, in, d, d_o, dht, grads);
+    backward<float>(impl, spec, seqs, in, d, d_o, dht, dr, grads);
   } else {
-    backward<double>(impl, spec, seqs, in, d, d_o, dht, grads);
+    backward<double>(impl, spec, seqs, in, d, d_o, dht, dr, grads);
   }
 }
 

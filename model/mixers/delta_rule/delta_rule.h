@@ -47,11 +47,16 @@ struct DeltaRuleGrads {
 };
 
 // o: [N, H, V], ht: [S, H, K, V] (may be undefined to skip).
+// r: [N, H, V], optional: the write error of every token (reference/mixers.md §5.1), what the
+// prediction from the decayed previous state S' misses, r_t = τ_t − S'ᵀρ_t with ρ = k, τ = v for
+// GateKind::beta (so u = β r, r formed without dividing by β) and ρ = b ⊙ k, τ = w ⊙ v for
+// erase_write (r = u). For cross-layer routing (model/routing.h); CPU only for now.
 void delta_rule_forward(DeltaRuleImpl impl, const DeltaRuleSpec& spec, const SeqLayout& seqs, const DeltaRuleInputs& in,
-                        Tensor o, Tensor ht);
-// Gradients of the loss L with ∂L/∂o = d_o and ∂L/∂ht = dht (dht may be undefined = zeros).
-// Recomputes whatever the forward would have produced.
+                        Tensor o, Tensor ht, Tensor r = Tensor());
+// Gradients of the loss L with ∂L/∂o = d_o, ∂L/∂ht = dht and ∂L/∂r = dr (dht, dr may be undefined
+// = zeros). Recomputes whatever the forward would have produced.
 void delta_rule_backward(DeltaRuleImpl impl, const DeltaRuleSpec& spec, const SeqLayout& seqs,
-                         const DeltaRuleInputs& in, const Tensor& d_o, const Tensor& dht, DeltaRuleGrads& grads);
+                         const DeltaRuleInputs& in, const Tensor& d_o, const Tensor& dht, DeltaRuleGrads& grads,
+                         const Tensor& dr = Tensor());
 
 }  // namespace linea::ops

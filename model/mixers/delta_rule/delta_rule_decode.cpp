@@ -4,9 +4,16 @@
 // the chunked forward.
 #include "model/mixers/delta_rule/delta_rule_decode_state.h"
 
+#include <stdexcept>
+
 namespace linea {
 
 std::unique_ptr<MixerState> DeltaRuleLayer::start_state(int64_t sequences) const {
+  if (routing_.kind != RoutingKind::none) {
+    throw std::invalid_argument(
+        "model.routing.kind: decoding a model with cross-layer routing is not supported yet (train and evaluate it by "
+        "validation loss, or decode an unrouted model)");
+  }
   auto state = std::make_unique<DecodeState>();
   state->h = Tensor::zeros({sequences, heads_, config_.d_k, config_.d_v}, o_norm_->compute.dtype());
   if (q_conv_) {

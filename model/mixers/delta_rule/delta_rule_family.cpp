@@ -28,14 +28,16 @@ class DeltaRuleFamily final : public MixerFamily {
   std::string_view default_mixer() const override { return "gdn"; }
   std::string_view shared_section() const override { return "linear"; }
   std::string_view parameter_group() const override { return "linear mixers"; }
+  bool routes() const override { return true; }
 
   std::unique_ptr<MixerConfig> make_config(std::string_view mixer, std::string section) const override {
     return std::make_unique<DeltaRuleConfig>(mixer, std::move(section));
   }
   std::unique_ptr<Mixer> make_layer(ParameterSet& params, const std::string& prefix, int64_t d_model, double norm_eps,
                                     const MixerConfig& config, const TensorParallel& tp,
-                                    const LayerPlace&) const override {
-    return std::make_unique<DeltaRuleLayer>(params, prefix, d_model, config_as<DeltaRuleConfig>(config), norm_eps, tp);
+                                    const LayerPlace& place) const override {
+    return std::make_unique<DeltaRuleLayer>(params, prefix, d_model, config_as<DeltaRuleConfig>(config), norm_eps, tp,
+                                            place.routing);
   }
 
   // The decay gate's input W_a x or W_f x stays in the master dtype (f32): one value per head for a

@@ -20,7 +20,8 @@ bool erase_write(const DeltaRuleConfig& config) { return config.preset.gate == o
 }  // namespace
 
 DeltaRuleLayer::DeltaRuleLayer(ParameterSet& params, const std::string& name, int64_t d_model,
-                               const DeltaRuleConfig& config, double norm_eps, const TensorParallel& tp)
+                               const DeltaRuleConfig& config, double norm_eps, const TensorParallel& tp,
+                               const LayerRouting* routing)
     : config_(config),
       norm_eps_(norm_eps),
       spec_(config.spec()),
@@ -73,6 +74,35 @@ DeltaRuleLayer::DeltaRuleLayer(ParameterSet& params, const std::string& name, in
     g_proj_lowrank_.emplace(params, name + ".g_proj", d_model, config.gate_rank, full_values, true,
                             LinearSplit::outputs, shard_.channels(config.d_v));
   }
+
+  if (routing) routing_ = *routing;
+  if (routing_.send) {
+    routing_.send->heads = config.heads;
+    routing_.send->d_v = config.d_v;
+  }
+  if (routing_.receive) {
+    const WriteErrorLink& from = *routing_.receive;
+    cler_lambda_ =
+        params.declare(name + ".cler_lambda", {full_values}, ParamRole::gate, false, 0, shard_.channels(config.d_v));
+    if (routing_.always_project || from.heads != config.heads || from.d_v != config.d_v) {
+      if (heads_ < config.heads) {
+        throw std::invalid_argument("model.routing.projection: " + name +
+                                    " receives through a projection Π, which is not yet sharded over tensor "
+                                    "parallelism (tp must be 1, or sender and receiver of equal heads and d_v with "
+                                    "projection = \"auto\")");
+      }
+      cler_proj_.emplace(params, name + ".cler_proj", from.heads * from.d_v, full_values, false, ParamRole::matrix);
+    }
+  }
+  if (routing_.sends && routing_.kind == RoutingKind::cler_h) {
+    cler_h_norm_ = params.declare(name + ".cler_h_norm.weight", {config.d_v}, ParamRole::vector, false);
+    cler_h_norm_->partial_grad = heads_ < config.heads;
+  }
+  if (routing_.sends && (routing_.kind == RoutingKind::cler_h || routing_.kind == RoutingKind::clvr)) {
+    routed_proj_.emplace(params, name + (routing_.kind == RoutingKind::cler_h ? ".cler_h_proj" : ".clvr_proj"),
+                         full_values, d_model, false, ParamRole::matrix, LinearSplit::inputs,
+                         shard_.channels(config.d_v));
+  }
 }
 
 void DeltaRuleLayer::init(Rng& rng, double std) {
@@ -97,6 +127,42 @@ void DeltaRuleLayer::init(Rng& rng, double std) {
   if (g_proj_lowrank_) g_proj_lowrank_->init(rng, std);
   fill_constant(o_norm_->value, 1.0);
   o_proj_.init(rng, std);
+  // Routing starts as the baseline exactly, and draws nothing from rng.
+  if (cler_lambda_) fill_constant(cler_lambda_->value, cler_proj_ ? 1.0 : 0.0);
+  if (cler_proj_) fill_constant(cler_proj_->weight().value, 0.0);
+  if (cler_h_norm_) fill_constant(cler_h_norm_->value, 1.0);
+  if (routed_proj_) fill_constant(routed_proj_->weight().value, 0.0);
+}
+
+bool DeltaRuleLayer::needs_write_error() const {
+  return routing_.send || (routing_.sends && routing_.kind == RoutingKind::cler_h);
+}
+
+Tensor DeltaRuleLayer::received(StepContext& ctx) {
+  const Tensor& r = routing_.receive->r;
+  if (!cler_proj_) return r;
+  Tensor projected = ctx.temporary({r.dim(0), value_width_});
+  cler_proj_->forward(r, projected);
+  return projected;
+}
+
+Tensor DeltaRuleLayer::written_value(StepContext& ctx, const Operands& op) {
+  // ṽ = β ⊙ v per head (β: [N, H]), or w ⊙ v per channel (w: [N, H·V], heads of width 1)
+  const int64_t n = q_in_.dim(0);
+  Tensor written = ctx.temporary({n, value_width_});
+  ops::scale_heads_forward(written, op.in.v.reshape({n, value_width_}),
+                           spec_.gate == ops::GateKind::beta ? beta_ : write_);
+  return written;
+}
+
+Tensor DeltaRuleLayer::normed_error(StepContext& ctx, Tensor& rstd) {
+  // RMSNorm over each head's V channels, times γ_E
+  const int64_t n = r_.dim(0);
+  Tensor normed = ctx.temporary({n, value_width_});
+  rstd = ctx.scratch.alloc({n, heads_}, ctx.statistics_dtype());
+  ops::gated_rmsnorm_forward(normed, rstd, r_, Tensor(), cler_h_norm_->compute, heads_, ops::GateActivation::none,
+                             norm_eps_);
+  return normed;
 }
 
 Tensor DeltaRuleLayer::conv_forward(StepContext& ctx, std::optional<ShortConv>& conv, const Tensor& x,
@@ -124,7 +190,14 @@ DeltaRuleLayer::Operands DeltaRuleLayer::operands(StepContext& ctx, DecodeState*
                       conv_forward(ctx, q_conv_, q_in_, state ? &state->q_conv : nullptr), H, kL2NormEps);
   ops::l2norm_forward(op.in.k.reshape({n, key_width_}), op.k_rstd,
                       conv_forward(ctx, k_conv_, k_in_, state ? &state->k_conv : nullptr), H, kL2NormEps);
-  op.in.v = conv_forward(ctx, v_conv_, v_in_, state ? &state->v_conv : nullptr).reshape({n, H, V});
+  Tensor v = conv_forward(ctx, v_conv_, v_in_, state ? &state->v_conv : nullptr);
+  if (routing_.receive) {
+    // CLER: v ← v + Π(r_sender) ⊙ λ
+    Tensor routed = ctx.temporary({n, value_width_});
+    ops::lerp_forward(routed, v, received(ctx), cler_lambda_->compute);
+    v = routed;
+  }
+  op.in.v = v.reshape({n, H, V});
   if (spec_.gate == ops::GateKind::erase_write) {
     op.in.b = erase_.reshape({n, H, K});
     op.in.w = write_.reshape({n, H, V});
@@ -181,18 +254,33 @@ Tensor DeltaRuleLayer::run(StepContext& ctx, const Tensor& x, DecodeState* state
   }
 
   o_ = ctx.activation({n, value_width_});
-  if (state) {
-    state->advance(ctx, spec_, operands(ctx, state).in, o_.reshape({n, H, V}));
+  const Operands op = operands(ctx, state);
+  if (state) {  // start_state refuses a routed layer, so there is no write error to route
+    state->advance(ctx, spec_, op.in, o_.reshape({n, H, V}));
   } else {
-    ops::delta_rule_forward(ops::DeltaRuleImpl::chunked, spec_, ctx.seqs, operands(ctx).in, o_.reshape({n, H, V}),
-                            Tensor());
+    r_ = needs_write_error() ? ctx.activation({n, value_width_}) : Tensor();
+    ops::delta_rule_forward(ops::DeltaRuleImpl::chunked, spec_, ctx.seqs, op.in, o_.reshape({n, H, V}), Tensor(),
+                            r_.defined() ? r_.reshape({n, H, V}) : Tensor());
+  }
+  if (routing_.send) {
+    routing_.send->r = r_;
+    routing_.send->dr = Tensor();  // until the receiver's backward leaves one
   }
 
   z_ = g_proj_ ? g_proj_->forward(ctx, x) : g_proj_lowrank_ ? g_proj_lowrank_->forward(ctx, x) : Tensor();
   Tensor y = ctx.temporary({n, value_width_});
   Tensor o_rstd = ctx.scratch.alloc({n, H}, ctx.statistics_dtype());
   ops::gated_rmsnorm_forward(y, o_rstd, o_, z_, o_norm_->compute, H, output_act_, norm_eps_);
-  return o_proj_.forward(ctx, y);
+  Tensor out = o_proj_.forward(ctx, y);
+  if (routed_proj_) {
+    // out += W_E RMSNorm(r) γ_E (CLER-H) or W_V ṽ (CLVR)
+    Tensor rstd;
+    Tensor term = ctx.temporary(out.shape());
+    routed_proj_->forward(routing_.kind == RoutingKind::cler_h ? normed_error(ctx, rstd) : written_value(ctx, op),
+                          term);
+    ops::add_inplace(out, term);
+  }
+  return out;
 }
 
 void DeltaRuleLayer::backward(StepContext& ctx, const Tensor& x, const Tensor& dy, Tensor dx) {
@@ -220,8 +308,46 @@ void DeltaRuleLayer::backward(StepContext& ctx, const Tensor& x, const Tensor& d
     grads.dbeta = ctx.temporary({n, H});
   }
   if (op.in.g.defined()) grads.dg = ctx.scratch.alloc(op.in.g.shape(), op.in.g.dtype());
-  ops::delta_rule_backward(ops::DeltaRuleImpl::chunked, spec_, ctx.seqs, op.in, d_o.reshape({n, H, V}), Tensor(),
-                           grads);
+  // ∂L/∂r: from CLER's receiver (its backward ran first), or through CLER-H's norm and W_E
+  Tensor dr = routing_.send ? routing_.send->dr : Tensor();
+  if (routed_proj_ && routing_.kind == RoutingKind::cler_h) {
+    Tensor rstd;
+    const Tensor normed = normed_error(ctx, rstd);
+    Tensor dnormed = ctx.temporary({n, value_width_});
+    routed_proj_->backward(normed, dy, dnormed, false);
+    dr = ctx.temporary({n, value_width_});
+    ops::gated_rmsnorm_backward(dr, Tensor(), cler_h_norm_->compute_grad, dnormed, r_, Tensor(), cler_h_norm_->compute,
+                                rstd, H, ops::GateActivation::none);
+  }
+  ops::delta_rule_backward(ops::DeltaRuleImpl::chunked, spec_, ctx.seqs, op.in, d_o.reshape({n, H, V}), Tensor(), grads,
+                           dr.defined() ? dr.reshape({n, H, V}) : Tensor());
+  if (routed_proj_ && routing_.kind == RoutingKind::clvr) {
+    // ṽ = s ⊙ v (s = β per head, or w): dv += s ⊙ dṽ, ds += Σ v ⊙ dṽ
+    const Tensor written = written_value(ctx, op);
+    Tensor dwritten = ctx.temporary({n, value_width_});
+    routed_proj_->backward(written, dy, dwritten, false);
+    const Tensor& s = spec_.gate == ops::GateKind::beta ? beta_ : write_;
+    Tensor dv = ctx.temporary({n, value_width_});
+    Tensor ds = ctx.temporary(s.shape());
+    ops::scale_heads_backward(dv, ds, dwritten, op.in.v.reshape({n, value_width_}), s);
+    ops::add_inplace(grads.dv.reshape({n, value_width_}), dv);
+    ops::add_inplace(spec_.gate == ops::GateKind::beta ? grads.dbeta : grads.dw.reshape({n, value_width_}), ds);
+  }
+  if (routing_.receive) {
+    // v' = v + Π(r) ⊙ λ: dv = dv', dλ += Σ_n Π(r) ⊙ dv', dΠ(r) = λ ⊙ dv' → Π's backward → ∂L/∂r
+    const Tensor projected = received(ctx);
+    Tensor dprojected = ctx.temporary(projected.shape());
+    dprojected.zero();
+    ops::lerp_backward(dprojected, cler_lambda_->compute_grad, grads.dv.reshape({n, value_width_}), projected,
+                       cler_lambda_->compute);
+    WriteErrorLink& link = *routing_.receive;
+    if (!routing_.stop_grad) link.dr = ctx.activation(link.r.shape());
+    if (cler_proj_) {
+      cler_proj_->backward(link.r, dprojected, link.dr, false);
+    } else if (!routing_.stop_grad) {
+      link.dr.copy_from(dprojected);
+    }
+  }
 
   // q, k: back through the L2 norm and the conv to the projections.
   Tensor dq_conv = ctx.temporary({n, key_width_});

@@ -17,6 +17,19 @@
 //           KDA/GDN-2: sigmoid, z = W_g2 W_g1 x + b_g (gate_rank inner width)
 //           output_gate = false: plain per-head RMSNorm
 //   out = W_o y                                         (H·V → D)
+// Cross-layer routing (model/routing.h, reference/mixers.md §5.2), when the model gives the layer a
+// part in it; r is the delta rule's write error (ops::delta_rule_forward), ṽ its written value
+// (β ⊙ v, or w ⊙ v for GDN-2), both per head:
+//   CLER sender:   r goes to the receiver's link; ∂L/∂r comes back from it (unless stop_grad)
+//   CLER receiver: v ← v + λ ⊙ Π(r_sender) after the conv + SiLU; λ: cler_lambda [H·V] (gate role,
+//                  AdamW); Π the identity per head when the sender has the same heads and d_v,
+//                  else (or with projection = "linear") cler_proj [H·V, H_s·V_s] (matrix, Muon;
+//                  TP = 1 only). λ starts at 0, or at 1 with Π (Π starts at 0, and λ = Π = 0 would
+//                  give neither a gradient).
+//   CLER-H:        out += W_E RMSNorm_per_head(r) · γ_E;  W_E: cler_h_proj [D, H·V] (matrix, zero),
+//                  γ_E: cler_h_norm.weight [V] (vector, one)
+//   CLVR:          out += W_V ṽ;  W_V: clvr_proj [D, H·V] (matrix, zero)
+// W_E and W_V are row-parallel like o_proj, λ (and Π's rows) sharded by head like v.
 // Parameter names follow fla (q_proj, q_conv1d, a_proj, b_proj, w_proj, f_proj.0/1, g_proj, A_log,
 // dt_bias, o_norm, o_proj); roles follow mixers.md §6.3.
 // Precision: everything runs in the step's dtype on the compute weights, except the decay gate,
@@ -40,6 +53,7 @@
 #include "model/mixer.h"
 #include "model/mixers/delta_rule/delta_rule.h"
 #include "model/mixers/delta_rule/delta_rule_config.h"
+#include "model/routing.h"
 #include "model/short_conv.h"
 #include "model/tensor_parallel.h"
 
@@ -49,7 +63,7 @@ class DeltaRuleLayer final : public Mixer {
  public:
   // config: resolved (DeltaRuleConfig::resolve); its preset says which mixer the layer is.
   DeltaRuleLayer(ParameterSet& params, const std::string& name, int64_t d_model, const DeltaRuleConfig& config,
-                 double norm_eps, const TensorParallel& tp = {});
+                 double norm_eps, const TensorParallel& tp = {}, const LayerRouting* routing = nullptr);
 
   void init(Rng& rng, double std) override;
   Tensor forward(StepContext& ctx, const Tensor& x) override;
@@ -73,6 +87,12 @@ class DeltaRuleLayer final : public Mixer {
   Tensor conv_forward(StepContext& ctx, std::optional<ShortConv>& conv, const Tensor& x,
                       InputHistory* history = nullptr);
   Tensor conv_backward(StepContext& ctx, std::optional<ShortConv>& conv, const Tensor& x, const Tensor& dy);
+  // Routing (see above): whether the delta rule's write error r is needed; Π(r_sender) or
+  // r_sender (CLER receiver); ṽ (CLVR); RMSNorm(r) · γ_E with its rstd (CLER-H).
+  bool needs_write_error() const;
+  Tensor received(StepContext& ctx);
+  Tensor written_value(StepContext& ctx, const Operands& op);
+  Tensor normed_error(StepContext& ctx, Tensor& rstd);
 
   DeltaRuleConfig config_;
   double norm_eps_;
@@ -95,6 +115,12 @@ class DeltaRuleLayer final : public Mixer {
   Parameter* o_norm_;
   Linear o_proj_;
 
+  LayerRouting routing_;
+  Parameter* cler_lambda_ = nullptr;   // CLER receiver
+  std::optional<Linear> cler_proj_;    // CLER receiver, Π as a linear map
+  Parameter* cler_h_norm_ = nullptr;   // CLER-H
+  std::optional<Linear> routed_proj_;  // CLER-H's W_E or CLVR's W_V
+
   // Kept by forward for backward (in ctx.activations): the projections, the gates, the delta
   // rule's output and the output gate's input. Everything between (conv + SiLU outputs, the
   // L2-normed q and k, the log decay g, the normed output y that feeds o_proj, the rstds) is
@@ -105,6 +131,7 @@ class DeltaRuleLayer final : public Mixer {
   Tensor decay_in_;            // W_a x or W_f x, in the master dtype
   Tensor z_;                   // output-gate input (undefined without gate)
   Tensor o_;                   // the delta rule's output [N, H·V]
+  Tensor r_;                   // its write error [N, H·V] (CLER-H and CLER senders)
 };
 
 }  // namespace linea

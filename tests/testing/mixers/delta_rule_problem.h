@@ -2,7 +2,8 @@
 // §3.4): q, k L2-normalised per head (N(0,1) for DeltaNet, U[0,1) otherwise), v ~ N(0,1),
 // β, b, w = σ(U[0,1)), g = logsigmoid(U[0,1)) / normalizer (per channel for channel decay),
 // scale 1/sqrt(K), optional h0 ~ N(0,1), and random upstream gradients d_o, dht for the loss
-// L = Σ o ⊙ d_o + Σ ht ⊙ dht. Problems are made in f64 and can be cast to f32.
+// L = Σ o ⊙ d_o + Σ ht ⊙ dht; with_write_error adds the write error r and Σ r ⊙ dr. Problems are made in f64 and can be
+// cast to f32.
 #pragma once
 #include <cmath>
 #include <string>
@@ -28,6 +29,7 @@ struct DeltaRuleProblem {
   SeqLayout seqs;
   ops::DeltaRuleInputs in;
   Tensor d_o, dht;
+  Tensor dr;  // upstream gradient of the write error r; undefined: r is not asked for
 };
 
 // The named mixers of the family (its presets: deltanet, gdn, kda, gdn2) and their kinds.
@@ -106,10 +108,19 @@ inline DeltaRuleProblem make_delta_rule_problem(ops::DecayKind decay, ops::GateK
   return p;
 }
 
+// The problem with the write error asked for: dr ~ N(0, 1).
+inline DeltaRuleProblem with_write_error(DeltaRuleProblem p, uint64_t seed) {
+  Rng rng(seed);
+  p.dr = Tensor::empty(p.d_o.shape(), DType::f64);
+  fill_normal(p.dr, rng, 0, 1);
+  return p;
+}
+
 inline DeltaRuleProblem cast_problem(const DeltaRuleProblem& p, DType dtype) {
   using delta_rule_detail::cast;
   DeltaRuleProblem c = p;
-  for (Tensor* t : {&c.in.q, &c.in.k, &c.in.v, &c.in.beta, &c.in.b, &c.in.w, &c.in.g, &c.in.h0, &c.d_o, &c.dht}) {
+  for (Tensor* t :
+       {&c.in.q, &c.in.k, &c.in.v, &c.in.beta, &c.in.b, &c.in.w, &c.in.g, &c.in.h0, &c.d_o, &c.dht, &c.dr}) {
     *t = cast(*t, dtype);
   }
   return c;
@@ -117,15 +128,22 @@ inline DeltaRuleProblem cast_problem(const DeltaRuleProblem& p, DType dtype) {
 
 // Forward outputs and every gradient of one run, in the problem's dtype.
 struct DeltaRuleResult {
-  Tensor o, ht;
+  Tensor o, ht, r;
   ops::DeltaRuleGrads grads;
 
   // (name, tensor) for every defined output and gradient.
   std::vector<std::pair<std::string, Tensor>> named() const {
     std::vector<std::pair<std::string, Tensor>> out;
-    const std::pair<const char*, const Tensor*> all[] = {{"o", &o},          {"ht", &ht},       {"dq", &grads.dq},
-                                                         {"dk", &grads.dk},  {"dv", &grads.dv}, {"dbeta", &grads.dbeta},
-                                                         {"db", &grads.db},  {"dw", &grads.dw}, {"dg", &grads.dg},
+    const std::pair<const char*, const Tensor*> all[] = {{"o", &o},
+                                                         {"r", &r},
+                                                         {"ht", &ht},
+                                                         {"dq", &grads.dq},
+                                                         {"dk", &grads.dk},
+                                                         {"dv", &grads.dv},
+                                                         {"dbeta", &grads.dbeta},
+                                                         {"db", &grads.db},
+                                                         {"dw", &grads.dw},
+                                                         {"dg", &grads.dg},
                                                          {"dh0", &grads.dh0}};
     for (const auto& [name, t] : all) {
       if (t->defined()) out.emplace_back(name, *t);
@@ -140,7 +158,8 @@ inline DeltaRuleResult run_forward(ops::DeltaRuleImpl impl, const DeltaRuleProbl
   DeltaRuleResult r;
   r.o = like(p.d_o);
   r.ht = like(p.dht);
-  ops::delta_rule_forward(impl, p.spec, p.seqs, p.in, r.o, r.ht);
+  r.r = like(p.dr);
+  ops::delta_rule_forward(impl, p.spec, p.seqs, p.in, r.o, r.ht, r.r);
   return r;
 }
 
@@ -148,14 +167,14 @@ inline DeltaRuleResult run_forward_backward(ops::DeltaRuleImpl impl, const Delta
   DeltaRuleResult r = run_forward(impl, p);
   r.grads = {like(p.in.q), like(p.in.k), like(p.in.v), like(p.in.beta),
              like(p.in.b), like(p.in.w), like(p.in.g), like(p.dht)};
-  ops::delta_rule_backward(impl, p.spec, p.seqs, p.in, p.d_o, p.dht, r.grads);
+  ops::delta_rule_backward(impl, p.spec, p.seqs, p.in, p.d_o, p.dht, r.grads, p.dr);
   return r;
 }
 
-// L = Σ o ⊙ d_o + Σ ht ⊙ dht (f64 problems).
+// L = Σ o ⊙ d_o + Σ ht ⊙ dht (+ Σ r ⊙ dr) (f64 problems).
 inline double delta_rule_loss(ops::DeltaRuleImpl impl, const DeltaRuleProblem& p) {
   const DeltaRuleResult r = run_forward(impl, p);
-  return dot(r.o, p.d_o) + dot(r.ht, p.dht);
+  return dot(r.o, p.d_o) + dot(r.ht, p.dht) + (p.dr.defined() ? dot(r.r, p.dr) : 0.0);
 }
 
 }  // namespace linea::testing

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 #include <vector>
 
 #include "kernels/chunk/cpu/block_products.h"
@@ -84,6 +85,18 @@ Block<T> chunk_output(const Chunk<T, kPerChannel>& c, const Block<T>& S0, const 
   return O;
 }
 
+// The write error (reference/mixers.md §5.1): erase_write: R = Ũ (its u is the error itself);
+// beta: R = V − (K ⊙ γ) S0 − gram(K, K, j < i) Ũ, the un-β-scaled prediction of each token from
+// the state before it.
+template <class T, bool kPerChannel>
+Block<T> write_error(ops::GateKind gate, const Chunk<T, kPerChannel>& c, const Block<T>& S0, const Block<T>& Ut) {
+  if (gate == ops::GateKind::erase_write) return Ut;
+  Block<T> R = c.v;
+  add_ab(R, hadamard(c.k, c.decay.gamma), S0, T(-1));
+  add_ab(R, decayed_gram(c.k, c.k, c.decay, Causal::strict), Ut, T(-1));
+  return R;
+}
+
 // S ← Diag(γ_L) S + (K ⊙ exp(G_L − G))ᵀ Ũ
 template <class T, bool kPerChannel>
 void advance_state(Block<T>& S, const Chunk<T, kPerChannel>& c, const Block<T>& Ut) {
@@ -91,13 +104,15 @@ void advance_state(Block<T>& S, const Chunk<T, kPerChannel>& c, const Block<T>& 
 }
 
 template <class T, bool kPerChannel>
-void forward_head(const DeltaRuleOperands<T>& in, const SeqLayout& seqs, int64_t seq, int64_t h, T* o, T* ht) {
+void forward_head(const DeltaRuleOperands<T>& in, const SeqLayout& seqs, int64_t seq, int64_t h, T* o, T* ht, T* r) {
   const auto out = Rows<T>::dense(o, in.heads, in.value_dim);
+  const auto error = Rows<T>::dense(r, in.heads, in.value_dim);
   Block<T> S = initial_state(in, seq, h);
   for (int64_t first = seqs.begin(seq); first < seqs.end(seq); first += kDeltaRuleChunk) {
     const Chunk<T, kPerChannel> c(in, first, std::min(kDeltaRuleChunk, seqs.end(seq) - first), h);
     const Block<T> Ut = written(c, S);
     store(out, first, h, chunk_output(c, S, Ut, in.scale));
+    if (r) store(error, first, h, write_error(in.gate, c, S, Ut));
     advance_state(S, c, Ut);
   }
   if (ht) store_state(S, ht, seq, h, in.heads);
@@ -109,7 +124,8 @@ void forward_head(const DeltaRuleOperands<T>& in, const SeqLayout& seqs, int64_t
 // advance_state), from the last to the first; ∂G collects the gradient of the cumulative decay.
 template <class T, bool kPerChannel>
 void backward_chunk(const DeltaRuleOperands<T>& in, const Chunk<T, kPerChannel>& c, const Block<T>& S0,
-                    const Block<T>& dO, int64_t head, Block<T>& dS, const DeltaRuleGradients<T>& grads) {
+                    const Block<T>& dO, const Block<T>* dR, int64_t head, Block<T>& dS,
+                    const DeltaRuleGradients<T>& grads) {
   const int64_t L = c.len(), K = in.key_dim, V = in.value_dim;
   const T scale = in.scale;
   const Block<T>& gamma = c.decay.gamma;
@@ -125,6 +141,22 @@ void backward_chunk(const DeltaRuleOperands<T>& in, const Chunk<T, kPerChannel>&
   add_atb(dS0, q_decayed, dO, scale);
   add_hadamard(dq, dq_decayed, gamma);
   add_hadamard(dG, dq_decayed, q_decayed);
+
+  // R = Ũ (erase_write), or R = V − (K ⊙ γ) S0 − M Ũ with M = gram(K, K, j < i) (beta)
+  if (dR && in.gate == ops::GateKind::erase_write) add_scaled(dUt, *dR);
+  if (dR && in.gate == ops::GateKind::beta) {
+    const Block<T> k_decayed = hadamard(c.k, gamma);
+    const Block<T> M = decayed_gram(c.k, c.k, c.decay, Causal::strict);
+    Block<T> dk_decayed(L, K), dM(L, L);
+    add_scaled(dv, *dR);
+    add_abt(dk_decayed, *dR, S0, T(-1));
+    add_atb(dS0, k_decayed, *dR, T(-1));
+    add_abt(dM, *dR, Ut, T(-1));
+    add_atb(dUt, M, *dR, T(-1));
+    add_hadamard(dk, dk_decayed, gamma);
+    add_hadamard(dG, dk_decayed, k_decayed);
+    decayed_gram_backward(dM, c.k, c.k, c.decay, Causal::strict, dk, dk, dG);
+  }
 
   // S_end = Diag(γ_L) S0 + (K ⊙ exp(G_L − G))ᵀ Ũ
   advance_chunk_state_backward(dS, S0, c.k, c.decay, Ut, dUt, dk, dG, dS0);
@@ -174,7 +206,7 @@ void backward_chunk(const DeltaRuleOperands<T>& in, const Chunk<T, kPerChannel>&
 // Recomputes the state entering every chunk with a forward pass, then walks the chunks in reverse.
 template <class T, bool kPerChannel>
 void backward_head(const DeltaRuleOperands<T>& in, const SeqLayout& seqs, int64_t seq, int64_t h, const T* d_o,
-                   const T* dht, const DeltaRuleGradients<T>& grads) {
+                   const T* dht, const T* d_r, const DeltaRuleGradients<T>& grads) {
   const int64_t K = in.key_dim, V = in.value_dim, begin = seqs.begin(seq), end = seqs.end(seq);
   const auto chunk_len = [&](int64_t first) { return std::min(kDeltaRuleChunk, end - first); };
   std::vector<Block<T>> chunk_start;
@@ -186,11 +218,15 @@ void backward_head(const DeltaRuleOperands<T>& in, const SeqLayout& seqs, int64_
   }
 
   const auto d_out = Rows<const T>::dense(d_o, in.heads, V);
+  const auto d_error = Rows<const T>::dense(d_r, in.heads, V);
   Block<T> dS = load_state(dht, seq, h, in.heads, K, V);
   for (int64_t n = static_cast<int64_t>(chunk_start.size()) - 1; n >= 0; --n) {
     const int64_t first = begin + n * kDeltaRuleChunk;
     const Chunk<T, kPerChannel> c(in, first, chunk_len(first), h);
-    backward_chunk(in, c, chunk_start[static_cast<size_t>(n)], gather<T>(d_out, first, c.len(), h, V), h, dS, grads);
+    const std::optional<Block<T>> dR =
+        d_r ? std::optional<Block<T>>(gather<T>(d_error, first, c.len(), h, V)) : std::nullopt;
+    backward_chunk(in, c, chunk_start[static_cast<size_t>(n)], gather<T>(d_out, first, c.len(), h, V),
+                   dR ? &*dR : nullptr, h, dS, grads);
   }
   if (grads.dh0) add_state(dS, grads.dh0, seq, h, in.heads);
 }
@@ -198,35 +234,37 @@ void backward_head(const DeltaRuleOperands<T>& in, const SeqLayout& seqs, int64_
 }  // namespace
 
 template <class T>
-void delta_rule_chunked_forward(const DeltaRuleOperands<T>& in, const SeqLayout& seqs, T* o, T* ht) {
+void delta_rule_chunked_forward(const DeltaRuleOperands<T>& in, const SeqLayout& seqs, T* o, T* ht, T* r) {
   const bool per_channel = in.decay == ops::DecayKind::channel;
   for_each_sequence_head(in, seqs, [&](int64_t seq, int64_t h) {
     if (per_channel) {
-      forward_head<T, true>(in, seqs, seq, h, o, ht);
+      forward_head<T, true>(in, seqs, seq, h, o, ht, r);
     } else {
-      forward_head<T, false>(in, seqs, seq, h, o, ht);
+      forward_head<T, false>(in, seqs, seq, h, o, ht, r);
     }
   });
 }
 
 template <class T>
 void delta_rule_chunked_backward(const DeltaRuleOperands<T>& in, const SeqLayout& seqs, const T* d_o, const T* dht,
-                                 const DeltaRuleGradients<T>& grads) {
+                                 const T* d_r, const DeltaRuleGradients<T>& grads) {
   const bool per_channel = in.decay == ops::DecayKind::channel;
   for_each_sequence_head(in, seqs, [&](int64_t seq, int64_t h) {
     if (per_channel) {
-      backward_head<T, true>(in, seqs, seq, h, d_o, dht, grads);
+      backward_head<T, true>(in, seqs, seq, h, d_o, dht, d_r, grads);
     } else {
-      backward_head<T, false>(in, seqs, seq, h, d_o, dht, grads);
+      backward_head<T, false>(in, seqs, seq, h, d_o, dht, d_r, grads);
     }
   });
 }
 
-template void delta_rule_chunked_forward<float>(const DeltaRuleOperands<float>&, const SeqLayout&, float*, float*);
-template void delta_rule_chunked_forward<double>(const DeltaRuleOperands<double>&, const SeqLayout&, double*, double*);
+template void delta_rule_chunked_forward<float>(const DeltaRuleOperands<float>&, const SeqLayout&, float*, float*,
+                                                float*);
+template void delta_rule_chunked_forward<double>(const DeltaRuleOperands<double>&, const SeqLayout&, double*, double*,
+                                                 double*);
 template void delta_rule_chunked_backward<float>(const DeltaRuleOperands<float>&, const SeqLayout&, const float*,
-                                                 const float*, const DeltaRuleGradients<float>&);
+                                                 const float*, const float*, const DeltaRuleGradients<float>&);
 template void delta_rule_chunked_backward<double>(const DeltaRuleOperands<double>&, const SeqLayout&, const double*,
-                                                  const double*, const DeltaRuleGradients<double>&);
+                                                  const double*, const double*, const DeltaRuleGradients<double>&);
 
 }  // namespace linea::cpu

@@ -17,6 +17,9 @@
 // products inside a chunk are matmuls through OpenBLAS, A and P by sub-chunks of 16 (the pairs of
 // two sub-chunks as one matmul, reference/mixers.md §2.3: kernels/chunk/cpu/decayed_gram.h, whose
 // log decays are cumulated in f64), the state step kernels/chunk/cpu/chunk_state.h.
+// r, d_r: the write error and its gradient as in delta_rule_recurrent.h, by chunks
+// (reference/mixers.md §5.1): R = τ − (ρ ⊙ γ) S0 − gram(ρ, k, j < i) Ũ, that is Ũ itself for
+// erase_write.
 #pragma once
 #include "kernels/seq_layout.h"
 #include "model/mixers/delta_rule/cpu/delta_rule_operands.h"
@@ -26,10 +29,10 @@ namespace linea::cpu {
 inline constexpr int64_t kDeltaRuleChunk = 64;
 
 template <class T>
-void delta_rule_chunked_forward(const DeltaRuleOperands<T>& in, const SeqLayout& seqs, T* o, T* ht);
+void delta_rule_chunked_forward(const DeltaRuleOperands<T>& in, const SeqLayout& seqs, T* o, T* ht, T* r = nullptr);
 
 template <class T>
 void delta_rule_chunked_backward(const DeltaRuleOperands<T>& in, const SeqLayout& seqs, const T* d_o, const T* dht,
-                                 const DeltaRuleGradients<T>& grads);
+                                 const T* d_r, const DeltaRuleGradients<T>& grads);
 
 }  // namespace linea::cpu

@@ -20,10 +20,15 @@ template <class T>
 struct DeltaRuleOperands {
   int64_t heads = 0, key_dim = 0, value_dim = 0;
   ops::DecayKind decay = ops::DecayKind::none;  // chooses the chunked kernel's Gram path (per-channel or not)
+  ops::GateKind gate = ops::GateKind::beta;     // what the write error r reads and aims at (below)
   T scale = 1;
   Rows<const T> q, k, v, erase, write, log_decay;
   const T* h0 = nullptr;  // [S, H, K, V] or null (zeros)
 };
+
+// The write error of a token (reference/mixers.md §5.1), r = τ − S'ᵀρ with S' the decayed
+// previous state: GateKind::beta reads with ρ = k and aims at τ = v (so u = β r); erase_write reads
+// with ρ = b ⊙ k and aims at τ = w ⊙ v (so r = u, the written vector). Never formed by dividing by β.
 
 // Gradients, accumulated (+=). dh0 may be null. dlog_decay is undefined for DecayKind::none.
 template <class T>

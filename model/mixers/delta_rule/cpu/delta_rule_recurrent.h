@@ -10,6 +10,8 @@
 // memory per (sequence, head) is O((T / kRecurrentSegment + kRecurrentSegment)·K·V).
 // Layouts as model/mixers/delta_rule/delta_rule.h: o, d_o: [N, H, V]; ht, dht: [S, H, K, V] (null = skip / zeros).
 // Gradients are accumulated into `grads`. OpenMP over (sequence, head).
+// r (null = skip): the write error of every token [N, H, V] (delta_rule_operands.h); d_r (null =
+// zeros): ∂L/∂r, whose gradient the backward adds to the inputs'.
 #pragma once
 #include "kernels/seq_layout.h"
 #include "model/mixers/delta_rule/cpu/delta_rule_operands.h"
@@ -19,10 +21,10 @@ namespace linea::cpu {
 inline constexpr int64_t kRecurrentSegment = 64;
 
 template <class T>
-void delta_rule_recurrent_forward(const DeltaRuleOperands<T>& in, const SeqLayout& seqs, T* o, T* ht);
+void delta_rule_recurrent_forward(const DeltaRuleOperands<T>& in, const SeqLayout& seqs, T* o, T* ht, T* r = nullptr);
 
 template <class T>
 void delta_rule_recurrent_backward(const DeltaRuleOperands<T>& in, const SeqLayout& seqs, const T* d_o, const T* dht,
-                                   const DeltaRuleGradients<T>& grads);
+                                   const T* d_r, const DeltaRuleGradients<T>& grads);
 
 }  // namespace linea::cpu
