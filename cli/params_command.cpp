@@ -1,5 +1,7 @@
-// `linea params CONFIG.toml [section.key=value ...]`: the parameter count of the [model] in a config,
-// by group and by optimizer role, without allocating the model.
+// `linea params CONFIG.toml [--inference] [section.key=value ...]`: the parameter count of the
+// [model] in a config, by group and by optimizer role, without allocating the model; with
+// --inference also the decoding state per sequence (recurrent states, KV caches).
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <string>
@@ -7,6 +9,7 @@
 
 #include "cli/command.h"
 #include "data/config_reader.h"
+#include "model/decoding_memory.h"
 #include "model/model_config.h"
 #include "model/parameter_count.h"
 
@@ -14,21 +17,33 @@ namespace linea::cli {
 namespace {
 
 constexpr const char* kUsage =
-    "usage: linea params CONFIG.toml [section.key=value ...]\n"
+    "usage: linea params CONFIG.toml [--inference] [section.key=value ...]\n"
     "\n"
     "Prints the parameter count of the model in CONFIG.toml ([model] table) by group and by optimizer\n"
-    "role, after applying the overrides (e.g. model.layers=12 model.hybrid=3:1). Nothing is allocated.\n";
+    "role, after applying the overrides (e.g. model.layers=12 model.hybrid=3:1). Nothing is allocated.\n"
+    "--inference adds the decoding state per sequence: per mixer, the fixed part (recurrent states,\n"
+    "short-conv inputs) and the part per token seen (KV caches, window - 1 tokens with a sliding\n"
+    "window), and the total at a few context lengths.\n";
 
 int run_params(int argc, char** argv) {
   if (argc < 2 || !std::strcmp(argv[1], "--help") || !std::strcmp(argv[1], "-h")) {
     std::fputs(kUsage, argc < 2 ? stderr : stdout);
     return argc < 2 ? 2 : 0;
   }
-  const std::vector<std::string> overrides(argv + 2, argv + argc);
-  ConfigReader reader = ConfigReader::from_file(argv[1], overrides);
+  std::vector<std::string> words(argv + 1, argv + argc);
+  const auto flag = std::find(words.begin(), words.end(), std::string("--inference"));
+  const bool inference = flag != words.end();
+  if (inference) words.erase(flag);
+  if (words.empty()) {
+    std::fputs(kUsage, stderr);
+    return 2;
+  }
+  const std::vector<std::string> overrides(words.begin() + 1, words.end());
+  ConfigReader reader = ConfigReader::from_file(words[0], overrides);
   const ModelConfig config = ModelConfig::parse(reader.section("model"));
   reader.check_unknown_keys({"model"});
   std::fputs(format_parameter_count(config, count_parameters(config)).c_str(), stdout);
+  if (inference) std::fputs(("\n" + format_decoding_memory(config, decoding_memory(config))).c_str(), stdout);
   return 0;
 }
 

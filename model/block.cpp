@@ -31,7 +31,16 @@ void Block::init(Rng& rng, double std) {
 Tensor Block::forward(StepContext& ctx, const Tensor& x) {
   // h = x + Σ_TP mixer(attn_norm(x)),  out = h + Σ_TP mlp(mlp_norm(h))
   x_ = x;
-  h_ = mixer_->forward(ctx, attn_norm_.forward(ctx, x));
+  return finish(ctx, x, mixer_->forward(ctx, attn_norm_.forward(ctx, x)));
+}
+
+Tensor Block::forward_continuing(StepContext& ctx, const Tensor& x, MixerState& state) {
+  x_ = x;
+  return finish(ctx, x, mixer_->forward_continuing(ctx, attn_norm_.forward(ctx, x), state));
+}
+
+Tensor Block::finish(StepContext& ctx, const Tensor& x, Tensor mixer_out) {
+  h_ = mixer_out;
   tp_.all_reduce_sum(h_);
   ops::add_inplace(h_, x);
   if (!mlp_) return h_;

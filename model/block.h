@@ -31,6 +31,9 @@ class Block {
   // dout = ∂L/∂out; dx (≠ dout) is overwritten with ∂L/∂x. Temporaries go to ctx.scratch, which
   // it resets between its MLP and mixer halves: the caller keeps nothing there.
   void backward(StepContext& ctx, const Tensor& dout, Tensor dx);
+  // Decoding: forward with the mixer continuing `state` (Mixer::forward_continuing); no TP.
+  std::unique_ptr<MixerState> start_state(int64_t sequences) const { return mixer_->start_state(sequences); }
+  Tensor forward_continuing(StepContext& ctx, const Tensor& x, MixerState& state);
 
  private:
   TensorParallel tp_;
@@ -38,6 +41,9 @@ class Block {
   std::unique_ptr<Mixer> mixer_;
   std::optional<RMSNorm> mlp_norm_;
   std::optional<SwiGLUMLP> mlp_;
+  // out = h + mlp(mlp_norm(h)) with h = x + mixer_out, the mixer's term summed over the group.
+  Tensor finish(StepContext& ctx, const Tensor& x, Tensor mixer_out);
+
   Tensor x_, h_;  // the block's input and the residual stream between mixer and MLP
 };
 

@@ -38,6 +38,7 @@ class Linear {
   int64_t in_features() const { return in_; }
   int64_t out_features() const { return out_; }
   Parameter& weight() { return *weight_; }
+  const Parameter& weight() const { return *weight_; }
   // Marks the weight and bias as taking only this rank's part of their gradient (Parameter::partial_grad).
   void set_partial_grad(bool partial);
 

@@ -7,7 +7,8 @@
 //   layer        make_layer: one layer of the mixer, which declares its parameters with their
 //                optimizer roles (ParamRole) and shards itself over the tensor-parallel group
 //   parameters   parameter_group: the group `linea params` counts its layers' parameters in
-//   memory       wide_values_per_token, cuda_workspace_bytes (bench_memory's model)
+//   memory       wide_values_per_token, cuda_workspace_bytes (bench_memory's model);
+//                decoding_memory (`linea params --inference`)
 //   FLOPs        mixing_flops_per_token (bench_train's model FLOPs)
 //   linea mixer  problem_format: reading an fla-layout HDF5 problem and running it, if the family
 //                has such a format (null otherwise)
@@ -66,6 +67,14 @@ class MixerFamily {
   // takes on `tokens` tokens (shared by the layers: the largest counts).
   virtual double wide_values_per_token(const MixerConfig& config) const = 0;
   virtual double cuda_workspace_bytes(const MixerConfig& config, int64_t tokens) const = 0;
+  // Decoding memory of one layer (its MixerState, model/mixer.h), in values of the compute dtype:
+  // fixed per sequence (recurrent state, conv or token-shift inputs) and per token seen (a KV
+  // cache) for at most max_tokens tokens (a sliding window keeps window − 1; 0: every token).
+  struct DecodingMemory {
+    double per_sequence = 0, per_token = 0;
+    int64_t max_tokens = 0;
+  };
+  virtual DecodingMemory decoding_memory(const MixerConfig& config, int64_t d_model) const = 0;
   // FLOPs per token of one layer's sequence mixing, forward and backward, beyond the 6 per
   // parameter of its projections, at sequence length seq_len.
   virtual double mixing_flops_per_token(const MixerConfig& config, int64_t seq_len) const = 0;

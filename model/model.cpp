@@ -87,19 +87,27 @@ StepContext Model::begin_step(const SeqLayout& seqs) {
   return StepContext(activations_, scratch_, seqs, params_.compute_dtype(), params_.dtype());
 }
 
-Tensor Model::forward(StepContext& ctx, const Tensor& ids, const Tensor& targets, int64_t& target_count,
-                      Tensor& device_targets) {
+Tensor Model::checked_ids(StepContext& ctx, const Tensor& ids) const {
   const int64_t n = ctx.tokens();
   check_host_indices(ids, n, "ids");
-  check_host_indices(targets, n, "targets");
-  target_count = 0;
   const int32_t* id = ids.data<int32_t>();
-  const int32_t* target = targets.data<int32_t>();
   for (int64_t i = 0; i < n; ++i) {
     if (id[i] < 0 || id[i] >= config_.vocab) {
       throw std::invalid_argument("Model: token id " + std::to_string(id[i]) + " at position " + std::to_string(i) +
                                   " is outside the vocabulary [0, " + std::to_string(config_.vocab) + ")");
     }
+  }
+  return on_device(ctx, ids);
+}
+
+Tensor Model::forward(StepContext& ctx, const Tensor& ids, const Tensor& targets, int64_t& target_count,
+                      Tensor& device_targets) {
+  const int64_t n = ctx.tokens();
+  const Tensor device_ids = checked_ids(ctx, ids);
+  check_host_indices(targets, n, "targets");
+  target_count = 0;
+  const int32_t* target = targets.data<int32_t>();
+  for (int64_t i = 0; i < n; ++i) {
     if (target[i] < -1 || target[i] >= config_.vocab) {
       throw std::invalid_argument("Model: target " + std::to_string(target[i]) + " at position " + std::to_string(i) +
                                   " is neither -1 (ignored) nor in [0, " + std::to_string(config_.vocab) + ")");
@@ -107,7 +115,7 @@ Tensor Model::forward(StepContext& ctx, const Tensor& ids, const Tensor& targets
     target_count += target[i] >= 0;
   }
   device_targets = on_device(ctx, targets);
-  Tensor x = embedding_.forward(ctx, on_device(ctx, ids));
+  Tensor x = embedding_.forward(ctx, device_ids);
   for (Block& block : blocks_) {
     x = block.forward(ctx, x);
     scratch_.reset();  // the block's temporaries (its backward recomputes what it needs of them)
@@ -159,6 +167,83 @@ double Model::evaluate(const Tensor& ids, const Tensor& targets, const SeqLayout
   if (count == 0) return 0.0;
   return lm_head_loss(ctx, tp_, norm_.forward(ctx, residual), head(), device_targets, 1.0, Tensor(), Tensor()) /
          double(count);
+}
+
+Tensor Model::head_logits(StepContext& ctx, const Tensor& residual, const std::vector<int64_t>& rows) {
+  if (tp_.size > 1) throw std::invalid_argument("Model::logits: not available under tensor parallelism");
+  const int64_t n = residual.dim(0), count = static_cast<int64_t>(rows.size());
+  // The rows are gathered like an embedding lookup: picked[r, :] = hidden[rows[r], :].
+  Tensor row_ids = Tensor::empty({count}, DType::i32);
+  for (int64_t r = 0; r < count; ++r) {
+    if (rows[r] < 0 || rows[r] >= n) {
+      throw std::invalid_argument("Model::logits: row " + std::to_string(rows[r]) + " is outside the " +
+                                  std::to_string(n) + " tokens");
+    }
+    row_ids.data<int32_t>()[r] = static_cast<int32_t>(rows[r]);
+  }
+  const Tensor hidden = norm_.forward(ctx, residual);
+  Tensor picked = ctx.temporary({count, config_.d_model});
+  ops::embedding_forward(picked, hidden, on_device(ctx, row_ids));
+  Tensor logits = ctx.temporary({count, config_.vocab});
+  ops::linear_forward(logits, picked, head().compute, Tensor());
+  // On the host, in the master dtype (f32, or f64 in tests).
+  Tensor wide = logits;
+  if (logits.dtype() != params_.dtype()) {
+    wide = ctx.scratch.alloc(logits.shape(), params_.dtype());
+    ops::convert(wide, logits);
+  }
+  Tensor host = Tensor::empty(wide.shape(), wide.dtype());
+  host.copy_from(wide);
+  return host;
+}
+
+Tensor Model::logits(const Tensor& ids, const SeqLayout& seqs, const std::vector<int64_t>& rows) {
+  StepContext ctx = begin_step(seqs);
+  Tensor x = embedding_.forward(ctx, checked_ids(ctx, ids));
+  for (Block& block : blocks_) {
+    x = block.forward(ctx, x);
+    scratch_.reset();
+  }
+  return head_logits(ctx, x, rows);
+}
+
+size_t Model::DecodingState::bytes() const {
+  size_t total = 0;
+  for (const auto& layer : layers) total += layer->bytes();
+  return total;
+}
+
+Model::DecodingState Model::start_decoding(int64_t sequences) const {
+  DecodingState state;
+  for (const Block& block : blocks_) state.layers.push_back(block.start_state(sequences));
+  state.seen.assign(static_cast<size_t>(sequences), 0);
+  return state;
+}
+
+Tensor Model::logits_continuing(const Tensor& ids, const SeqLayout& seqs, DecodingState& state,
+                                const std::vector<int64_t>& rows) {
+  if (device() != Device::cpu) throw std::runtime_error("Model: decoding is not yet on CUDA (CPU only so far)");
+  if (tp_.size > 1) throw std::invalid_argument("Model: decoding is not available under tensor parallelism");
+  if (state.layers.size() != blocks_.size() || static_cast<int64_t>(state.seen.size()) != seqs.num_seqs()) {
+    throw std::invalid_argument("Model::logits_continuing: a state of " + std::to_string(state.layers.size()) +
+                                " layers and " + std::to_string(state.seen.size()) + " sequences for " +
+                                std::to_string(blocks_.size()) + " layers and " + std::to_string(seqs.num_seqs()));
+  }
+  StepContext ctx = begin_step(seqs);
+  // Positions in the whole sequences: the tokens seen before plus the offset in this call.
+  int32_t* position = ctx.positions.data<int32_t>();
+  for (int64_t s = 0; s < seqs.num_seqs(); ++s) {
+    for (int64_t t = seqs.begin(s); t < seqs.end(s); ++t) {
+      position[t] = static_cast<int32_t>(state.seen[s] + t - seqs.begin(s));
+    }
+    state.seen[s] += seqs.end(s) - seqs.begin(s);
+  }
+  Tensor x = embedding_.forward(ctx, checked_ids(ctx, ids));
+  for (size_t i = 0; i < blocks_.size(); ++i) {
+    x = blocks_[i].forward_continuing(ctx, x, *state.layers[i]);
+    scratch_.reset();
+  }
+  return head_logits(ctx, x, rows);
 }
 
 }  // namespace linea

@@ -29,6 +29,7 @@
 // every rank for replicated parameters.
 #pragma once
 #include <functional>
+#include <memory>
 #include <optional>
 #include <vector>
 
@@ -76,6 +77,26 @@ class Model {
   // The same mean loss, forward only; gradients untouched.
   double evaluate(const Tensor& ids, const Tensor& targets, const SeqLayout& seqs);
 
+  // Inference: the logits x_r · Wᵀ of the final norm's output at rows `rows` (indices into the N
+  // tokens of one full forward of ids over seqs): f32 [rows.size(), vocab] on the host (f64 for
+  // f64 models). Gradients untouched. Whole-vocabulary heads only (no tensor parallelism).
+  Tensor logits(const Tensor& ids, const SeqLayout& seqs, const std::vector<int64_t>& rows);
+
+  // Decoding (inference/decoder.h builds on these): one state per layer (MixerState) for
+  // `sequences` sequences, each empty (nothing seen yet); and the logits of `rows` of a forward of
+  // ids over seqs where sequence s of seqs continues sequence s of `state` (prefill: the prompts
+  // from empty states; decode: one token per sequence), updating the state. RoPE positions
+  // (ctx.positions) count from the sequence's first token. The result equals
+  // that of one full forward over each whole sequence. CPU only so far (CUDA: std::runtime_error).
+  struct DecodingState {
+    std::vector<std::unique_ptr<MixerState>> layers;
+    std::vector<int64_t> seen;  // tokens seen of each sequence (RoPE positions continue from there)
+    size_t bytes() const;
+  };
+  DecodingState start_decoding(int64_t sequences) const;
+  Tensor logits_continuing(const Tensor& ids, const SeqLayout& seqs, DecodingState& state,
+                           const std::vector<int64_t>& rows);
+
   Device device() const { return params_.device(); }
 
   // Bytes of activations the largest step so far needed: kept for backward, temporaries, and both.
@@ -91,6 +112,10 @@ class Model {
                  Tensor& device_targets);
   StepContext begin_step(const SeqLayout& seqs);
   const Parameter& head() const;
+  // Checks ids (i32 [N] host, in the vocabulary); returns them on the model's device.
+  Tensor checked_ids(StepContext& ctx, const Tensor& ids) const;
+  // final norm → head on rows `rows` of the last block's output.
+  Tensor head_logits(StepContext& ctx, const Tensor& residual, const std::vector<int64_t>& rows);
 
   ModelConfig config_;
   TensorParallel tp_;

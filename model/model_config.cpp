@@ -198,6 +198,11 @@ ModelConfig ModelConfig::parse(ConfigSection model) {
   c.mlp = model.boolean("mlp", c.mlp);
   c.norm_eps = model.number("norm_eps", c.norm_eps);
   c.init_std = model.number("init_std", c.init_std);
+  c.init_from = model.string("init_from", c.init_from);
+  if (!c.init_from.empty() && (c.init_from.rfind("hf:", 0) != 0 || c.init_from.size() == 3)) {
+    model.fail("init_from",
+               "expected \"hf:DIR\" (an fla / Hugging Face checkpoint directory), got \"" + c.init_from + "\"");
+  }
 
   // The layers' mixers first (their errors name model.hybrid or model.layer_mixers), then each
   // mixer's config: from [model.<mixer>] when the config has that table, else from its family's

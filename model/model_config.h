@@ -2,11 +2,13 @@
 //
 //   [model]          d_model, layers, vocab (required); tie_embeddings, mlp_hidden (0 →
 //                    256·ceil(int(8d/3)/256), as fla), mlp (default true; false: blocks of a mixer
-//                    alone, as flame's Mamba-2 stack), norm_eps, init_std; and the layers' mixers,
+//                    alone, as flame's Mamba-2 stack), norm_eps, init_std, init_from ("hf:DIR": start
+//                    from the weights of an fla / Hugging Face checkpoint, inference/hf_checkpoint.h,
+//                    instead of the seeded init; a resumed checkpoint still wins); and the layers' mixers,
 //                    given in one of two ways:
 //                      mixer (deltanet | gdn | kda | gdn2 | attention | gla | retnet | hgrn2 |
-//                      mamba2 | rwkv6 | hgrn: every mixer name of the registry) and hybrid ("pure"; "r:1" = r layers of `mixer` then 1 softmax
-//                      attention layer, repeated; or a list of attention layer indices); or
+//                      mamba2 | rwkv6 | hgrn: every mixer name of the registry) and hybrid ("pure"; "r:1" = r layers of
+//                      `mixer` then 1 softmax attention layer, repeated; or a list of attention layer indices); or
 //                      layer_mixers: a list of mixer names, one per layer, or a pattern string that
 //                      repeats to fill the layers; both made of terms "name" or "N*name", e.g.
 //                      "3*gdn,attention" (a string's terms are comma-separated).
@@ -60,6 +62,7 @@ struct ModelConfig {
   int64_t mlp_hidden = 0;
   bool mlp = true;  // every block has its SwiGLU MLP (and mlp_norm); false: blocks of a mixer alone
   double norm_eps = 1e-6;
+  std::string init_from;  // "" or "hf:DIR"
   double init_std = 0.02;
   // The layers' mixers as given: mixer and hybrid, or (when layer_mixers_terms is not empty)
   // layer_mixers.

@@ -32,6 +32,18 @@ Tensor ShortConv::forward(StepContext& ctx, const Tensor& x) {
   return y;
 }
 
+InputHistory ShortConv::start_history(int64_t sequences) const {
+  return InputHistory(sequences, weight_->compute.dim(1) - 1, channels_, weight_->compute.dtype());
+}
+
+Tensor ShortConv::forward_continuing(StepContext& ctx, const Tensor& x, InputHistory& history) const {
+  const InputHistory::Extended ext = history.extend(ctx, x, ctx.seqs);
+  Tensor y = ctx.temporary(ext.x.shape());
+  ops::short_conv_silu_forward(y, ext.x, weight_->compute, ext.seqs, bias_ ? bias_->compute : Tensor());
+  history.update(ext);
+  return history.new_rows(ctx, y, ext);
+}
+
 void ShortConv::backward(StepContext& ctx, const Tensor& x, const Tensor& dy, Tensor dx) {
   ops::short_conv_silu_backward(dx, weight_->compute_grad, dy, x, weight_->compute, ctx.seqs,
                                 bias_ ? bias_->compute : Tensor(), bias_ ? bias_->compute_grad : Tensor());

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "kernels/random.h"
+#include "model/input_history.h"
 #include "model/parameters.h"
 #include "model/step_context.h"
 
@@ -28,6 +29,11 @@ class ShortConv {
   Tensor forward(StepContext& ctx, const Tensor& x);
   // x: the forward's input.
   void backward(StepContext& ctx, const Tensor& x, const Tensor& dy, Tensor dx);
+
+  // Decoding: the inputs the conv looks back at (kernel − 1 of them) for `sequences` sequences,
+  // and forward over new tokens of ctx.seqs continuing them (model/input_history.h).
+  InputHistory start_history(int64_t sequences) const;
+  Tensor forward_continuing(StepContext& ctx, const Tensor& x, InputHistory& history) const;
 
  private:
   int64_t channels_;  // held by this rank

@@ -26,6 +26,7 @@
 #include "data/mqar_batches.h"
 #include "data/prepare.h"
 #include "data/streaming_loader.h"
+#include "inference/hf_checkpoint.h"
 #include "kernels/device_memory.h"
 #include "model/model.h"
 #include "parallel/error_agreement.h"
@@ -466,6 +467,10 @@ class TrainingRun {
       const TensorParallel tp = TensorParallel::over(grid_.comm(GridAxis::tp, placement_.device));
       model_ = std::make_unique<Model>(c_.model, DType::f32, true, tp, placement_.device, placement_.compute);
       model_->init_parameters(c_.train.seed);
+      if (!c_.model.init_from.empty()) {  // "hf:DIR" (checked by ModelConfig::parse)
+        if (tp.size > 1) throw std::invalid_argument(c_.source + ": model.init_from: not yet under tensor parallelism");
+        inference::import_hf(*model_, c_.model.init_from.substr(3));
+      }
       optimizer_ = std::make_unique<DistributedOptimizer>(c_.optim, model_->params(), *dp_params_, zero_, tp);
       if (dp_params_->device() == Device::cuda) {  // the DP all-reduce overlaps backward (on the CPU it follows it)
         model_->set_gradients_ready(

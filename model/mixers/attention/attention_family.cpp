@@ -47,6 +47,12 @@ class AttentionFamily final : public MixerFamily {
   }
   double cuda_workspace_bytes(const MixerConfig&, int64_t) const override { return 0; }
 
+  // The KV cache: a key and a value per kv head and token, window − 1 tokens with a window.
+  DecodingMemory decoding_memory(const MixerConfig& config, int64_t) const override {
+    const AttentionConfig& c = config_as<AttentionConfig>(config);
+    return {0, 2.0 * double(c.kv_heads * c.head_dim), c.window > 0 ? c.window - 1 : 0};
+  }
+
   // QKᵀ and PV forward (4 FLOPs per key and channel), twice that backward, per query head.
   double mixing_flops_per_token(const MixerConfig& config, int64_t seq_len) const override {
     const AttentionConfig& c = config_as<AttentionConfig>(config);

@@ -9,6 +9,7 @@
 // tp.split_evenly(Hkv) (so each query head's kv head is local): W_q, W_k, W_v split on their
 // outputs, W_o on its inputs; y and dx are this rank's terms of sums over the group.
 #pragma once
+#include <memory>
 #include <string>
 
 #include "kernels/ops.h"
@@ -28,8 +29,13 @@ class AttentionLayer final : public Mixer {
   void init(Rng& rng, double std) override;
   Tensor forward(StepContext& ctx, const Tensor& x) override;
   void backward(StepContext& ctx, const Tensor& x, const Tensor& dy, Tensor dx) override;
+  // Decoding (attention_decode.cpp): a KV cache per sequence (the last window − 1 tokens' for a
+  // sliding window), the rotated keys and values of the tokens seen.
+  std::unique_ptr<MixerState> start_state(int64_t sequences) const override;
+  Tensor forward_continuing(StepContext& ctx, const Tensor& x, MixerState& state) override;
 
  private:
+  struct DecodeState;
   AttentionConfig config_;
   HeadShard q_heads_, kv_heads_;  // held by this rank
   ops::AttentionShape shape_;

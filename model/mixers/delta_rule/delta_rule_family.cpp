@@ -40,6 +40,13 @@ class DeltaRuleFamily final : public MixerFamily {
 
   // The decay gate's input W_a x or W_f x stays in the master dtype (f32): one value per head for a
   // scalar decay, one per key channel for a channel decay.
+  // The state H·K·V and conv − 1 inputs of each of the q, k and v convs, per sequence.
+  DecodingMemory decoding_memory(const MixerConfig& config, int64_t) const override {
+    const DeltaRuleConfig& c = config_as<DeltaRuleConfig>(config);
+    const double keys = double(c.heads * c.d_k), values = double(c.heads * c.d_v);
+    return {keys * double(c.d_v) + (c.conv > 0 ? double(c.conv - 1) * (2 * keys + values) : 0.0)};
+  }
+
   double wide_values_per_token(const MixerConfig& config) const override {
     const DeltaRuleConfig& c = config_as<DeltaRuleConfig>(config);
     return double(decay_width(c));

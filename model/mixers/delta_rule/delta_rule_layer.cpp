@@ -6,6 +6,7 @@
 
 #include "kernels/random.h"
 #include "model/decay_gate_init.h"
+#include "model/mixers/delta_rule/delta_rule_decode_state.h"
 
 namespace linea {
 
@@ -98,8 +99,10 @@ void DeltaRuleLayer::init(Rng& rng, double std) {
   o_proj_.init(rng, std);
 }
 
-Tensor DeltaRuleLayer::conv_forward(StepContext& ctx, std::optional<ShortConv>& conv, const Tensor& x) {
-  return conv ? conv->forward(ctx, x) : x;
+Tensor DeltaRuleLayer::conv_forward(StepContext& ctx, std::optional<ShortConv>& conv, const Tensor& x,
+                                    InputHistory* history) {
+  if (!conv) return x;
+  return history ? conv->forward_continuing(ctx, x, *history) : conv->forward(ctx, x);
 }
 
 Tensor DeltaRuleLayer::conv_backward(StepContext& ctx, std::optional<ShortConv>& conv, const Tensor& x,
@@ -110,16 +113,18 @@ Tensor DeltaRuleLayer::conv_backward(StepContext& ctx, std::optional<ShortConv>&
   return dx;
 }
 
-DeltaRuleLayer::Operands DeltaRuleLayer::operands(StepContext& ctx) {
+DeltaRuleLayer::Operands DeltaRuleLayer::operands(StepContext& ctx, DecodeState* state) {
   const int64_t n = q_in_.dim(0), H = heads_, K = config_.d_k, V = config_.d_v;
   Operands op;
   op.in.q = ctx.temporary({n, H, K});
   op.in.k = ctx.temporary({n, H, K});
   op.q_rstd = ctx.scratch.alloc({n, H}, ctx.statistics_dtype());
   op.k_rstd = ctx.scratch.alloc({n, H}, ctx.statistics_dtype());
-  ops::l2norm_forward(op.in.q.reshape({n, key_width_}), op.q_rstd, conv_forward(ctx, q_conv_, q_in_), H, kL2NormEps);
-  ops::l2norm_forward(op.in.k.reshape({n, key_width_}), op.k_rstd, conv_forward(ctx, k_conv_, k_in_), H, kL2NormEps);
-  op.in.v = conv_forward(ctx, v_conv_, v_in_).reshape({n, H, V});
+  ops::l2norm_forward(op.in.q.reshape({n, key_width_}), op.q_rstd,
+                      conv_forward(ctx, q_conv_, q_in_, state ? &state->q_conv : nullptr), H, kL2NormEps);
+  ops::l2norm_forward(op.in.k.reshape({n, key_width_}), op.k_rstd,
+                      conv_forward(ctx, k_conv_, k_in_, state ? &state->k_conv : nullptr), H, kL2NormEps);
+  op.in.v = conv_forward(ctx, v_conv_, v_in_, state ? &state->v_conv : nullptr).reshape({n, H, V});
   if (spec_.gate == ops::GateKind::erase_write) {
     op.in.b = erase_.reshape({n, H, K});
     op.in.w = write_.reshape({n, H, V});
@@ -135,7 +140,9 @@ DeltaRuleLayer::Operands DeltaRuleLayer::operands(StepContext& ctx) {
   return op;
 }
 
-Tensor DeltaRuleLayer::forward(StepContext& ctx, const Tensor& x) {
+Tensor DeltaRuleLayer::forward(StepContext& ctx, const Tensor& x) { return run(ctx, x, nullptr); }
+
+Tensor DeltaRuleLayer::run(StepContext& ctx, const Tensor& x, DecodeState* state) {
   const int64_t n = x.dim(0), H = heads_, V = config_.d_v;
   q_in_ = q_proj_.forward(ctx, x);
   k_in_ = k_proj_.forward(ctx, x);
@@ -174,8 +181,12 @@ Tensor DeltaRuleLayer::forward(StepContext& ctx, const Tensor& x) {
   }
 
   o_ = ctx.activation({n, value_width_});
-  ops::delta_rule_forward(ops::DeltaRuleImpl::chunked, spec_, ctx.seqs, operands(ctx).in, o_.reshape({n, H, V}),
-                          Tensor());
+  if (state) {
+    state->advance(ctx, spec_, operands(ctx, state).in, o_.reshape({n, H, V}));
+  } else {
+    ops::delta_rule_forward(ops::DeltaRuleImpl::chunked, spec_, ctx.seqs, operands(ctx).in, o_.reshape({n, H, V}),
+                            Tensor());
+  }
 
   z_ = g_proj_ ? g_proj_->forward(ctx, x) : g_proj_lowrank_ ? g_proj_lowrank_->forward(ctx, x) : Tensor();
   Tensor y = ctx.temporary({n, value_width_});

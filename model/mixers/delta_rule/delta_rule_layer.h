@@ -30,6 +30,7 @@
 // (shared by the heads) and the first factors f_proj.0, g_proj.0, whose gradients are partial
 // (Parameter::partial_grad).
 #pragma once
+#include <memory>
 #include <optional>
 #include <string>
 
@@ -53,17 +54,24 @@ class DeltaRuleLayer final : public Mixer {
   void init(Rng& rng, double std) override;
   Tensor forward(StepContext& ctx, const Tensor& x) override;
   void backward(StepContext& ctx, const Tensor& x, const Tensor& dy, Tensor dx) override;
+  // Decoding (delta_rule_decode.cpp): the state S [S, H, K, V] and the convs' input histories.
+  std::unique_ptr<MixerState> start_state(int64_t sequences) const override;
+  Tensor forward_continuing(StepContext& ctx, const Tensor& x, MixerState& state) override;
 
  private:
+  struct DecodeState;
+  // forward, from empty states (state null: training) or continuing `state`.
+  Tensor run(StepContext& ctx, const Tensor& x, DecodeState* state);
   // The delta rule's operands, recomputed from what forward keeps (cheap elementwise work: conv,
   // SiLU, L2 norm, decay gate), in ctx.scratch; with the L2 norms' rstd for their backward.
   struct Operands {
     ops::DeltaRuleInputs in;
     Tensor q_rstd, k_rstd;
   };
-  Operands operands(StepContext& ctx);
-  // silu(conv(x)) when the layer has convs, else x; and its backward.
-  Tensor conv_forward(StepContext& ctx, std::optional<ShortConv>& conv, const Tensor& x);
+  Operands operands(StepContext& ctx, DecodeState* state = nullptr);
+  // silu(conv(x)) when the layer has convs, else x (continuing `history` when given); and its backward.
+  Tensor conv_forward(StepContext& ctx, std::optional<ShortConv>& conv, const Tensor& x,
+                      InputHistory* history = nullptr);
   Tensor conv_backward(StepContext& ctx, std::optional<ShortConv>& conv, const Tensor& x, const Tensor& dy);
 
   DeltaRuleConfig config_;

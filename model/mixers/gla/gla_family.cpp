@@ -88,6 +88,30 @@ class GlaFamily final : public MixerFamily {
     return gla_op_flops(w.heads, w.d_k, w.d_v);
   }
 
+  // The op's state H·K·V per sequence; Mamba-2's convs keep conv − 1 inputs of x, B and C,
+  // RWKV-6's token shift the previous x.
+  DecodingMemory decoding_memory(const MixerConfig& config, int64_t d_model) const override {
+    const auto state = [](int64_t heads, int64_t k, int64_t v) { return double(heads) * double(k) * double(v); };
+    if (config.mixer == "gla") {
+      const HeadWidths& w = as<GlaConfig>(config).widths;
+      return {state(w.heads, w.d_k, w.d_v)};
+    }
+    if (config.mixer == "retnet") {
+      const HeadWidths& w = as<RetNetConfig>(config).widths;
+      return {state(w.heads, w.d_k, w.d_v)};
+    }
+    if (config.mixer == "hgrn2") {
+      const Hgrn2Config& c = as<Hgrn2Config>(config);
+      return {state(c.heads, c.expand_ratio, c.d_v)};
+    }
+    if (config.mixer == "mamba2") {
+      const Mamba2Config& c = as<Mamba2Config>(config);
+      return {state(c.heads, c.state_size, c.head_dim) + double(c.conv - 1) * double(c.inner + 2 * c.state_size)};
+    }
+    const HeadWidths& w = as<Rwkv6Config>(config).widths;
+    return {state(w.heads, w.d_k, w.d_v) + double(d_model)};
+  }
+
   const MixerProblemFormat* problem_format() const override { return &gla_problem_format(); }
 
  private:

@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "kernels/random.h"
+#include "model/mixers/gla/gla_decode_state.h"
 #include "model/mixers/gla/presets.h"
 
 namespace linea {
@@ -84,7 +85,9 @@ ops::GlaInputs GlaLayer::operands(StepContext& ctx) const {
   return in;
 }
 
-Tensor GlaLayer::forward(StepContext& ctx, const Tensor& x) {
+Tensor GlaLayer::forward(StepContext& ctx, const Tensor& x) { return run(ctx, x, nullptr); }
+
+Tensor GlaLayer::run(StepContext& ctx, const Tensor& x, GlaDecodeState* state) {
   const int64_t n = x.dim(0);
   q_ = q_proj_.forward(ctx, x);
   k_ = k_proj_.forward(ctx, x);
@@ -92,8 +95,7 @@ Tensor GlaLayer::forward(StepContext& ctx, const Tensor& x) {
   if (gk_proj_) gk_ = gk_proj_->forward(ctx, x);
   z_ = g_proj_ ? g_proj_->forward(ctx, x) : Tensor();
   o_ = ctx.activation({n, value_width_});
-  ops::gla_forward(ops::GlaImpl::chunked, spec_, ctx.seqs, operands(ctx), o_.reshape({n, heads_, shape_.d_v}),
-                   Tensor());
+  gla_forward_continuing(ctx, spec_, operands(ctx), o_.reshape({n, heads_, shape_.d_v}), state);
   Tensor y = ctx.temporary({n, value_width_});
   Tensor rstd = ctx.scratch.alloc({n, heads_}, ctx.statistics_dtype());
   const ops::GateActivation act = z_.defined() ? ops::GateActivation::silu : ops::GateActivation::none;

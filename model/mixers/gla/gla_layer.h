@@ -12,6 +12,7 @@
 // (the rows of q, k, v, g_proj, gk_proj.1 and its bias, the columns of o_proj); gk_proj.0 and γ are
 // whole, with partial gradients. CPU only: the op has no CUDA kernel yet.
 #pragma once
+#include <memory>
 #include <optional>
 #include <string>
 
@@ -25,6 +26,8 @@
 
 namespace linea {
 
+struct GlaDecodeState;
+
 class GlaLayer final : public Mixer {
  public:
   GlaLayer(ParameterSet& params, const std::string& name, int64_t d_model, const GlaConfig& config, double norm_eps,
@@ -35,8 +38,13 @@ class GlaLayer final : public Mixer {
   void init(Rng& rng, double std) override;
   Tensor forward(StepContext& ctx, const Tensor& x) override;
   void backward(StepContext& ctx, const Tensor& x, const Tensor& dy, Tensor dx) override;
+  // Decoding (gla_decode.cpp): the op's state and the layer's input histories (GlaDecodeState).
+  std::unique_ptr<MixerState> start_state(int64_t sequences) const override;
+  Tensor forward_continuing(StepContext& ctx, const Tensor& x, MixerState& state) override;
 
  private:
+  // forward from zero states (state null: training) or continuing `state`.
+  Tensor run(StepContext& ctx, const Tensor& x, GlaDecodeState* state);
   // What the two mixers share: the heads and widths, GLA's gate or RetNet's RoPE.
   struct Shape {
     bool retnet;

@@ -1,6 +1,7 @@
 #include "model/mixers/gla/hgrn2_layer.h"
 
 #include "kernels/ops.h"
+#include "model/mixers/gla/gla_decode_state.h"
 #include "model/mixers/gla/presets.h"
 
 namespace linea {
@@ -48,13 +49,15 @@ Hgrn2Layer::Operands Hgrn2Layer::operands(StepContext& ctx) const {
   return op;
 }
 
-Tensor Hgrn2Layer::forward(StepContext& ctx, const Tensor& x) {
+Tensor Hgrn2Layer::forward(StepContext& ctx, const Tensor& x) { return run(ctx, x, nullptr); }
+
+Tensor Hgrn2Layer::run(StepContext& ctx, const Tensor& x, GlaDecodeState* state) {
   const int64_t n = x.dim(0);
   q_ = q_proj_.forward(ctx, x);
   f_ = f_proj_.forward(ctx, x);
   i_ = i_proj_.forward(ctx, x);
   o_ = ctx.activation({n, value_width_});
-  ops::gla_forward(ops::GlaImpl::chunked, spec_, ctx.seqs, operands(ctx).in, o_.reshape({n, heads_, d_v_}), Tensor());
+  gla_forward_continuing(ctx, spec_, operands(ctx).in, o_.reshape({n, heads_, d_v_}), state);
   Tensor y = ctx.temporary({n, value_width_});
   g_norm_.forward(ctx, o_, Tensor(), y);
   return o_proj_.forward(ctx, y);

@@ -11,6 +11,7 @@
 // q, f, i_proj, the columns of o_proj and of the lower bounds; the norm over all channels gathers
 // them (model/full_width_rms_norm.h). CPU only.
 #pragma once
+#include <memory>
 #include <optional>
 #include <string>
 
@@ -25,6 +26,8 @@
 
 namespace linea {
 
+struct GlaDecodeState;
+
 class Hgrn2Layer final : public Mixer {
  public:
   Hgrn2Layer(ParameterSet& params, const std::string& name, int64_t d_model, const Hgrn2Config& config, double norm_eps,
@@ -33,8 +36,13 @@ class Hgrn2Layer final : public Mixer {
   void init(Rng& rng, double std) override;
   Tensor forward(StepContext& ctx, const Tensor& x) override;
   void backward(StepContext& ctx, const Tensor& x, const Tensor& dy, Tensor dx) override;
+  // Decoding (gla_decode.cpp): the op's state and the layer's input histories (GlaDecodeState).
+  std::unique_ptr<MixerState> start_state(int64_t sequences) const override;
+  Tensor forward_continuing(StepContext& ctx, const Tensor& x, MixerState& state) override;
 
  private:
+  // forward from zero states (state null: training) or continuing `state`.
+  Tensor run(StepContext& ctx, const Tensor& x, GlaDecodeState* state);
   // The op's q = silu(W_q x), g (with this layer's lower bound) and v, in ctx.scratch.
   struct Operands {
     ops::GlaInputs in;

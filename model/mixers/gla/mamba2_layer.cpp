@@ -3,6 +3,7 @@
 #include "kernels/ops.h"
 #include "kernels/random.h"
 #include "model/decay_gate_init.h"
+#include "model/mixers/gla/gla_decode_state.h"
 #include "model/mixers/gla/presets.h"
 
 namespace linea {
@@ -53,12 +54,12 @@ void Mamba2Layer::init(Rng& rng, double std) {
   out_proj_.init(rng, std);
 }
 
-Mamba2Layer::Operands Mamba2Layer::operands(StepContext& ctx) {
+Mamba2Layer::Operands Mamba2Layer::operands(StepContext& ctx, GlaDecodeState* state) {
   const int64_t n = z_.dim(0), H = heads_, P = config_.head_dim, N = config_.state_size;
   Operands op;
-  op.xc = x_conv_.forward(ctx, xs_);
-  op.bc = B_conv_.forward(ctx, B_);
-  op.cc = C_conv_.forward(ctx, C_);
+  op.xc = conv_forward_continuing(ctx, x_conv_, xs_, state ? &state->histories[0] : nullptr);
+  op.bc = conv_forward_continuing(ctx, B_conv_, B_, state ? &state->histories[1] : nullptr);
+  op.cc = conv_forward_continuing(ctx, C_conv_, C_, state ? &state->histories[2] : nullptr);
   op.delta = ctx.temporary({n, H});
   Tensor g = ctx.temporary({n, H}), v = ctx.temporary({n, inner_});
   ops::ssd_gate_forward(g, op.delta, dt_, A_log_->compute, dt_bias_->compute);
@@ -86,16 +87,18 @@ Tensor Mamba2Layer::gated(StepContext& ctx, const Tensor& y) const {
   return yz;
 }
 
-Tensor Mamba2Layer::forward(StepContext& ctx, const Tensor& x) {
+Tensor Mamba2Layer::forward(StepContext& ctx, const Tensor& x) { return run(ctx, x, nullptr); }
+
+Tensor Mamba2Layer::run(StepContext& ctx, const Tensor& x, GlaDecodeState* state) {
   const int64_t n = x.dim(0);
   z_ = z_proj_.forward(ctx, x);
   xs_ = x_proj_.forward(ctx, x);
   B_ = B_proj_.forward(ctx, x);
   C_ = C_proj_.forward(ctx, x);
   dt_ = dt_proj_.forward(ctx, x);
-  const Operands op = operands(ctx);
+  const Operands op = operands(ctx, state);
   o_ = ctx.activation({n, inner_});
-  ops::gla_forward(ops::GlaImpl::chunked, spec_, ctx.seqs, op.in, o_.reshape({n, heads_, config_.head_dim}), Tensor());
+  gla_forward_continuing(ctx, spec_, op.in, o_.reshape({n, heads_, config_.head_dim}), state);
   Tensor normed = ctx.temporary({n, inner_});
   norm_.forward(ctx, gated(ctx, skip(ctx, op)), Tensor(), normed);
   return out_proj_.forward(ctx, normed);

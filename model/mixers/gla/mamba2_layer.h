@@ -14,6 +14,7 @@
 // over all of d_in gathers the heads (model/full_width_rms_norm.h). Init as fla: A ~ U(1, 16),
 // dt ∈ [dt_min, dt_max] (≥ dt_floor), D = 1, conv biases 0. CPU only.
 #pragma once
+#include <memory>
 #include <string>
 
 #include "model/full_width_rms_norm.h"
@@ -26,6 +27,8 @@
 
 namespace linea {
 
+struct GlaDecodeState;
+
 class Mamba2Layer final : public Mixer {
  public:
   Mamba2Layer(ParameterSet& params, const std::string& name, int64_t d_model, const Mamba2Config& config,
@@ -34,15 +37,20 @@ class Mamba2Layer final : public Mixer {
   void init(Rng& rng, double std) override;
   Tensor forward(StepContext& ctx, const Tensor& x) override;
   void backward(StepContext& ctx, const Tensor& x, const Tensor& dy, Tensor dx) override;
+  // Decoding (gla_decode.cpp): the op's state and the layer's input histories (GlaDecodeState).
+  std::unique_ptr<MixerState> start_state(int64_t sequences) const override;
+  Tensor forward_continuing(StepContext& ctx, const Tensor& x, MixerState& state) override;
 
  private:
+  // forward from zero states (state null: training) or continuing `state`.
+  Tensor run(StepContext& ctx, const Tensor& x, GlaDecodeState* state);
   // The op's operands (and the conv outputs and Δ they come from), in ctx.scratch.
   struct Operands {
     Tensor xc, bc, cc;  // silu(conv(·) + bias) of x, B, C
     Tensor delta;       // Δ [N, H]
     ops::GlaInputs in;  // q = C, k = B per head, v = Δ ⊙ x, g
   };
-  Operands operands(StepContext& ctx);
+  Operands operands(StepContext& ctx, GlaDecodeState* state = nullptr);
   // y = o + D ⊙ x, and y ⊙ silu(z), in ctx.scratch.
   Tensor skip(StepContext& ctx, const Operands& op) const;
   Tensor gated(StepContext& ctx, const Tensor& y) const;

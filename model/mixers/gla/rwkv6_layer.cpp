@@ -2,6 +2,7 @@
 
 #include "kernels/ops.h"
 #include "kernels/random.h"
+#include "model/mixers/gla/gla_decode_state.h"
 #include "model/mixers/gla/presets.h"
 
 namespace linea {
@@ -58,10 +59,18 @@ void Rwkv6Layer::init(Rng& rng, double std) {
   o_proj_.init(rng, std);
 }
 
-Rwkv6Layer::Lerps Rwkv6Layer::shift(StepContext& ctx, const Tensor& x) const {
+Rwkv6Layer::Lerps Rwkv6Layer::shift(StepContext& ctx, const Tensor& x, InputHistory* history) const {
   Lerps l;
-  l.delta = ctx.temporary(x.shape());
-  ops::token_shift_forward(l.delta, x, ctx.seqs);
+  if (history) {  // δ of the new tokens, from the previous token of each sequence kept in the history
+    const InputHistory::Extended ext = history->extend(ctx, x, ctx.seqs);
+    Tensor delta = ctx.temporary(ext.x.shape());
+    ops::token_shift_forward(delta, ext.x, ext.seqs);
+    history->update(ext);
+    l.delta = history->new_rows(ctx, delta, ext);
+  } else {
+    l.delta = ctx.temporary(x.shape());
+    ops::token_shift_forward(l.delta, x, ctx.seqs);
+  }
   l.mixed = ctx.temporary(x.shape());
   ops::lerp_forward(l.mixed, x, l.delta, mu_->compute);
   return l;
@@ -95,9 +104,11 @@ Rwkv6Layer::Normed Rwkv6Layer::group_norm(StepContext& ctx) const {
   return gn;
 }
 
-Tensor Rwkv6Layer::forward(StepContext& ctx, const Tensor& x) {
+Tensor Rwkv6Layer::forward(StepContext& ctx, const Tensor& x) { return run(ctx, x, nullptr); }
+
+Tensor Rwkv6Layer::run(StepContext& ctx, const Tensor& x, GlaDecodeState* state) {
   const int64_t n = x.dim(0);
-  Lerps l = shift(ctx, x);
+  Lerps l = shift(ctx, x, state ? &state->histories[0] : nullptr);
   for (int i = 0; i < kLerps; ++i) m_[i] = lerp_lora_[i]->forward(ctx, l.mixed);
   lerp_inputs(ctx, x, l);
   r_ = r_proj_.forward(ctx, l.inputs[0]);
@@ -106,7 +117,7 @@ Tensor Rwkv6Layer::forward(StepContext& ctx, const Tensor& x) {
   v_ = v_proj_.forward(ctx, l.inputs[3]);
   g_ = g_proj_.forward(ctx, l.inputs[4]);
   o_ = ctx.activation({n, value_width_});
-  ops::gla_forward(ops::GlaImpl::chunked, spec_, ctx.seqs, operands(ctx), o_.reshape({n, heads_, d_v_}), Tensor());
+  gla_forward_continuing(ctx, spec_, operands(ctx), o_.reshape({n, heads_, d_v_}), state);
   const Normed gn = group_norm(ctx);
   Tensor y = ctx.temporary(o_.shape());
   ops::swiglu_forward(y, g_, gn.y);  // silu(g) ⊙ GroupNorm(o)

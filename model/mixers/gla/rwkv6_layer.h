@@ -17,9 +17,11 @@
 // μ, the lerps' and w's biases, u = 0 (fla's), GroupNorm γ = 1, β = 0. CPU only.
 #pragma once
 #include <array>
+#include <memory>
 #include <optional>
 #include <string>
 
+#include "model/input_history.h"
 #include "model/linear.h"
 #include "model/low_rank_linear.h"
 #include "model/mixer.h"
@@ -29,6 +31,8 @@
 
 namespace linea {
 
+struct GlaDecodeState;
+
 class Rwkv6Layer final : public Mixer {
  public:
   Rwkv6Layer(ParameterSet& params, const std::string& name, int64_t d_model, const Rwkv6Config& config, double norm_eps,
@@ -37,8 +41,13 @@ class Rwkv6Layer final : public Mixer {
   void init(Rng& rng, double std) override;
   Tensor forward(StepContext& ctx, const Tensor& x) override;
   void backward(StepContext& ctx, const Tensor& x, const Tensor& dy, Tensor dx) override;
+  // Decoding (gla_decode.cpp): the op's state and the layer's input histories (GlaDecodeState).
+  std::unique_ptr<MixerState> start_state(int64_t sequences) const override;
+  Tensor forward_continuing(StepContext& ctx, const Tensor& x, MixerState& state) override;
 
  private:
+  // forward from zero states (state null: training) or continuing `state`.
+  Tensor run(StepContext& ctx, const Tensor& x, GlaDecodeState* state);
   static constexpr int kLerps = 5;  // r, w, k, v, g
   // The shift δ and x̄ = x + δ ⊙ μ; and the five inputs x_i = x + δ ⊙ m_i of the kept m_i; in
   // ctx.scratch.
@@ -46,7 +55,7 @@ class Rwkv6Layer final : public Mixer {
     Tensor delta, mixed;
     std::array<Tensor, kLerps> inputs;
   };
-  Lerps shift(StepContext& ctx, const Tensor& x) const;
+  Lerps shift(StepContext& ctx, const Tensor& x, InputHistory* history = nullptr) const;
   void lerp_inputs(StepContext& ctx, const Tensor& x, Lerps& l) const;
   // The op's operands from the kept projections (w = −exp(·)), in ctx.scratch.
   ops::GlaInputs operands(StepContext& ctx) const;

@@ -40,6 +40,11 @@ class HgrnFamily final : public MixerFamily {
     return 10.0 * double(config_as<HgrnConfig>(config).width);
   }
 
+  // One state value per channel.
+  DecodingMemory decoding_memory(const MixerConfig& config, int64_t) const override {
+    return {double(config_as<HgrnConfig>(config).width)};
+  }
+
   const MixerProblemFormat* problem_format() const override { return &hgrn_problem_format(); }
 };
 

@@ -2,6 +2,7 @@
 
 #include "kernels/ops.h"
 #include "model/mixers/hgrn/hgrn.h"
+#include "model/mixers/hgrn/hgrn_decode_state.h"
 
 namespace linea {
 
@@ -39,13 +40,19 @@ HgrnLayer::Recurrence HgrnLayer::recurrence(StepContext& ctx) const {
   return r;
 }
 
-Tensor HgrnLayer::forward(StepContext& ctx, const Tensor& x) {
+Tensor HgrnLayer::forward(StepContext& ctx, const Tensor& x) { return run(ctx, x, nullptr); }
+
+Tensor HgrnLayer::run(StepContext& ctx, const Tensor& x, DecodeState* state) {
   i_ = i_proj_.forward(ctx, x);
   f_ = f_proj_.forward(ctx, x);
   z_ = g_proj_.forward(ctx, x);
   const Recurrence r = recurrence(ctx);
   h_ = ctx.activation(i_.shape());
-  ops::hgrn_forward(ops::HgrnImpl::chunked, ctx.seqs, {r.u, r.g, Tensor()}, h_, Tensor());
+  if (state) {
+    state->advance(ctx.seqs, {r.u, r.g, Tensor()}, h_);
+  } else {
+    ops::hgrn_forward(ops::HgrnImpl::chunked, ctx.seqs, {r.u, r.g, Tensor()}, h_, Tensor());
+  }
   Tensor y = ctx.temporary(h_.shape());
   g_norm_.forward(ctx, h_, z_, y);
   return o_proj_.forward(ctx, y);

@@ -13,6 +13,7 @@
 // norm over all W channels gathers them (model/full_width_rms_norm.h). CPU only: the recurrence has
 // no CUDA kernel yet.
 #pragma once
+#include <memory>
 #include <optional>
 #include <string>
 
@@ -34,8 +35,14 @@ class HgrnLayer final : public Mixer {
   void init(Rng& rng, double std) override;
   Tensor forward(StepContext& ctx, const Tensor& x) override;
   void backward(StepContext& ctx, const Tensor& x, const Tensor& dy, Tensor dx) override;
+  // Decoding (hgrn_decode.cpp): the recurrence's state h per sequence, [S, channels].
+  std::unique_ptr<MixerState> start_state(int64_t sequences) const override;
+  Tensor forward_continuing(StepContext& ctx, const Tensor& x, MixerState& state) override;
 
  private:
+  struct DecodeState;
+  // forward from zero states (state null: training) or continuing `state`.
+  Tensor run(StepContext& ctx, const Tensor& x, DecodeState* state);
   // The recurrence's log decay g and input u from the kept projections, in ctx.scratch.
   struct Recurrence {
     Tensor lower_bound, g, u;

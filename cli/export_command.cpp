@@ -1,0 +1,49 @@
+// `linea export RUN_DIR|CHECKPOINT --format hf OUT/`: a trained model (cli/trained_model.h) as an
+// fla / Hugging Face checkpoint, config.json + model.safetensors (inference/hf_checkpoint.h).
+#include <cstdio>
+#include <cstring>
+#include <stdexcept>
+#include <string>
+
+#include "cli/command.h"
+#include "cli/flags.h"
+#include "cli/trained_model.h"
+#include "inference/hf_checkpoint.h"
+
+namespace linea::cli {
+namespace {
+
+constexpr const char* kUsage =
+    "usage: linea export RUN_DIR|CHECKPOINT --format hf OUT/\n"
+    "\n"
+    "Writes the model of a run (its newest committed checkpoint; or CHECKPOINT, one step-N/) to OUT/\n"
+    "as fla's Hugging Face format: config.json (fla's model_type: delta_net, gated_deltanet, kda or\n"
+    "transformer, with its keys; hybrids in fla's attn block) and model.safetensors (fla's parameter\n"
+    "names; short-conv weights as [C, 1, W]). Each file is written to a temporary and renamed.\n"
+    "Models fla cannot express (other mixers, attention with head_dim != d_model / heads, no MLP)\n"
+    "are refused before anything is written. `[model] init_from = \"hf:OUT\"` reads such a directory.\n";
+
+int run_export(int argc, char** argv) {
+  if (argc > 1 && (!std::strcmp(argv[1], "--help") || !std::strcmp(argv[1], "-h"))) {
+    std::fputs(kUsage, stdout);
+    return 0;
+  }
+  const Flags flags(argc, argv, {"format"}, {});
+  if (flags.positional().size() != 2) {
+    std::fputs(kUsage, stderr);
+    return 2;
+  }
+  const std::string format = flags.string("format", "");
+  if (format != "hf") throw std::invalid_argument("--format: expected hf, got \"" + format + "\"");
+  const TrainedModel trained = load_trained_model(flags.positional()[0]);
+  inference::export_hf(*trained.model, flags.positional()[1]);
+  std::printf("exported step %lld of %s to %s\n", static_cast<long long>(trained.step),
+              trained.checkpoint.string().c_str(), flags.positional()[1].c_str());
+  return 0;
+}
+
+const CommandRegistration registration({"export", "write a trained model as an fla / Hugging Face checkpoint",
+                                        run_export});
+
+}  // namespace
+}  // namespace linea::cli

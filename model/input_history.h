@@ -1,0 +1,40 @@
+// InputHistory: the last R inputs of each of S sequences, [S, R, C] on the host (zeros before a
+// sequence's start), for decoding through ops that look R tokens back (a short causal conv of
+// kernel R + 1, RWKV-6's token shift with R = 1). A forward over new tokens x [N, C] of S
+// sequences (layout `seqs`) then runs the op on [history_s ; x_s] for every s (R more rows per
+// sequence, as documents of their own), keeps the rows of x's positions and updates the history
+// to the last R rows of every extended sequence: the same rows as one forward over the whole
+// sequences, since the op would have read zeros before each start too.
+#pragma once
+#include <cstdint>
+
+#include "kernels/seq_layout.h"
+#include "kernels/tensor.h"
+#include "model/step_context.h"
+
+namespace linea {
+
+class InputHistory {
+ public:
+  InputHistory() = default;
+  InputHistory(int64_t sequences, int64_t rows, int64_t channels, DType dtype);
+
+  int64_t rows() const { return history_.defined() ? history_.dim(1) : 0; }
+  size_t bytes() const { return history_.defined() ? history_.nbytes() : 0; }
+
+  // [history_s ; x_s] for every sequence s of seqs (in ctx.scratch), and its layout.
+  struct Extended {
+    Tensor x;
+    SeqLayout seqs;
+  };
+  Extended extend(StepContext& ctx, const Tensor& x, const SeqLayout& seqs) const;
+  // The rows of an op's output over `ext` at x's positions, [N, C'] (in ctx.scratch).
+  Tensor new_rows(StepContext& ctx, const Tensor& y, const Extended& ext) const;
+  // history ← the last R rows of every extended sequence.
+  void update(const Extended& ext);
+
+ private:
+  Tensor history_;  // [S, R, C]
+};
+
+}  // namespace linea

@@ -1,0 +1,79 @@
+// Decoding paths of the gated-linear-attention family's layers: each layer's forward (run) with
+// the op continuing each sequence's state (h0 → ht; a decoding step takes the recurrent form
+// S_t = Diag(exp(g_t)) S_{t−1} + k_t v_tᵀ, a prefill the chunked forward) and its convs or token
+// shift continuing their input histories. RetNet's RoPE reads ctx.positions, which a continuing
+// forward gives as positions in the whole sequences (Model::logits_continuing).
+#include "model/mixers/gla/gla_decode_state.h"
+#include "model/mixers/gla/gla_layer.h"
+#include "model/mixers/gla/hgrn2_layer.h"
+#include "model/mixers/gla/mamba2_layer.h"
+#include "model/mixers/gla/rwkv6_layer.h"
+#include "model/short_conv.h"
+
+namespace linea {
+
+GlaDecodeState::GlaDecodeState(int64_t sequences, int64_t heads, int64_t d_k, int64_t d_v, DType dtype)
+    : h(Tensor::zeros({sequences, heads, d_k, d_v}, dtype)) {}
+
+size_t GlaDecodeState::bytes() const {
+  size_t total = h.nbytes();
+  for (const InputHistory& history : histories) total += history.bytes();
+  return total;
+}
+
+void gla_forward_continuing(StepContext& ctx, const ops::GlaSpec& spec, ops::GlaInputs in, Tensor o,
+                            GlaDecodeState* state) {
+  if (!state) {
+    ops::gla_forward(ops::GlaImpl::chunked, spec, ctx.seqs, in, o, Tensor());
+    return;
+  }
+  in.h0 = state->h;
+  Tensor ht = Tensor::empty(state->h.shape(), state->h.dtype());
+  ops::gla_forward(one_token_each(ctx.seqs) ? ops::GlaImpl::recurrent : ops::GlaImpl::chunked, spec, ctx.seqs, in, o,
+                   ht);
+  state->h = ht;
+}
+
+Tensor conv_forward_continuing(StepContext& ctx, ShortConv& conv, const Tensor& x, InputHistory* history) {
+  return history ? conv.forward_continuing(ctx, x, *history) : conv.forward(ctx, x);
+}
+
+std::unique_ptr<MixerState> GlaLayer::start_state(int64_t sequences) const {
+  return std::make_unique<GlaDecodeState>(sequences, heads_, shape_.d_k, shape_.d_v, g_norm_->compute.dtype());
+}
+
+Tensor GlaLayer::forward_continuing(StepContext& ctx, const Tensor& x, MixerState& state) {
+  return run(ctx, x, &state_as<GlaDecodeState>(state));
+}
+
+std::unique_ptr<MixerState> Hgrn2Layer::start_state(int64_t sequences) const {
+  return std::make_unique<GlaDecodeState>(sequences, heads_, d_k_, d_v_, q_proj_.weight().compute.dtype());
+}
+
+Tensor Hgrn2Layer::forward_continuing(StepContext& ctx, const Tensor& x, MixerState& state) {
+  return run(ctx, x, &state_as<GlaDecodeState>(state));
+}
+
+std::unique_ptr<MixerState> Mamba2Layer::start_state(int64_t sequences) const {
+  auto state =
+      std::make_unique<GlaDecodeState>(sequences, heads_, config_.state_size, config_.head_dim, D_->compute.dtype());
+  for (const ShortConv* conv : {&x_conv_, &B_conv_, &C_conv_})
+    state->histories.push_back(conv->start_history(sequences));
+  return state;
+}
+
+Tensor Mamba2Layer::forward_continuing(StepContext& ctx, const Tensor& x, MixerState& state) {
+  return run(ctx, x, &state_as<GlaDecodeState>(state));
+}
+
+std::unique_ptr<MixerState> Rwkv6Layer::start_state(int64_t sequences) const {
+  auto state = std::make_unique<GlaDecodeState>(sequences, heads_, d_k_, d_v_, mu_->compute.dtype());
+  state->histories.emplace_back(sequences, 1, mu_->compute.dim(0), mu_->compute.dtype());  // the previous x
+  return state;
+}
+
+Tensor Rwkv6Layer::forward_continuing(StepContext& ctx, const Tensor& x, MixerState& state) {
+  return run(ctx, x, &state_as<GlaDecodeState>(state));
+}
+
+}  // namespace linea

@@ -1,0 +1,33 @@
+// The decoding state of the gated-linear-attention family's layers (GLA, RetNet, HGRN-2, Mamba-2,
+// RWKV-6; gla_decode.cpp): per sequence the op's state S ∈ R^{H×K×V}, and the input histories of
+// the layer's short convs (Mamba-2's x, B, C) or token shift (RWKV-6's previous x): a fixed size
+// whatever the number of tokens seen.
+#pragma once
+#include <memory>
+#include <vector>
+
+#include "model/input_history.h"
+#include "model/mixer.h"
+#include "model/mixers/gla/gla.h"
+
+namespace linea {
+
+struct GlaDecodeState final : MixerState {
+  Tensor h;                             // [S, H, K, V]
+  std::vector<InputHistory> histories;  // in the order the layer reads them
+
+  GlaDecodeState(int64_t sequences, int64_t heads, int64_t d_k, int64_t d_v, DType dtype);
+  size_t bytes() const override;
+};
+
+// ops::gla_forward over ctx.seqs from zero states (state null: training), or continuing state->h
+// and updating it: the chunked forward on a prefill, the recurrent one-token update on a
+// decoding step.
+void gla_forward_continuing(StepContext& ctx, const ops::GlaSpec& spec, ops::GlaInputs in, Tensor o,
+                            GlaDecodeState* state);
+
+// A conv's forward, continuing `history` when it is given.
+class ShortConv;
+Tensor conv_forward_continuing(StepContext& ctx, ShortConv& conv, const Tensor& x, InputHistory* history);
+
+}  // namespace linea

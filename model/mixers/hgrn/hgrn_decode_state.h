@@ -1,0 +1,18 @@
+// HgrnLayer's decoding state (hgrn_decode.cpp): the recurrence's h per sequence and channel, a
+// fixed size whatever the number of tokens seen.
+#pragma once
+#include "model/mixers/hgrn/hgrn.h"
+#include "model/mixers/hgrn/hgrn_layer.h"
+
+namespace linea {
+
+struct HgrnLayer::DecodeState final : MixerState {
+  Tensor h;  // [S, channels]
+
+  size_t bytes() const override { return h.nbytes(); }
+  // o over seqs continuing h, then h ← the final states: the chunked scan on a prefill, the
+  // recurrent one-token update h_t = exp(g_t) ⊙ h_{t−1} + x_t on a decoding step.
+  void advance(const SeqLayout& seqs, ops::HgrnInputs in, Tensor o);
+};
+
+}  // namespace linea

@@ -1,0 +1,180 @@
+// Decoding against the full forward, for every mixer of the registry, pure and in a hybrid with
+// softmax attention (a sliding window too), on several documents at once: the logits of a
+// prefill (Model::logits_continuing from empty states) and then of one token per sequence per
+// step equal the logits of one full forward over the whole documents (Model::logits), to 1e-5
+// relative in f32. Model::logits itself agrees with evaluate()'s cross-entropy. CUDA models are
+// refused with a clear error (tests/gpu would say so; here: the message's contract).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "inference/decoder.h"
+#include "model/decoding_memory.h"
+#include "model/mixer_registry.h"
+#include "model/model.h"
+#include "tests/testing/model_inputs.h"
+
+namespace linea {
+namespace {
+
+testing::TinyHybridSizes sizes() {
+  return {.d_model = 16,
+          .layers = 3,
+          .vocab = 23,
+          .mlp_hidden = 24,
+          .init_std = 0.3,
+          .linear_heads = 2,
+          .d_k = 8,
+          .d_v = 8,
+          .conv = 4,
+          .decay_rank = 4,
+          .gate_rank = 4,
+          .attention_heads = 4,
+          .kv_heads = 2,
+          .head_dim = 4};
+}
+
+ModelConfig config_for(const std::string& mixer, bool hybrid, int64_t window) {
+  ModelConfig c = testing::tiny_hybrid_config(mixer, false, sizes());
+  if (!hybrid && mixer != "attention") {
+    c.hybrid = "pure";
+    c.attention_layers.clear();
+  }
+  c.mixer_config<AttentionConfig>("attention").window = window;
+  return c;
+}
+
+// max |a − b| / max |b| over all entries.
+double relative_error(const Tensor& a, const Tensor& b) {
+  double diff = 0, scale = 0;
+  for (int64_t i = 0; i < a.numel(); ++i) {
+    diff = std::max(diff, std::abs(double(a.data<float>()[i]) - double(b.data<float>()[i])));
+    scale = std::max(scale, std::abs(double(b.data<float>()[i])));
+  }
+  return diff / scale;
+}
+
+Tensor row_of(const Tensor& logits, int64_t row) { return logits.slice(row, row + 1).clone(); }
+
+// Three documents of 5 + 9, 1 + 9 and 13 + 9 tokens: prompts of 5, 1 and 13 tokens (longer than
+// the conv and the window, shorter and longer than each other), then 9 steps of one token each.
+void check_decoding_matches_full_forward(const std::string& mixer, bool hybrid, int64_t window = 0) {
+  SCOPED_TRACE(mixer + (hybrid ? " hybrid" : " pure") + " window " + std::to_string(window));
+  Model model(config_for(mixer, hybrid, window));
+  model.init_parameters(7);
+  const std::vector<int64_t> prompt_lengths = {5, 1, 13};
+  const int64_t steps = 9;
+  std::vector<int64_t> lengths;
+  for (int64_t p : prompt_lengths) lengths.push_back(p + steps);
+  const testing::PackedBatch batch = testing::packed_batch(lengths, model.config().vocab, 11);
+  const int32_t* ids = batch.ids.data<int32_t>();
+  std::vector<int64_t> all_rows(static_cast<size_t>(batch.seqs.num_tokens()));
+  for (size_t i = 0; i < all_rows.size(); ++i) all_rows[i] = static_cast<int64_t>(i);
+  const Tensor full = model.logits(batch.ids, batch.seqs, all_rows);
+
+  inference::Decoder decoder(model, 3);
+  std::vector<inference::TokenIds> prompts;
+  for (int64_t s = 0; s < 3; ++s) {
+    const int32_t* begin = ids + batch.seqs.begin(s);
+    prompts.emplace_back(begin, begin + prompt_lengths[s]);
+  }
+  Tensor logits = decoder.prefill(prompts);
+  for (int64_t step = 0; step <= steps; ++step) {
+    inference::TokenIds next;
+    for (int64_t s = 0; s < 3; ++s) {
+      const int64_t position = batch.seqs.begin(s) + prompt_lengths[s] - 1 + step;
+      EXPECT_LE(relative_error(row_of(logits, s), row_of(full, position)), 1e-5)
+          << "sequence " << s << " step " << step;
+      if (step < steps) next.push_back(ids[position + 1]);
+    }
+    if (step < steps) logits = decoder.step(next);
+  }
+  EXPECT_GT(decoder.state_bytes(), 0u);
+}
+
+TEST(Decoder, EveryMixerPureMatchesFullForward) {
+  for (const std::string& mixer : mixer_names()) check_decoding_matches_full_forward(mixer, false);
+}
+
+TEST(Decoder, EveryMixerInAHybridMatchesFullForward) {
+  for (const std::string& mixer : mixer_names()) {
+    if (mixer != "attention") check_decoding_matches_full_forward(mixer, true);
+  }
+}
+
+TEST(Decoder, SlidingWindowAttentionMatchesFullForward) {
+  check_decoding_matches_full_forward("attention", false, 4);
+  check_decoding_matches_full_forward("gdn", true, 3);
+}
+
+TEST(Decoder, LinearStatesStayFixedWhileTheKvCacheGrows) {
+  Model linear(config_for("gdn", false, 0)), attention(config_for("attention", false, 0)),
+      window(config_for("attention", false, 4));
+  for (Model* m : {&linear, &attention, &window}) m->init_parameters(1);
+  inference::Decoder d_linear(linear, 1), d_attention(attention, 1), d_window(window, 1);
+  d_linear.prefill({{1, 2, 3}});
+  d_attention.prefill({{1, 2, 3}});
+  d_window.prefill({{1, 2, 3}});
+  const size_t linear_bytes = d_linear.state_bytes(), attention_bytes = d_attention.state_bytes();
+  for (int i = 0; i < 6; ++i) {
+    d_linear.step({4});
+    d_attention.step({4});
+    d_window.step({4});
+  }
+  EXPECT_EQ(d_linear.state_bytes(), linear_bytes);
+  // 3 layers × (K and V) × Hkv·Dh = 8 values × 4 bytes per token seen: 3 + 6 tokens.
+  EXPECT_EQ(attention_bytes, 3u * 2 * 8 * 4 * 3);
+  EXPECT_EQ(d_attention.state_bytes(), 3u * 2 * 8 * 4 * 9);
+  EXPECT_EQ(d_window.state_bytes(), 3u * 2 * 8 * 4 * 3);  // window − 1 = 3 tokens kept
+}
+
+// `linea params --inference`'s model of the states (model/decoding_memory.h) against the bytes
+// the decoder's states hold, f32 (4 bytes a value), for every mixer in a hybrid with a window.
+TEST(DecodingMemory, PredictsTheBytesOfTheDecoderStates) {
+  for (const std::string& mixer : mixer_names()) {
+    SCOPED_TRACE(mixer);
+    const ModelConfig config = config_for(mixer, true, 3);
+    Model model(config);
+    model.init_parameters(2);
+    inference::Decoder decoder(model, 2);
+    decoder.prefill({{1, 2, 3, 4, 5}, {6, 7, 8, 9, 10}});
+    for (int i = 0; i < 3; ++i) decoder.step({1, 2});
+    EXPECT_EQ(double(decoder.state_bytes()), 2 * 4 * decoding_memory(config).values_after(8));
+  }
+}
+
+// Σ over rows of (logsumexp − logit of the target) / count = evaluate()'s mean cross-entropy.
+TEST(ModelLogits, AgreeWithTheCrossEntropyOfEvaluate) {
+  Model model(config_for("kda", true, 0));
+  model.init_parameters(5);
+  const testing::PackedBatch batch = testing::packed_batch({6, 9}, model.config().vocab, 3);
+  std::vector<int64_t> rows;
+  for (int64_t t = 0; t < batch.seqs.num_tokens(); ++t) {
+    if (batch.targets.data<int32_t>()[t] >= 0) rows.push_back(t);
+  }
+  const Tensor logits = model.logits(batch.ids, batch.seqs, rows);
+  ASSERT_EQ(logits.shape(), (Shape{static_cast<int64_t>(rows.size()), model.config().vocab}));
+  double sum = 0;
+  for (size_t r = 0; r < rows.size(); ++r) {
+    const float* z = logits.data<float>() + r * model.config().vocab;
+    double m = -INFINITY, total = 0;
+    for (int64_t v = 0; v < model.config().vocab; ++v) m = std::max(m, double(z[v]));
+    for (int64_t v = 0; v < model.config().vocab; ++v) total += std::exp(double(z[v]) - m);
+    sum += m + std::log(total) - z[batch.targets.data<int32_t>()[rows[r]]];
+  }
+  EXPECT_NEAR(sum / double(rows.size()), model.evaluate(batch.ids, batch.targets, batch.seqs), 1e-5);
+}
+
+TEST(ModelLogits, RejectRowsOutsideTheTokens) {
+  Model model(config_for("gdn", false, 0));
+  model.init_parameters(5);
+  const testing::PackedBatch batch = testing::packed_batch({4}, model.config().vocab, 3);
+  EXPECT_TRUE(
+      testing::throws_invalid_argument([&] { model.logits(batch.ids, batch.seqs, {4}); }, {"outside the 4 tokens"}));
+}
+
+}  // namespace
+}  // namespace linea

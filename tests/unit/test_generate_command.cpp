@@ -1,0 +1,167 @@
+// `linea score`, `linea generate` and `linea params --inference`, run in-process: a checkpoint
+// written in the format `linea train` commits (model/<parameter> tensors, the resolved config in
+// the manifest) is read back from its run directory and from the checkpoint directory itself;
+// score prints the log-likelihoods ModelLanguageModel computes, generate its greedy continuations
+// (and sampled ones, reproducibly); bad input names the file, line and key.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "checkpoint/checkpoint.h"
+#include "inference/model_language_model.h"
+#include "model/decoding_memory.h"
+#include "model/model.h"
+#include "tests/testing/kernel_test.h"
+#include "tests/testing/run_command.h"
+#include "tests/testing/temp_dir.h"
+#include "worker/run_config.h"
+
+namespace linea {
+namespace {
+
+constexpr const char* kConfig = R"(device = "cpu"
+[run]
+name = "tiny"
+[model]
+d_model = 16
+layers = 2
+vocab = 32
+mixer = "gdn"
+hybrid = "1:1"
+[model.linear]
+heads = 2
+d_k = 8
+d_v = 8
+[model.attention]
+heads = 2
+head_dim = 8
+[data]
+vocab_size = 32
+eos_id = 0
+)";
+
+// RUN/checkpoints/step-000000007/ holding a model initialised with seed 3; returns RUN.
+struct SavedRun {
+  testing::TempDir dir;
+  std::filesystem::path run;
+  RunConfig config;
+  SavedRun() : run(dir / "run"), config(parse_run_config(kConfig, "tiny.toml", {})) {
+    Model model(config.model);
+    model.init_parameters(3);
+    CheckpointState state;
+    state.step = 7;
+    state.config = config.resolved;
+    for (const Parameter& p : model.params().params()) state.tensors.emplace_back("model/" + p.name, p.value.clone());
+    save_checkpoint(run / "checkpoints", state, 1);
+  }
+  std::unique_ptr<Model> model() const {
+    auto m = std::make_unique<Model>(config.model);
+    m->init_parameters(3);
+    return m;
+  }
+};
+
+std::vector<nlohmann::json> output_lines(const std::string& out) {
+  std::vector<nlohmann::json> lines;
+  std::istringstream in(out);
+  for (std::string line; std::getline(in, line);) lines.push_back(nlohmann::json::parse(line));
+  return lines;
+}
+
+std::string write_file(const std::filesystem::path& path, const std::string& text) {
+  std::ofstream(path) << text;
+  return path.string();
+}
+
+TEST(ScoreCommand, PrintsTheLogLikelihoodsOfTheCheckpointedModel) {
+  const SavedRun saved;
+  const std::string input = write_file(saved.dir / "score.jsonl",
+                                       "{\"context_ids\": [1, 2, 3], \"continuation_ids\": [4, 5]}\n\n"
+                                       "{\"context_ids\": [], \"continuation_ids\": [7, 8, 9]}\n");
+  auto model = saved.model();
+  inference::ModelLanguageModel lm(*model);
+  const auto expected = lm.score({{{1, 2, 3}, {4, 5}}, {{}, {7, 8, 9}}});
+  for (const std::filesystem::path& path : {saved.run, saved.run / "checkpoints" / "step-000000007"}) {
+    ::testing::internal::CaptureStdout();
+    EXPECT_EQ(testing::run_command("score", {path.string(), "--input", input}), 0);
+    const auto lines = output_lines(::testing::internal::GetCapturedStdout());
+    ASSERT_EQ(lines.size(), 2u);
+    for (size_t i = 0; i < 2; ++i) {
+      EXPECT_NEAR(lines[i]["log_likelihood"].get<double>(), expected[i].log_likelihood, 1e-9);
+      EXPECT_EQ(lines[i]["greedy"].get<bool>(), expected[i].greedy);
+    }
+    EXPECT_EQ(lines[1]["tokens"].get<int>(), 3);
+  }
+}
+
+TEST(GenerateCommand, PrintsGreedyAndSampledContinuationsAndThroughput) {
+  const SavedRun saved;
+  const std::string input = write_file(saved.dir / "prompts.jsonl",
+                                       "{\"prompt_ids\": [1, 2, 3]}\n{\"prompt_ids\": [5], \"max_tokens\": 2}\n");
+  auto model = saved.model();
+  inference::ModelLanguageModel lm(*model);
+  const auto greedy = lm.generate({{{1, 2, 3}, 5, {}}, {{5}, 2, {}}});
+  ::testing::internal::CaptureStdout();
+  ::testing::internal::CaptureStderr();
+  EXPECT_EQ(testing::run_command("generate", {saved.run.string(), "--input", input, "--max-tokens", "5"}), 0);
+  const auto lines = output_lines(::testing::internal::GetCapturedStdout());
+  const std::string err = ::testing::internal::GetCapturedStderr();
+  ASSERT_EQ(lines.size(), 2u);
+  EXPECT_EQ(lines[0]["ids"].get<inference::TokenIds>(), greedy[0]);
+  EXPECT_EQ(lines[1]["ids"].get<inference::TokenIds>(), greedy[1]);
+  EXPECT_NE(err.find("prefill: 4 tokens"), std::string::npos) << err;
+  EXPECT_NE(err.find("tokens/s"), std::string::npos) << err;
+
+  const std::vector<std::string> sampled = {
+      saved.run.string(), "--input", input, "--max-tokens", "5", "--temperature", "1.0", "--top-p", "0.95",
+      "--seed",           "4"};
+  std::string first, second;
+  for (std::string* out : {&first, &second}) {
+    ::testing::internal::CaptureStdout();
+    EXPECT_EQ(testing::run_command("generate", sampled), 0);
+    *out = ::testing::internal::GetCapturedStdout();
+  }
+  EXPECT_EQ(first, second);
+}
+
+TEST(GenerateCommand, BadInputNamesTheLine) {
+  const SavedRun saved;
+  const std::string input = write_file(saved.dir / "bad.jsonl", "{\"prompt_ids\": [1]}\n{\"prompt_ids\": \"x\"}\n");
+  EXPECT_TRUE(testing::throws_invalid_argument(
+      [&] {
+        testing::run_command("generate", {saved.run.string(), "--input", input});
+      },
+      {"bad.jsonl:2", "prompt_ids"}));
+  const std::string score_input = write_file(saved.dir / "bad_score.jsonl", "{\"context_ids\": [1]}\n");
+  EXPECT_TRUE(testing::throws_invalid_argument(
+      [&] {
+        testing::run_command("score", {saved.run.string(), "--input", score_input});
+      },
+      {"bad_score.jsonl:1", "continuation"}));
+  EXPECT_TRUE(testing::throws_invalid_argument(
+      [&] { testing::run_command("score", {(saved.dir / "nowhere").string()}); }, {"nowhere", "not a run"}));
+  std::filesystem::create_directories(saved.dir / "empty_run");
+  EXPECT_TRUE(testing::throws_invalid_argument(
+      [&] { testing::run_command("generate", {(saved.dir / "empty_run").string()}); }, {"no committed checkpoint"}));
+}
+
+TEST(ParamsCommand, InferencePrintsTheDecodingStatePerSequence) {
+  const SavedRun saved;
+  const std::string text = kConfig;
+  const std::string config = write_file(saved.dir / "model.toml",
+                                        text.substr(text.find("[model]"), text.find("[data]") - text.find("[model]")));
+  ::testing::internal::CaptureStdout();
+  EXPECT_EQ(testing::run_command("params", {config, "--inference", "model.attention.window=64"}), 0);
+  const std::string out = ::testing::internal::GetCapturedStdout();
+  EXPECT_NE(out.find("decoding state per sequence"), std::string::npos) << out;
+  EXPECT_NE(out.find("gdn"), std::string::npos) << out;
+  EXPECT_NE(out.find("63"), std::string::npos) << out;  // the window keeps 63 tokens
+}
+
+}  // namespace
+}  // namespace linea
