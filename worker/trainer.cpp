@@ -37,6 +37,7 @@
 #include "worker/lr_schedule.h"
 #include "worker/metrics_log.h"
 #include "worker/stop_signal.h"
+#include "worker/target_accuracy.h"
 #include "worker/thread_count.h"
 #include "worker/training_checkpoint.h"
 
@@ -519,6 +520,12 @@ class TrainingRun {
       errors_.agree("evaluating at step " + std::to_string(step));
       summary_.last_val_loss = group_mean(dp_, local_val_loss);
       line["val_loss"] = summary_.last_val_loss;
+      if (data::is_mqar_path(c_.data.path) && grid_.tp_size() == 1) {  // MQAR accuracy at the query positions
+        double local_acc = 0;
+        errors_.run([&] { local_acc = target_accuracy(*model_, *val_); });
+        errors_.agree("MQAR accuracy at step " + std::to_string(step));
+        line["val_acc"] = group_mean(dp_, local_acc);  // every rank's share holds the same number of queries
+      }
     }
     errors_.run([&] {
       if (lead_) {
@@ -526,8 +533,9 @@ class TrainingRun {
         progress.update(step, last_step_, loss, double(tokens_per_step_) / step_seconds, step_seconds_avg);
         if (eval_step) {
           progress.finish_line();
-          out_ << "step " << step << ": val_loss " << std::fixed << std::setprecision(4) << summary_.last_val_loss
-               << "\n";
+          out_ << "step " << step << ": val_loss " << std::fixed << std::setprecision(4) << summary_.last_val_loss;
+          if (line.contains("val_acc")) out_ << ", val_acc " << line["val_acc"].get<double>();
+          out_ << "\n";
         }
       }
       if (options_.on_step) options_.on_step(line);
