@@ -185,7 +185,7 @@ TEST_F(SweepTest, BadSweepFilesAreErrorsNamingTheKey) {
 TEST_F(SweepTest, ExampleSweepsExpand) {
   const std::string source = std::getenv("LINEA_SOURCE_DIR") ? std::getenv("LINEA_SOURCE_DIR") : ".";
   for (const char* model :
-       {"gdn-340m", "kda-340m", "kda-h-340m", "deltanet-340m", "gdn2-340m", "transformer-340m", "tiny"})
+       {"gdn-340m", "kda-340m", "kda-h-340m", "deltanet-340m", "gdn2-340m", "transformer-340m", "tiny", "deltanet-340m"})
     write_text(dir_ / (std::string("configs/models/") + model + ".toml"), "[model]\n");
   for (const char* mixer : {"gla", "retnet", "hgrn", "hgrn2", "mamba2", "rwkv6", "transformer"}) {
     for (const char* size : {"340m", "1.3b"}) {
@@ -194,7 +194,8 @@ TEST_F(SweepTest, ExampleSweepsExpand) {
   }
   const std::vector<std::pair<std::string, size_t>> expected = {
       {"optimizer-lr-340m", 18}, {"hybrid-ratio-340m", 5}, {"mixers-340m", 6},   {"context-length-340m", 10},
-      {"tiny-smoke", 2},         {"seed001-340m", 31},     {"seed001-1.3b", 31}, {"seed001-reduced", 31}};
+      {"tiny-smoke", 2},         {"seed001-340m", 31},     {"seed001-1.3b", 31}, {"seed001-reduced", 31},
+      {"mqar-mixers-width", 33}, {"recall-study-reduced", 21}};
   for (const auto& [name, runs] : expected) {
     const std::string path = source + "/configs/sweeps/" + name + ".toml";
     const SweepPlan plan = expand_sweep(read_text(path), path, dir_.path());

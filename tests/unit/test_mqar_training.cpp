@@ -1,0 +1,69 @@
+// MQAR as a training task (data.path = "mqar:...", data/mqar_batches.h) through the real trainer:
+// a 2-layer Gated DeltaNet at d_model 128 learns to recall (val_acc, the argmax at the query
+// positions, worker/target_accuracy.h) to ≥ 90% at a reduced setting (seq 64, 4 pairs, vocabulary
+// 64; the issue's seq 256 / 16 pairs / 8192 takes far longer than a CPU test may), and the MQAR
+// run resumes from its checkpoint on exactly the next batch (the same losses as an unbroken run).
+// Measured on the shared 2-core machine: val_acc 0.27 at step 250, 0.90 at step 500.
+#include <gtest/gtest.h>
+
+#include <sstream>
+
+#include "tests/testing/temp_dir.h"
+#include "worker/run_config.h"
+#include "worker/trainer.h"
+
+namespace linea {
+namespace {
+
+std::string mqar_config(const std::string& dir, const std::string& mixer, int64_t steps) {
+  return "device = \"cpu\"\n[run]\nname = \"mqar\"\ndir = \"" + dir +
+         "\"\n[model]\nd_model = 128\nlayers = 2\nvocab = 64\n" + "mixer = \"" + mixer +
+         "\"\ntie_embeddings = true\n[model.linear]\nheads = 2\nd_k = 64\nd_v = 64\n" +
+         "[optimizer]\nkind = \"adamw\"\nlr = 1e-3\nweight_decay = 0.1\nwarmup_steps = 20\nlr_min_ratio = 0.1\n" +
+         "[train]\nsteps = " + std::to_string(steps) + "\nbatch_seqs = 16\nseq_len = 64\nseed = 1\neval_every = 100\n" +
+         "eval_batches = 4\ncheckpoint_every = 100000\nthreads = 2\n[data]\npath = \"mqar:vocab=64,pairs=4\"\n";
+}
+
+TEST(MqarTraining, GatedDeltaNetLearnsToRecall) {
+  testing::TempDir dir;
+  const RunConfig config =
+      parse_run_config(mqar_config(dir.path().string(), "gdn", 600), "mqar.toml", {"train.resume=never"});
+  double last_acc = -1;
+  TrainOptions options;
+  options.on_step = [&](const nlohmann::json& m) {
+    if (m.contains("val_acc")) last_acc = m["val_acc"].get<double>();
+  };
+  std::ostringstream log;
+  train(config, log, options);
+  EXPECT_GE(last_acc, 0.9) << log.str();
+}
+
+TEST(MqarTraining, ResumesOnTheNextBatch) {
+  testing::TempDir dir;
+  auto losses = [&](const std::string& name, std::vector<std::string> overrides) {
+    overrides.push_back("run.name=" + name);
+    const RunConfig config = parse_run_config(mqar_config(dir.path().string(), "gdn", 6), "mqar.toml", overrides);
+    std::vector<double> out;
+    TrainOptions options;
+    options.on_step = [&](const nlohmann::json& m) { out.push_back(m["loss"].get<double>()); };
+    std::ostringstream log;
+    train(config, log, options);
+    return out;
+  };
+  const std::vector<double> whole = losses("whole", {"model.d_model=32", "model.linear.d_k=16", "model.linear.d_v=16"});
+  const std::vector<std::string> small = {"model.d_model=32", "model.linear.d_k=16", "model.linear.d_v=16",
+                                          "train.checkpoint_every=3"};
+  std::vector<std::string> first = small;
+  first.push_back("train.stop_at=3");
+  const std::vector<double> head = losses("split", first);
+  const std::vector<double> tail = losses("split", small);
+  ASSERT_EQ(head.size(), 3u);
+  ASSERT_EQ(tail.size(), 3u);
+  for (size_t i = 0; i < 3; ++i) {
+    EXPECT_EQ(head[i], whole[i]);
+    EXPECT_EQ(tail[i], whole[3 + i]) << "step " << 4 + i;
+  }
+}
+
+}  // namespace
+}  // namespace linea
