@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 
+#include "coordinator/eval_results.h"
 #include "coordinator/journal.h"
 #include "coordinator/json_fields.h"
 #include "coordinator/metrics_log.h"
@@ -195,7 +196,7 @@ std::vector<std::string> write_sweep_results(const std::string& sweep_dir) {
     data::write_file_atomically(sweep_dir + "/" + file, content);
     written.push_back(sweep_dir + "/" + file);
   };
-  write("summary.md", format_results_markdown(manifest.name, results));
+  write("summary.md", format_results_markdown(manifest.name, results) + format_eval_markdown(manifest.runs));
   write("summary.csv", format_results_csv(results));
   write("loss.svg", render_line_plot({manifest.name + ": training loss", "step", "loss"}, loss));
   if (any_val)
