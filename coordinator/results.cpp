@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 
+#include "coordinator/eval_results.h"
 #include "coordinator/journal.h"
 #include "coordinator/json_fields.h"
 #include "coordinator/metrics_log.h"
@@ -239,7 +240,7 @@ std::vector<std::string> write_sweep_results(const std::string& sweep_dir) {
   if (!manifest.comparisons.empty()) {
     summary += format_comparisons_markdown(compare_with_baselines(manifest.comparisons, results));
   }
-  write("summary.md", summary);
+  write("summary.md", summary + format_eval_markdown(manifest.runs));
   write("summary.csv", format_results_csv(results));
   write("loss.svg", render_line_plot({manifest.name + ": training loss", "step", "loss"}, loss));
   if (any_val)

@@ -28,6 +28,7 @@
 #include "data/dataset.h"
 #include "data/token_batch.h"
 #include "data/training_batches.h"
+#include "data/validation_batches.h"
 
 namespace linea::data {
 
@@ -112,7 +113,7 @@ class Loader : public TrainingBatches {
   std::thread thread_;
 };
 
-class ValidationIterator {
+class ValidationIterator : public ValidationBatches {
  public:
   // max_steps = 0: every full global batch of the val split; micro_batch_seqs = 0: the rank's whole
   // share at once. Throws std::invalid_argument when the val split holds fewer than G windows, G is
@@ -123,10 +124,10 @@ class ValidationIterator {
   ValidationIterator(std::shared_ptr<const TokenStream> val, int32_t eos_id, const std::string& name, int64_t seq_len,
                      int64_t global_batch_seqs, int rank, int world, int64_t max_steps = 0,
                      bool document_masking = true, int64_t micro_batch_seqs = 0);
-  int64_t num_steps() const { return num_steps_; }
+  int64_t num_steps() const override { return num_steps_; }
   // The next micro-batch of this rank's share of the global batches; false after the last one.
-  bool next(TokenBatch& batch);
-  void reset() { step_ = micro_step_ = 0; }
+  bool next(TokenBatch& batch) override;
+  void reset() override { step_ = micro_step_ = 0; }
 
  private:
   std::shared_ptr<const TokenStream> val_;

@@ -5,6 +5,7 @@
 #include "data/config_reader.h"
 #include "data/prepare.h"
 #include "data/row_filter.h"
+#include "eval/evaluation.h"
 #include "worker/lr_schedule.h"
 
 namespace linea {
@@ -116,6 +117,24 @@ ParallelConfig parse_parallel(ConfigSection s) {
   return c;
 }
 
+EvalConfig parse_eval(ConfigSection s) {
+  EvalConfig c;
+  c.data_dir = s.string("data_dir", c.data_dir);
+  c.tasks = s.string_list("tasks", c.tasks);
+  try {
+    std::string list;
+    for (const std::string& t : c.tasks) list += (list.empty() ? "" : ",") + t;
+    if (!list.empty()) eval::select_tasks(list, c.data_dir);
+  } catch (const std::invalid_argument& e) {
+    s.fail("tasks", e.what());
+  }
+  c.every = s.integer("every", c.every, 0);
+  c.limit = s.integer("limit", c.limit, 0);
+  c.context_lengths = s.integer_list("context_lengths", c.context_lengths, 64, 1 << 20);
+  c.seed = s.integer("seed", c.seed, 0);
+  return c;
+}
+
 RunConfig parse(ConfigReader reader) {
   RunConfig c;
   c.source = reader.source();
@@ -133,6 +152,7 @@ RunConfig parse(ConfigReader reader) {
   c.train = parse_train(train);
   c.data = parse_data(reader.section("data"));
   c.parallel = parse_parallel(reader.section("parallel"));
+  c.eval = parse_eval(reader.section("eval"));
   if (c.device == "cpu" && c.train.precision == "bf16") {
     train.fail("precision", "\"bf16\" needs device = \"cuda\" (or \"auto\" with a GPU); the cpu trains in \"f32\"");
   }

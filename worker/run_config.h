@@ -74,6 +74,17 @@ struct ParallelConfig {
   bool validate = false;   // compare every collective call across ranks first (debugging)
 };
 
+// [eval]: evaluation tasks (eval/evaluation.h) run during training, on rank 0, every `every` steps
+// and after the last step; their results go to metrics.jsonl and the run's eval.jsonl.
+struct EvalConfig {
+  std::vector<std::string> tasks;  // empty: none
+  int64_t every = 0;               // steps between evaluations (0: after the last step only)
+  int64_t limit = 0;               // items per data set / samples per synthetic task (0: all, 100)
+  std::string data_dir = "data/eval";
+  std::vector<int64_t> context_lengths = {4096};
+  int64_t seed = 42;
+};
+
 struct RunConfig {
   std::string source;  // the config file
   std::string name = "default";
@@ -84,6 +95,7 @@ struct RunConfig {
   TrainConfig train;
   DataConfig data;
   ParallelConfig parallel;
+  EvalConfig eval;
   std::string resolved;  // every key with the value used, as TOML: written to the run directory
 
   int64_t last_step() const { return train.stop_at > 0 ? std::min(train.stop_at, train.steps) : train.steps; }

@@ -1,0 +1,31 @@
+// TrainingEvaluation: the [eval] tasks of a run (EvalConfig, run_config.h) during training. Rank 0
+// runs them on its replica of the model (tensor parallelism 1, on the CPU: ModelLanguageModel's
+// path so far) every `every` steps and after the last step; each result is appended to
+// RUN_DIR/eval.jsonl as its TaskResult JSON with "step", and its metrics go into that step's
+// metrics.jsonl line as "eval/<task>[@<context length>]/<metric>" (and "…_stderr").
+#pragma once
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <ostream>
+
+#include "data/tokenizer.h"
+#include "model/model.h"
+#include "worker/run_config.h"
+
+namespace linea {
+
+class TrainingEvaluation {
+ public:
+  TrainingEvaluation(const EvalConfig& config, std::unique_ptr<data::Tokenizer> tokenizer,
+                     const std::filesystem::path& run_dir);
+  void run(Model& model, int64_t step, nlohmann::json& metrics_line, std::ostream& log);
+
+ private:
+  EvalConfig config_;
+  std::unique_ptr<data::Tokenizer> tokenizer_;
+  std::filesystem::path file_;
+};
+
+}  // namespace linea
