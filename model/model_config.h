@@ -15,7 +15,7 @@
 //   [model.<mixer>]  the config of that mixer (its family's keys), for a hybrid of two mixers of one
 //                    family (gdn and kda) or to set one mixer apart
 //   [model.linear]   the config of the delta-rule mixers that have no table of their own: heads, d_k,
-//                    d_v, conv, output_gate, allow_neg_eigval, decay_rank, gate_rank
+//                    d_v, conv, output_gate, allow_neg_eigval, decay_rank, gate_rank, recompute
 //                    (model/mixers/delta_rule/delta_rule_config.h)
 //   [model.routing]  cross-layer routing between the delta-rule layers: kind (none | cler | cler_h |
 //                    clvr), layers, stop_grad, projection, resume_unrouted (model/routing_config.h)

@@ -2,7 +2,9 @@
 // shared/ANCHORS.md (B·T = 32768 tokens, H = 16, K = V = 128; T = 4096, 16384, 32768 with B = 8, 2,
 // 1) and at the 340M model's heads (B·T = 32768, H = 4, K = 256, V = 512), bf16 operands and f32
 // gates, for DeltaNet, GDN, KDA and GDN-2: one JSON line per (shape, mixer, T) with the forward and
-// forward+backward milliseconds (CUDA events, mean over the timed launches), fla's figures and
+// forward+backward milliseconds (CUDA events, mean over the timed launches; the backward recomputing
+// the forward's intermediates, and, as fwd_saving_ms and fwd_bwd_saved_ms, with the forward saving
+// them for the backward: ops::delta_rule_saved_bytes, saved_gib), fla's figures and
 // linea's target from ANCHORS.md where it gives them, and the effective TFLOP/s at
 // reference/mixers.md §2.7's dense counts (forward 6KV + 6CK + 4CV + C²/3, backward
 // 16KV + 18CK + 10CV + 4C² FLOPs per token and head, C = 64).
@@ -90,12 +92,21 @@ void bench_mixer(const DeltaRulePreset& m, int64_t batch, int iterations, const 
   ops::DeltaRuleGrads grads{empty_like(in.q), empty_like(in.k), empty_like(in.v), empty_like(in.beta),
                             empty_like(in.b), empty_like(in.w), empty_like(in.g), Tensor()};
 
-  const auto forward = [&] { ops::delta_rule_forward(ops::DeltaRuleImpl::chunked, spec, seqs, in, o, Tensor()); };
-  const double fwd_ms = mean_ms(iterations, forward);
-  const double fwd_bwd_ms = mean_ms(iterations, [&] {
-    forward();
-    ops::delta_rule_backward(ops::DeltaRuleImpl::chunked, spec, seqs, in, x.d_o, Tensor(), grads);
-  });
+  // Both ways of training: the backward recomputing the forward's intermediates (saved undefined),
+  // and the backward from what the forward saved (the layers' default, [model.linear] recompute).
+  const size_t saved_bytes = ops::delta_rule_saved_bytes(spec, seqs, in);
+  const Tensor saved_buffer = Tensor::empty({static_cast<int64_t>((saved_bytes + 1) / 2)}, DType::bf16, Device::cuda);
+  const auto forward = [&](const Tensor& saved) {
+    ops::delta_rule_forward(ops::DeltaRuleImpl::chunked, spec, seqs, in, o, Tensor(), Tensor(), saved);
+  };
+  const auto forward_backward = [&](const Tensor& saved) {
+    forward(saved);
+    ops::delta_rule_backward(ops::DeltaRuleImpl::chunked, spec, seqs, in, x.d_o, Tensor(), grads, Tensor(), saved);
+  };
+  const double fwd_ms = mean_ms(iterations, [&] { forward(Tensor()); });
+  const double fwd_bwd_ms = mean_ms(iterations, [&] { forward_backward(Tensor()); });
+  const double fwd_saving_ms = mean_ms(iterations, [&] { forward(saved_buffer); });
+  const double fwd_bwd_saved_ms = mean_ms(iterations, [&] { forward_backward(saved_buffer); });
 
   const double per_token_fwd = 6.0 * K * V + 6.0 * C * K + 4.0 * C * V + C * C / 3.0;
   const double per_token_bwd = 16.0 * K * V + 18.0 * C * K + 10.0 * C * V + 4.0 * C * C;
@@ -111,6 +122,9 @@ void bench_mixer(const DeltaRulePreset& m, int64_t batch, int iterations, const 
         {"V", V},
         {"fwd_ms", fwd_ms},
         {"fwd_bwd_ms", fwd_bwd_ms},
+        {"fwd_saving_ms", fwd_saving_ms},
+        {"fwd_bwd_saved_ms", fwd_bwd_saved_ms},
+        {"saved_gib", static_cast<double>(saved_bytes) / (1 << 30)},
         {"fwd_tflops", tflops(per_token_fwd * work, fwd_ms)},
         {"fwd_bwd_tflops", tflops((per_token_fwd + per_token_bwd) * work, fwd_bwd_ms)},
         {"fla_fwd_ms", optional_json(ref.fla_fwd)},

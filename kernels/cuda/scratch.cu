@@ -20,12 +20,27 @@ struct Buffer {
 };
 }  // namespace
 
+size_t carved_bytes(const std::vector<size_t>& piece_bytes) {
+  size_t total = 0;
+  for (size_t bytes : piece_bytes) total += align_up(bytes);
+  return total;
+}
+
+std::vector<void*> carve(void* base, const std::vector<size_t>& piece_bytes) {
+  std::vector<void*> pieces;
+  char* next = static_cast<char*>(base);
+  for (size_t bytes : piece_bytes) {
+    pieces.push_back(next);
+    next += align_up(bytes);
+  }
+  return pieces;
+}
+
 std::vector<void*> scratch(const std::vector<size_t>& piece_bytes) {
   thread_local std::map<int, Buffer> buffers;  // by device
   int device = 0;
   check_cuda(cudaGetDevice(&device), "cudaGetDevice");
-  size_t total = 0;
-  for (size_t bytes : piece_bytes) total += align_up(bytes);
+  const size_t total = carved_bytes(piece_bytes);
   Buffer& buffer = buffers[device];
   if (buffer.bytes < total) {
     buffer.memory.reset();  // free the old buffer before taking a larger one
@@ -33,13 +48,7 @@ std::vector<void*> scratch(const std::vector<size_t>& piece_bytes) {
     buffer.memory = allocate(total);
     buffer.bytes = total;
   }
-  std::vector<void*> pieces;
-  char* next = static_cast<char*>(buffer.memory.get());
-  for (size_t bytes : piece_bytes) {
-    pieces.push_back(next);
-    next += align_up(bytes);
-  }
-  return pieces;
+  return carve(buffer.memory.get(), piece_bytes);
 }
 
 }  // namespace linea::cuda

@@ -13,4 +13,9 @@ namespace linea::cuda {
 
 std::vector<void*> scratch(const std::vector<size_t>& piece_bytes);
 
+// The same layout in memory the caller owns: carved_bytes is the size a buffer needs for the
+// pieces, carve their 256-byte aligned places in one that starts 256-byte aligned.
+size_t carved_bytes(const std::vector<size_t>& piece_bytes);
+std::vector<void*> carve(void* base, const std::vector<size_t>& piece_bytes);
+
 }  // namespace linea::cuda

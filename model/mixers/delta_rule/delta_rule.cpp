@@ -186,10 +186,31 @@ void require_write_error_on_cpu(OpArguments& args, const Expected& x, const Tens
                "the write error R (cross-layer routing, model.routing) is not yet on CUDA; it runs on the CPU only");
 }
 
+// `saved`: undefined, or at least delta_rule_saved_bytes on q's device where that is not 0.
+void check_saved(OpArguments& args, const DeltaRuleSpec& spec, const SeqLayout& seqs, const DeltaRuleInputs& in,
+                 const Expected& x, const Tensor& saved) {
+  if (!saved.defined()) return;
+  const size_t bytes = delta_rule_saved_bytes(spec, seqs, in);
+  args.require(bytes > 0, "saved", "this call saves nothing (delta_rule_saved_bytes = 0): leave it undefined");
+  args.require(saved.device() == x.device, "saved",
+               "expected on " + std::string(device_name(x.device)) + ", got " + saved.describe());
+  args.require(saved.nbytes() >= bytes, "saved",
+               "expected at least " + std::to_string(bytes) + " bytes, got " + saved.describe());
+}
+
 }  // namespace
 
+size_t delta_rule_saved_bytes(const DeltaRuleSpec& spec, const SeqLayout& seqs, const DeltaRuleInputs& in) {
+#ifdef LINEA_WITH_CUDA
+  if (in.q.defined() && in.q.device() == Device::cuda) return cuda::delta_rule_saved_bytes(spec, seqs, in);
+#else
+  (void)spec, (void)seqs, (void)in;
+#endif
+  return 0;
+}
+
 void delta_rule_forward(DeltaRuleImpl impl, const DeltaRuleSpec& spec, const SeqLayout& seqs, const DeltaRuleInputs& in,
-                        Tensor o, Tensor ht, Tensor r) {
+                        Tensor o, Tensor ht, Tensor r, Tensor saved) {
   const std::string op = "delta_rule_forward";
   OpArguments args(op);
   Expected x;
@@ -198,8 +219,9 @@ void delta_rule_forward(DeltaRuleImpl impl, const DeltaRuleSpec& spec, const Seq
       .optional_typed(ht, "ht", {d.seqs, d.heads, d.key_dim, d.value_dim}, x.state)
       .optional_typed(r, "r", {d.tokens, d.heads, d.value_dim}, x.operand);
   require_write_error_on_cpu(args, x, r, "r");
+  check_saved(args, spec, seqs, in, x, saved);
 #ifdef LINEA_WITH_CUDA
-  if (x.device == Device::cuda) return cuda::delta_rule_forward(spec, seqs, in, o, ht);
+  if (x.device == Device::cuda) return cuda::delta_rule_forward(spec, seqs, in, o, ht, saved);
 #endif
   if (x.operand == DType::f32) {
     forward<float>(impl, spec, seqs, in, d, o, ht, r);
@@ -210,7 +232,7 @@ void delta_rule_forward(DeltaRuleImpl impl, const DeltaRuleSpec& spec, const Seq
 
 void delta_rule_backward(DeltaRuleImpl impl, const DeltaRuleSpec& spec, const SeqLayout& seqs,
                          const DeltaRuleInputs& in, const Tensor& d_o, const Tensor& dht, DeltaRuleGrads& grads,
-                         const Tensor& dr) {
+                         const Tensor& dr, const Tensor& saved) {
   const std::string op = "delta_rule_backward";
   OpArguments args(op);
   Expected x;
@@ -220,10 +242,11 @@ void delta_rule_backward(DeltaRuleImpl impl, const DeltaRuleSpec& spec, const Se
       .optional_typed(dht, "dht", {d.seqs, d.heads, d.key_dim, d.value_dim}, x.state)
       .optional_typed(dr, "dr", {d.tokens, d.heads, d.value_dim}, dtype);
   require_write_error_on_cpu(args, x, dr, "dr");
+  check_saved(args, spec, seqs, in, x, saved);
   check_operand_set(args, spec, d, x,
                     {grads.dq, grads.dk, grads.dv, grads.dbeta, grads.db, grads.dw, grads.dg, grads.dh0}, "d");
 #ifdef LINEA_WITH_CUDA
-  if (x.device == Device::cuda) return cuda::delta_rule_backward(spec, seqs, in, d_o, dht, grads);
+  if (x.device == Device::cuda) return cuda::delta_rule_backward(spec, seqs, in, d_o, dht, grads, saved);
 #endif
   if (dtype == DType::f32) {
     backward<float>(impl, spec, seqs, in, d, d_o, dht, dr, grads);

@@ -17,6 +17,8 @@
 // device (chunked only, K ≤ 256): token operands bf16 or f32, g and the states f32
 // (model/mixers/delta_rule/cuda/delta_rule.h).
 #pragma once
+#include <cstddef>
+
 #include "kernels/seq_layout.h"
 #include "kernels/tensor.h"
 
@@ -46,17 +48,25 @@ struct DeltaRuleGrads {
   Tensor dq, dk, dv, dbeta, db, dw, dg, dh0;
 };
 
+// What a forward can save for its backward, which then does not recompute it: on CUDA, the bf16
+// tensor-core pipeline's chunk intermediates and per-chunk states (model/mixers/delta_rule/cuda/
+// delta_rule_bf16.cuh). delta_rule_saved_bytes is the size of `saved`, 0 where a call saves nothing
+// (the CPU; f32 calls; bf16 shapes that pipeline does not take), and then `saved` stays undefined.
+// Pass the same `saved` (a tensor of at least that many bytes on q's device, any dtype, 256-byte
+// aligned as arenas hand them out) to the forward and then to the backward of the same inputs.
+size_t delta_rule_saved_bytes(const DeltaRuleSpec& spec, const SeqLayout& seqs, const DeltaRuleInputs& in);
+
 // o: [N, H, V], ht: [S, H, K, V] (may be undefined to skip).
 // r: [N, H, V], optional: the write error of every token (reference/mixers.md §5.1), what the
 // prediction from the decayed previous state S' misses, r_t = τ_t − S'ᵀρ_t with ρ = k, τ = v for
 // GateKind::beta (so u = β r, r formed without dividing by β) and ρ = b ⊙ k, τ = w ⊙ v for
 // erase_write (r = u). For cross-layer routing (model/routing.h); CPU only for now.
 void delta_rule_forward(DeltaRuleImpl impl, const DeltaRuleSpec& spec, const SeqLayout& seqs, const DeltaRuleInputs& in,
-                        Tensor o, Tensor ht, Tensor r = Tensor());
+                        Tensor o, Tensor ht, Tensor r = Tensor(), Tensor saved = Tensor());
 // Gradients of the loss L with ∂L/∂o = d_o, ∂L/∂ht = dht and ∂L/∂r = dr (dht, dr may be undefined
-// = zeros). Recomputes whatever the forward would have produced.
+// = zeros). Recomputes whatever the forward would have produced, except what it left in `saved`.
 void delta_rule_backward(DeltaRuleImpl impl, const DeltaRuleSpec& spec, const SeqLayout& seqs,
                          const DeltaRuleInputs& in, const Tensor& d_o, const Tensor& dht, DeltaRuleGrads& grads,
-                         const Tensor& dr = Tensor());
+                         const Tensor& dr = Tensor(), const Tensor& saved = Tensor());
 
 }  // namespace linea::ops

@@ -44,6 +44,7 @@ void DeltaRuleConfig::read(ConfigSection& table) {
   allow_neg_eigval = table.boolean("allow_neg_eigval", allow_neg_eigval);
   decay_rank = table.integer("decay_rank", decay_rank);
   gate_rank = table.integer("gate_rank", gate_rank);
+  recompute = table.boolean("recompute", recompute);
 }
 
 void DeltaRuleConfig::resolve(int64_t d_model, const ConfigFieldError& fail) {

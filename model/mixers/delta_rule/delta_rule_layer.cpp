@@ -259,8 +259,10 @@ Tensor DeltaRuleLayer::run(StepContext& ctx, const Tensor& x, DecodeState* state
     state->advance(ctx, spec_, op.in, o_.reshape({n, H, V}));
   } else {
     r_ = needs_write_error() ? ctx.activation({n, value_width_}) : Tensor();
+    const size_t saved_bytes = config_.recompute ? 0 : ops::delta_rule_saved_bytes(spec_, ctx.seqs, op.in);
+    saved_ = saved_bytes ? ctx.activations.alloc({static_cast<int64_t>((saved_bytes + 1) / 2)}, DType::bf16) : Tensor();
     ops::delta_rule_forward(ops::DeltaRuleImpl::chunked, spec_, ctx.seqs, op.in, o_.reshape({n, H, V}), Tensor(),
-                            r_.defined() ? r_.reshape({n, H, V}) : Tensor());
+                            r_.defined() ? r_.reshape({n, H, V}) : Tensor(), saved_);
   }
   if (routing_.send) {
     routing_.send->r = r_;
@@ -320,7 +322,7 @@ void DeltaRuleLayer::backward(StepContext& ctx, const Tensor& x, const Tensor& d
                                 rstd, H, ops::GateActivation::none);
   }
   ops::delta_rule_backward(ops::DeltaRuleImpl::chunked, spec_, ctx.seqs, op.in, d_o.reshape({n, H, V}), Tensor(), grads,
-                           dr.defined() ? dr.reshape({n, H, V}) : Tensor());
+                           dr.defined() ? dr.reshape({n, H, V}) : Tensor(), saved_);
   if (routed_proj_ && routing_.kind == RoutingKind::clvr) {
     // ṽ = s ⊙ v (s = β per head, or w): dv += s ⊙ dṽ, ds += Σ v ⊙ dṽ
     const Tensor written = written_value(ctx, op);

@@ -132,6 +132,7 @@ class DeltaRuleLayer final : public Mixer {
   Tensor z_;                   // output-gate input (undefined without gate)
   Tensor o_;                   // the delta rule's output [N, H·V]
   Tensor r_;                   // its write error [N, H·V] (CLER-H and CLER senders)
+  Tensor saved_;               // what the op's forward keeps for its backward (unless config recompute)
 };
 
 }  // namespace linea

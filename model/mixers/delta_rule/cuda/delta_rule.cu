@@ -5,6 +5,7 @@
 // a multiple of 8, K > 256 or V > 512, tensors not 16-byte aligned, GDN-2's gates without a decay
 // per channel) run the f32 pipeline on f32 copies of their token operands, their results rounded
 // to bf16 once.
+#include <cstdint>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -162,24 +163,42 @@ ops::DeltaRuleInputs f32_inputs(const ops::DeltaRuleInputs& in) {
   return c;
 }
 
+// The saved buffer's memory, null where undefined; refused where the bf16 pipeline cannot take
+// the call (it is the only one that saves).
+void* saved_memory(const Tensor& saved, bool bf16_pipeline, const char* op) {
+  if (!saved.defined()) return nullptr;
+  if (!bf16_pipeline || reinterpret_cast<uintptr_t>(saved.raw()) % 256 != 0) {
+    throw std::invalid_argument(std::string(op) +
+                                ": saved: only a bf16 call with 16-byte aligned tensors (delta_rule_saved_bytes > 0) "
+                                "saves its intermediates, into 256-byte aligned memory");
+  }
+  return saved.raw();
+}
 }  // namespace
 }  // namespace delta
 
+size_t delta_rule_saved_bytes(const ops::DeltaRuleSpec& spec, const SeqLayout& seqs, const ops::DeltaRuleInputs& in) {
+  return in.q.dtype() == DType::bf16 && delta::bf16_takes(spec, in, {}) ? delta::bf16_saved_bytes(spec, seqs, in) : 0;
+}
+
 void delta_rule_forward(const ops::DeltaRuleSpec& spec, const SeqLayout& seqs, const ops::DeltaRuleInputs& in, Tensor o,
-                        Tensor ht) {
+                        Tensor ht, Tensor saved) {
+  const bool bf16 = in.q.dtype() == DType::bf16 && delta::bf16_takes(spec, in, {&o});
+  void* const keep = delta::saved_memory(saved, bf16, "delta_rule_forward");
   if (in.q.dtype() == DType::f32) return delta::f32_forward(spec, seqs, in, o, ht);
-  if (delta::bf16_takes(spec, in, {&o})) return delta::bf16_forward(spec, seqs, in, o, ht);
+  if (bf16) return delta::bf16_forward(spec, seqs, in, o, ht, keep);
   const Tensor o32 = delta::f32_like(o);
   delta::f32_forward(spec, seqs, delta::f32_inputs(in), o32, ht);
   ops::convert(o, o32);
 }
 
 void delta_rule_backward(const ops::DeltaRuleSpec& spec, const SeqLayout& seqs, const ops::DeltaRuleInputs& in,
-                         const Tensor& d_o, const Tensor& dht, ops::DeltaRuleGrads& grads) {
+                         const Tensor& d_o, const Tensor& dht, ops::DeltaRuleGrads& grads, const Tensor& saved) {
+  const bool bf16 = in.q.dtype() == DType::bf16 &&
+                    delta::bf16_takes(spec, in, {&d_o, &grads.dq, &grads.dk, &grads.dv, &grads.db, &grads.dw});
+  const void* const kept = delta::saved_memory(saved, bf16, "delta_rule_backward");
   if (in.q.dtype() == DType::f32) return delta::f32_backward(spec, seqs, in, d_o, dht, grads);
-  if (delta::bf16_takes(spec, in, {&d_o, &grads.dq, &grads.dk, &grads.dv, &grads.db, &grads.dw})) {
-    return delta::bf16_backward(spec, seqs, in, d_o, dht, grads);
-  }
+  if (bf16) return delta::bf16_backward(spec, seqs, in, d_o, dht, grads, kept);
   ops::DeltaRuleGrads g32 = grads;  // dg and dh0 are f32 already
   for (Tensor* t : {&g32.dq, &g32.dk, &g32.dv, &g32.dbeta, &g32.db, &g32.dw}) *t = delta::f32_like(*t);
   delta::f32_backward(spec, seqs, delta::f32_inputs(in), delta::f32_copy(d_o), dht, g32);

@@ -12,15 +12,21 @@
 // any (tiled across blocks). The sums over a chunk's tokens are in a fixed order: results repeat bit for bit from run
 // to run.
 #pragma once
+#include <cstddef>
+
 #include "model/mixers/delta_rule/delta_rule.h"
 
 namespace linea::cuda {
 
-// o: [N, H, V]; ht: [S, H, K, V] or undefined.
+// The bytes of what a forward can save for its backward (ops::delta_rule_saved_bytes): the bf16
+// pipeline's intermediates, 0 for the calls it does not take.
+size_t delta_rule_saved_bytes(const ops::DeltaRuleSpec& spec, const SeqLayout& seqs, const ops::DeltaRuleInputs& in);
+// o: [N, H, V]; ht: [S, H, K, V] or undefined; saved: undefined, or at least delta_rule_saved_bytes.
 void delta_rule_forward(const ops::DeltaRuleSpec& spec, const SeqLayout& seqs, const ops::DeltaRuleInputs& in, Tensor o,
-                        Tensor ht);
-// Gradients of L with ∂L/∂o = d_o and ∂L/∂ht = dht (undefined = zeros), as the CPU op's.
+                        Tensor ht, Tensor saved);
+// Gradients of L with ∂L/∂o = d_o and ∂L/∂ht = dht (undefined = zeros), as the CPU op's; from what
+// the forward saved where `saved` is defined.
 void delta_rule_backward(const ops::DeltaRuleSpec& spec, const SeqLayout& seqs, const ops::DeltaRuleInputs& in,
-                         const Tensor& d_o, const Tensor& dht, ops::DeltaRuleGrads& grads);
+                         const Tensor& d_o, const Tensor& dht, ops::DeltaRuleGrads& grads, const Tensor& saved);
 
 }  // namespace linea::cuda

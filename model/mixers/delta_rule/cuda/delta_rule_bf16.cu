@@ -62,9 +62,58 @@ SegmentTable segment_table(const std::vector<int64_t>& table, int64_t seqs, int 
   return t;
 }
 
-// A call's problem and workspaces: the forward's output operands (Q', R; GDN-2's V'), or with
-// `backward` the backward's buffers (Ũ, dŨ, h, dh; a decay per channel: scale Q ⊙ γ, scale P);
-// with segments, their problem and buffers too.
+// What a call's kernels need, in two requests: the buffers the forward can leave for the backward
+// (`Kept`: G, T, W, U from intra; Ũ and h from the state pass; a decay per channel's G_L,
+// K ⊙ exp(G_L − G), scale Q ⊙ γ and scale P; with segments, their transitions A) and the rest
+// (`Passing`: the chunk and segment tables; the forward's output operands Q', R and GDN-2's w ⊙ V;
+// the backward's dŨ and dh; the segments' B, S_start, C and dS_end). A plain forward keeps only
+// what its own passes read (no Ũ, h, scale Q ⊙ γ, scale P).
+struct Bf16Sizes {
+  enum Kept { kG, kT, kW, kU, kUt, kH, kGlast, kKend, kQg, kP, kA, kKeptCount };
+  enum Passing { kTable, kSegTable, kQe, kR, kVw, kDUt, kDh, kB, kSStart, kC, kDSEnd, kPassingCount };
+  std::vector<size_t> kept, passing;
+  std::vector<int64_t> table;
+  SegmentTable segments;
+
+  // `all_kept`: size every kept buffer (a forward that saves them, a backward).
+  Bf16Sizes(const ops::DeltaRuleSpec& spec, const SeqLayout& seqs, const Call& call, bool backward, bool all_kept)
+      : kept(kKeptCount), passing(kPassingCount), table(chunk_table(seqs)) {
+    const int64_t chunks = (static_cast<int64_t>(table.size()) - seqs.num_seqs() - 1) / 2;
+    segments = segment_table(table, seqs.num_seqs(), call.heads, call.value_dim);
+    const size_t rows = static_cast<size_t>(call.tokens) * call.heads;
+    const size_t keys = rows * call.key_dim, values = rows * call.value_dim;
+    const size_t pairs = static_cast<size_t>(chunks) * call.heads;
+    const size_t states = pairs * call.key_dim * call.value_dim, b = sizeof(bf16), f = sizeof(float);
+    const size_t tile = bf16path::kC * bf16path::kC * b;
+    const size_t seg_pairs = static_cast<size_t>(segments.count()) * call.heads;
+    const size_t seg_kv = seg_pairs * call.key_dim * call.value_dim * f;
+    const bool per_channel = spec.decay == ops::DecayKind::channel, gated = spec.gate == ops::GateKind::erase_write;
+    const bool segmented = segments.count() > 0;
+    kept[kG] = spec.decay == ops::DecayKind::scalar ? rows * f : 0;
+    kept[kT] = pairs * tile;
+    kept[kW] = keys * b;
+    kept[kU] = values * b;
+    kept[kUt] = all_kept ? values * b : 0;
+    kept[kH] = all_kept ? states * b : 0;
+    kept[kGlast] = per_channel ? pairs * call.key_dim * f : 0;
+    kept[kKend] = per_channel ? keys * b : 0;
+    kept[kQg] = per_channel && all_kept ? keys * b : 0;
+    kept[kP] = per_channel && all_kept ? pairs * tile : 0;
+    kept[kA] = seg_pairs * call.key_dim * call.key_dim * f;
+    passing[kTable] = table.size() * sizeof(int64_t);
+    passing[kSegTable] = (segments.seg_chunk.size() + segments.seq_segment.size()) * sizeof(int64_t);
+    passing[kQe] = backward ? 0 : keys * b;
+    passing[kR] = backward ? 0 : pairs * tile;
+    passing[kVw] = per_channel && gated && !backward ? values * b : 0;
+    passing[kDUt] = backward ? values * b : 0;
+    passing[kDh] = backward ? states * b : 0;
+    // B and S_start: the forward's segment starts, which a backward without saved buffers makes again
+    passing[kB] = passing[kSStart] = segmented && (!backward || !all_kept) ? seg_kv : 0;
+    passing[kC] = passing[kDSEnd] = segmented && backward ? seg_kv : 0;
+  }
+};
+
+// A call's problem and workspaces (Bf16Sizes), the kept buffers in `saved` where given.
 struct Bf16Plan {
   bf16path::Problem problem{}, by_segment{};
   bf16path::Workspace ws{};
@@ -74,43 +123,17 @@ struct Bf16Plan {
   float *A = nullptr, *B = nullptr, *S_start = nullptr, *C = nullptr, *dS_end = nullptr;
   const int64_t* seq_segment = nullptr;
 
-  Bf16Plan(const ops::DeltaRuleSpec& spec, const SeqLayout& seqs, const ops::DeltaRuleInputs& in, bool backward) {
+  // A backward with `saved` reads the kept buffers a forward with the same `saved` wrote.
+  Bf16Plan(const ops::DeltaRuleSpec& spec, const SeqLayout& seqs, const ops::DeltaRuleInputs& in, bool backward,
+           void* saved) {
     const Call call = describe_call(spec, in);
-    const std::vector<int64_t> table = chunk_table(seqs);
-    const int64_t chunks = (static_cast<int64_t>(table.size()) - seqs.num_seqs() - 1) / 2;
-    const SegmentTable st = segment_table(table, seqs.num_seqs(), call.heads, call.value_dim);
-    segments = st.count();
-    const size_t rows = static_cast<size_t>(call.tokens) * call.heads;
-    const size_t keys = rows * call.key_dim, values = rows * call.value_dim;
-    const size_t pairs = static_cast<size_t>(chunks) * call.heads;
-    const size_t states = pairs * call.key_dim * call.value_dim, b = sizeof(bf16), f = sizeof(float);
-    const size_t tile = bf16path::kC * bf16path::kC * b;
-    const size_t seg_pairs = static_cast<size_t>(segments) * call.heads;
-    const size_t seg_kk = seg_pairs * call.key_dim * call.key_dim * f,
-                 seg_kv = seg_pairs * call.key_dim * call.value_dim * f;
-    const size_t seg_table = (st.seg_chunk.size() + st.seq_segment.size()) * sizeof(int64_t);
-    const bool per_channel = spec.decay == ops::DecayKind::channel, gated = spec.gate == ops::GateKind::erase_write;
-    std::vector<size_t> sizes = {table.size() * sizeof(int64_t),
-                                 spec.decay == ops::DecayKind::scalar ? rows * f : 0,
-                                 pairs * tile,
-                                 keys * b,
-                                 values * b,
-                                 backward ? values * b : keys * b,      // Ũ, or Q'
-                                 backward ? values * b : pairs * tile,  // dŨ, or R
-                                 backward ? states * b : 0,             // h
-                                 backward ? states * b : 0,             // dh
-                                 seg_table,
-                                 seg_kk,
-                                 seg_kv,
-                                 seg_kv,
-                                 backward ? seg_kv : 0,
-                                 backward ? seg_kv : 0,
-                                 per_channel ? pairs * call.key_dim * f : 0,           // G_L
-                                 per_channel ? keys * b : 0,                           // K ⊙ exp(G_L − G)
-                                 per_channel && backward ? keys * b : 0,               // scale Q ⊙ γ
-                                 per_channel && backward ? pairs * tile : 0,           // scale P
-                                 per_channel && gated && !backward ? values * b : 0};  // w ⊙ V
-    const std::vector<void*> p = scratch(sizes);
+    const Bf16Sizes sizes(spec, seqs, call, backward, backward || saved);
+    segments = sizes.segments.count();
+    std::vector<size_t> request = sizes.passing;
+    if (!saved) request.insert(request.end(), sizes.kept.begin(), sizes.kept.end());
+    const std::vector<void*> pass = scratch(request);
+    const std::vector<void*> kept =
+        saved ? carve(saved, sizes.kept) : std::vector<void*>(pass.begin() + Bf16Sizes::kPassingCount, pass.end());
     problem = {static_cast<const bf16*>(call.q),
                static_cast<const bf16*>(call.k),
                static_cast<const bf16*>(call.v),
@@ -118,35 +141,38 @@ struct Bf16Plan {
                static_cast<const bf16*>(call.b),
                static_cast<const bf16*>(call.w),
                call.g,
-               place_chunk_table(table, seqs.num_seqs(), p[0]),
+               place_chunk_table(sizes.table, seqs.num_seqs(), pass[Bf16Sizes::kTable]),
                call.heads,
                call.key_dim,
                call.value_dim,
                call.scale,
                spec.decay,
                spec.gate};
-    const auto at = [&](size_t i) { return sizes[i] ? static_cast<bf16*>(p[i]) : nullptr; };
-    ws.G = sizes[1] ? static_cast<float*>(p[1]) : nullptr;
-    ws.T = at(2), ws.W = at(3), ws.U = at(4);
-    if (backward) {
-      ws.Ut = at(5), ws.dUt = at(6), ws.h = at(7), ws.dh = at(8);
-    } else {
-      ws.Qe = at(5), ws.R = at(6);
-    }
-    ws.Glast = sizes[15] ? static_cast<float*>(p[15]) : nullptr;
-    ws.Kend = at(16), ws.Qg = at(17), ws.P = at(18), ws.Vw = at(19);
+    const auto k = [&](int i) { return sizes.kept[i] ? kept[i] : nullptr; };
+    const auto p = [&](int i) { return sizes.passing[i] ? pass[i] : nullptr; };
+    const auto k16 = [&](int i) { return static_cast<bf16*>(k(i)); };
+    const auto p16 = [&](int i) { return static_cast<bf16*>(p(i)); };
+    ws.G = static_cast<float*>(k(Bf16Sizes::kG));
+    ws.T = k16(Bf16Sizes::kT), ws.W = k16(Bf16Sizes::kW), ws.U = k16(Bf16Sizes::kU);
+    ws.Ut = k16(Bf16Sizes::kUt), ws.h = k16(Bf16Sizes::kH);
+    ws.Glast = static_cast<float*>(k(Bf16Sizes::kGlast));
+    ws.Kend = k16(Bf16Sizes::kKend), ws.Qg = k16(Bf16Sizes::kQg), ws.P = k16(Bf16Sizes::kP);
+    ws.Qe = p16(Bf16Sizes::kQe), ws.R = p16(Bf16Sizes::kR), ws.Vw = p16(Bf16Sizes::kVw);
+    ws.dUt = p16(Bf16Sizes::kDUt), ws.dh = p16(Bf16Sizes::kDh);
     if (segments == 0) return;
-    std::vector<int64_t> seg = st.seg_chunk;
-    seg.insert(seg.end(), st.seq_segment.begin(), st.seq_segment.end());
+    std::vector<int64_t> seg = sizes.segments.seg_chunk;
+    seg.insert(seg.end(), sizes.segments.seq_segment.begin(), sizes.segments.seq_segment.end());
     // Pageable memory: staged at once, without waiting for the device.
-    check_cuda(cudaMemcpyAsync(p[9], seg.data(), seg_table, cudaMemcpyHostToDevice, 0),
+    check_cuda(cudaMemcpyAsync(pass[Bf16Sizes::kSegTable], seg.data(), sizes.passing[Bf16Sizes::kSegTable],
+                               cudaMemcpyHostToDevice, 0),
                "cudaMemcpyAsync (segment table)");
     by_segment = problem;
-    by_segment.chunks.seq_chunk = static_cast<const int64_t*>(p[9]);
+    by_segment.chunks.seq_chunk = static_cast<const int64_t*>(pass[Bf16Sizes::kSegTable]);
     by_segment.chunks.seqs = segments;
-    seq_segment = static_cast<const int64_t*>(p[9]) + st.seg_chunk.size();
-    const auto f32 = [&](size_t i) { return static_cast<float*>(p[i]); };
-    A = f32(10), B = f32(11), S_start = f32(12), C = f32(13), dS_end = f32(14);
+    seq_segment = by_segment.chunks.seq_chunk + sizes.segments.seg_chunk.size();
+    const auto f32 = [](void* x) { return static_cast<float*>(x); };
+    A = f32(k(Bf16Sizes::kA)), B = f32(p(Bf16Sizes::kB)), S_start = f32(p(Bf16Sizes::kSStart));
+    C = f32(p(Bf16Sizes::kC)), dS_end = f32(p(Bf16Sizes::kDSEnd));
   }
 
   // The workspace of the passes that make A, B or C: what the passes read, nothing stored.
@@ -190,9 +216,13 @@ bool bf16_takes(const ops::DeltaRuleSpec& spec, const ops::DeltaRuleInputs& in,
   return !in.w.defined() || aligned16({in.w.raw()});
 }
 
+size_t bf16_saved_bytes(const ops::DeltaRuleSpec& spec, const SeqLayout& seqs, const ops::DeltaRuleInputs& in) {
+  return carved_bytes(Bf16Sizes(spec, seqs, describe_call(spec, in), false, true).kept);
+}
+
 void bf16_forward(const ops::DeltaRuleSpec& spec, const SeqLayout& seqs, const ops::DeltaRuleInputs& in, Tensor o,
-                  Tensor ht) {
-  const Bf16Plan plan(spec, seqs, in, false);
+                  Tensor ht, void* saved) {
+  const Bf16Plan plan(spec, seqs, in, false, saved);
   bf16path::intra(plan.problem, plan.ws);
   if (plan.segments == 0) {
     bf16path::state_forward(plan.problem, plan.ws, pointer<const float>(in.h0), pointer<float>(ht), pointer<bf16>(o));
@@ -203,16 +233,19 @@ void bf16_forward(const ops::DeltaRuleSpec& spec, const SeqLayout& seqs, const o
 }
 
 void bf16_backward(const ops::DeltaRuleSpec& spec, const SeqLayout& seqs, const ops::DeltaRuleInputs& in,
-                   const Tensor& d_o, const Tensor& dht, ops::DeltaRuleGrads& grads) {
-  const Bf16Plan plan(spec, seqs, in, true);
-  bf16path::intra(plan.problem, plan.ws);
+                   const Tensor& d_o, const Tensor& dht, ops::DeltaRuleGrads& grads, const void* saved) {
+  // The backward only reads the kept buffers when they come from the forward.
+  const Bf16Plan plan(spec, seqs, in, true, const_cast<void*>(saved));
+  if (!saved) bf16path::intra(plan.problem, plan.ws);
   const bf16* d_out = pointer<const bf16>(d_o);
   if (plan.segments == 0) {
-    bf16path::state_forward(plan.problem, plan.ws, pointer<const float>(in.h0), nullptr, nullptr);
+    if (!saved) bf16path::state_forward(plan.problem, plan.ws, pointer<const float>(in.h0), nullptr, nullptr);
     bf16path::state_backward(plan.problem, plan.ws, d_out, pointer<const float>(dht), pointer<float>(grads.dh0));
   } else {
-    plan.segment_starts(pointer<const float>(in.h0), nullptr);
-    bf16path::state_forward(plan.by_segment, plan.ws, plan.S_start, nullptr, nullptr);
+    if (!saved) {
+      plan.segment_starts(pointer<const float>(in.h0), nullptr);
+      bf16path::state_forward(plan.by_segment, plan.ws, plan.S_start, nullptr, nullptr);
+    }
     bf16path::state_backward(plan.by_segment, plan.transition_workspace(), d_out, nullptr, plan.C);
     bf16path::chain(plan.chain(plan.C, plan.dS_end, pointer<const float>(dht), pointer<float>(grads.dh0)), true);
     bf16path::state_backward(plan.by_segment, plan.ws, d_out, plan.dS_end, nullptr);

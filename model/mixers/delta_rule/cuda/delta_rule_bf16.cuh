@@ -27,7 +27,9 @@
 // Long sequences on a grid that would not fill the device run the state passes by segments of at
 // most 64 chunks, chained by the segments' affine transitions (_segments.cu, delta_rule_bf16.cu).
 // The forward runs intra and state_forward (with O); the backward runs intra and state_forward
-// (without O, storing h and Ũ) again, then state_backward and gradients.
+// (without O, storing h and Ũ) again, then state_backward and gradients. A forward given a saved
+// buffer (ops::delta_rule_saved_bytes) also stores h, Ũ and, with a decay per channel, scale Q ⊙ γ
+// and scale P there, and its backward starts at state_backward.
 #pragma once
 #include <cuda_bf16.h>
 
@@ -67,7 +69,8 @@ struct Problem {
 // [NC, H, K, V]. A decay per channel has instead of G: Glast [NC, H, K] f32 (G at each chunk's last
 // row), Kend = K ⊙ exp(G_L − G) [N, H, K]; for the backward Qg = scale Q ⊙ γ [N, H, K] and
 // P = scale P [NC, H, C, C] (zero above the diagonal); for GDN-2's forward output Vw = w ⊙ V
-// [N, H, V]. A null pointer is not written (Qe, R and Vw: the forward's output only).
+// [N, H, V]. A null pointer is not written: Qe, R and Vw are the forward's output only; Ut, h, Qg
+// and P are written where given (the backward's recomputation, or a forward that saves them).
 struct Workspace {
   float *G, *Glast;
   bf16 *T, *W, *U, *Ut, *dUt, *h, *dh, *Qe, *R, *Kend, *Qg, *P, *Vw;

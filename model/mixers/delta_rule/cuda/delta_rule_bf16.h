@@ -5,6 +5,7 @@
 // cuda::delta_rule_forward and cuda::delta_rule_backward (model/mixers/delta_rule/cuda/delta_rule.h)
 // for those calls.
 #pragma once
+#include <cstddef>
 #include <initializer_list>
 
 #include "model/mixers/delta_rule/delta_rule.h"
@@ -15,9 +16,12 @@ namespace linea::cuda::delta {
 // where defined.
 bool bf16_takes(const ops::DeltaRuleSpec& spec, const ops::DeltaRuleInputs& in,
                 std::initializer_list<const Tensor*> tensors);
+// The bytes of what the forward can save for the backward (`saved`: 256-byte aligned device memory
+// of that size, or null to save nothing and recompute it in the backward).
+size_t bf16_saved_bytes(const ops::DeltaRuleSpec& spec, const SeqLayout& seqs, const ops::DeltaRuleInputs& in);
 void bf16_forward(const ops::DeltaRuleSpec& spec, const SeqLayout& seqs, const ops::DeltaRuleInputs& in, Tensor o,
-                  Tensor ht);
+                  Tensor ht, void* saved);
 void bf16_backward(const ops::DeltaRuleSpec& spec, const SeqLayout& seqs, const ops::DeltaRuleInputs& in,
-                   const Tensor& d_o, const Tensor& dht, ops::DeltaRuleGrads& grads);
+                   const Tensor& d_o, const Tensor& dht, ops::DeltaRuleGrads& grads, const void* saved);
 
 }  // namespace linea::cuda::delta

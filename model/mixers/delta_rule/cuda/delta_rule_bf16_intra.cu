@@ -352,8 +352,8 @@ __global__ void __launch_bounds__(kThreads) intra_channel_kernel(Problem p, Work
   __syncthreads();
   invert_unit_lower<kPitch>(A, T);
 
-  // T (stored), T' = T diag(β) (or T) as an operand pair; P (scaled, j ≤ i) stored for the backward
-  // or as an operand pair for the output.
+  // T (stored), T' = T diag(β) (or T) as an operand pair; P (scaled, j ≤ i) as an operand pair for
+  // the output, and stored for the backward where ws.P is given.
   bf16* const T_out = ws.T + (chunk * H + head) * kC * kC;
   for (int q = threadIdx.x; q < kC * kC / 2; q += blockDim.x) {
     const int i = q / (kC / 2), j = 2 * (q % (kC / 2));
@@ -365,17 +365,14 @@ __global__ void __launch_bounds__(kThreads) intra_channel_kernel(Problem p, Work
   for (int n = 0; n < 4; ++n) {
     mma::for_pairs(pk[n], m0, 32 * half + 8 * n, [&](int i, int j, float x0, float x1) {
       const float e0 = j <= i && i < L ? p.scale * x0 : 0.0f, e1 = j + 1 <= i && i < L ? p.scale * x1 : 0.0f;
-      if constexpr (kOutput) {
-        put_split(sm.P_hi, sm.P_lo, i, j, e0, e1);
-      } else {
-        *reinterpret_cast<uint32_t*>(ws.P + (chunk * H + head) * kC * kC + i * kC + j) = mma::pack(e0, e1);
-      }
+      if constexpr (kOutput) put_split(sm.P_hi, sm.P_lo, i, j, e0, e1);
+      if (ws.P) *reinterpret_cast<uint32_t*>(ws.P + (chunk * H + head) * kC * kC + i * kC + j) = mma::pack(e0, e1);
     });
   }
   __syncthreads();
 
-  // Per pass of key columns: W = T' (x ⊙ γ), K ⊙ exp(G_L − G), and scale Q ⊙ γ (backward) or
-  // Q' = scale Q ⊙ γ − P W (forward).
+  // Per pass of key columns: W = T' (x ⊙ γ), K ⊙ exp(G_L − G), scale Q ⊙ γ (for the backward, where
+  // ws.Qg is given) and Q' = scale Q ⊙ γ − P W (the forward's output).
   for (int pass = 0; pass < passes; ++pass) {
     const int k0 = pass * Kt;
     if (pass > 0) __syncthreads();  // the previous pass's tiles are read
@@ -394,7 +391,7 @@ __global__ void __launch_bounds__(kThreads) intra_channel_kernel(Problem p, Work
         const int64_t row = (s.first + i) * H + head;
         put_global(ws.Kend, row, K, k0 + d, k.x * expf(dt.at(kC - 1, d) - dt.at(i, d)),
                    k.y * expf(dt.at(kC - 1, d + 1) - dt.at(i, d + 1)));
-        if constexpr (!kOutput) put_global(ws.Qg, row, K, k0 + d, p.scale * g0 * qv.x, p.scale * g1 * qv.y);
+        if (ws.Qg) put_global(ws.Qg, row, K, k0 + d, p.scale * g0 * qv.x, p.scale * g1 * qv.y);
       }
     }
     __syncthreads();

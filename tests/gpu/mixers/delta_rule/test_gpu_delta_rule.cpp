@@ -73,17 +73,26 @@ DeltaRuleProblem on_device(const DeltaRuleProblem& p, DType dtype) {
   return d;
 }
 
-// Forward and backward on the device; results as f64 host tensors.
-DeltaRuleResult run_on_device(const DeltaRuleProblem& host, DType dtype) {
+// The buffer a forward saves its intermediates into for the backward (ops::delta_rule_saved_bytes),
+// undefined for a call that saves none.
+Tensor saved_buffer(const DeltaRuleProblem& p) {
+  const size_t bytes = ops::delta_rule_saved_bytes(p.spec, p.seqs, p.in);
+  return bytes ? Tensor::empty({static_cast<int64_t>((bytes + 1) / 2)}, DType::bf16, Device::cuda) : Tensor();
+}
+
+// Forward and backward on the device (the backward from what the forward saved, with `save`);
+// results as f64 host tensors.
+DeltaRuleResult run_on_device(const DeltaRuleProblem& host, DType dtype, bool save = false) {
   const DeltaRuleProblem p = on_device(host, dtype);
+  const Tensor saved = save ? saved_buffer(p) : Tensor();
   DeltaRuleResult r;
   r.o = device_empty(p.d_o, dtype);
   r.ht = device_empty(p.dht, DType::f32);
-  ops::delta_rule_forward(DeltaRuleImpl::chunked, p.spec, p.seqs, p.in, r.o, r.ht);
+  ops::delta_rule_forward(DeltaRuleImpl::chunked, p.spec, p.seqs, p.in, r.o, r.ht, Tensor(), saved);
   r.grads = {device_empty(p.in.q, dtype),      device_empty(p.in.k, dtype),    device_empty(p.in.v, dtype),
              device_empty(p.in.beta, dtype),   device_empty(p.in.b, dtype),    device_empty(p.in.w, dtype),
              device_empty(p.in.g, DType::f32), device_empty(p.dht, DType::f32)};
-  ops::delta_rule_backward(DeltaRuleImpl::chunked, p.spec, p.seqs, p.in, p.d_o, p.dht, r.grads);
+  ops::delta_rule_backward(DeltaRuleImpl::chunked, p.spec, p.seqs, p.in, p.d_o, p.dht, r.grads, Tensor(), saved);
   DeltaRuleResult h;
   h.o = testing::to_host(r.o);
   h.ht = testing::to_host(r.ht);
@@ -139,10 +148,12 @@ const std::vector<Case>& cases() {
   return all;
 }
 
+// save: the backward runs from what the forward saved (bf16 only: the f32 path saves nothing).
 struct Param {
   DeltaRulePreset mixer;
   size_t case_index;
   DType dtype;
+  bool save;
 };
 
 std::vector<Param> all_params() {
@@ -150,7 +161,8 @@ std::vector<Param> all_params() {
   for (const DeltaRulePreset& m : testing::named_mixers()) {
     for (size_t c = 0; c < cases().size(); ++c) {
       if (m.decay == ops::DecayKind::none && cases()[c].normalizer != 1.0) continue;  // no decay to normalise
-      for (DType dt : {DType::f32, DType::bf16}) params.push_back({m, c, dt});
+      params.push_back({m, c, DType::f32, false});
+      for (bool save : {false, true}) params.push_back({m, c, DType::bf16, save});
     }
   }
   return params;
@@ -159,7 +171,7 @@ std::vector<Param> all_params() {
 std::string param_name(const ::testing::TestParamInfo<Param>& info) {
   const Case& c = cases()[info.param.case_index];
   return std::string(info.param.mixer.name) + "_" + c.shape_name + "_norm" + number(c.normalizer) + "_" +
-         std::string(dtype_name(info.param.dtype));
+         std::string(dtype_name(info.param.dtype)) + (info.param.save ? "_saved" : "");
 }
 
 class GpuDeltaRule : public testing::GpuTest, public ::testing::WithParamInterface<Param> {};
@@ -171,7 +183,7 @@ TEST_P(GpuDeltaRule, MatchesCpuInF64) {
       testing::make_delta_rule_problem(prm.mixer.decay, prm.mixer.gate, c.shape, c.normalizer, 77 + prm.case_index),
       prm.dtype);
   const auto ref = testing::run_forward_backward(DeltaRuleImpl::chunked, p).named();
-  const auto got = run_on_device(p, prm.dtype).named();
+  const auto got = run_on_device(p, prm.dtype, prm.save).named();
   ASSERT_EQ(ref.size(), got.size());
   auto& w = worst->worst[std::string(prm.mixer.name) + "/" + std::string(dtype_name(prm.dtype))];
   for (size_t i = 0; i < ref.size(); ++i) {
@@ -205,6 +217,59 @@ TEST_F(GpuDeltaRuleContract, BackwardRepeatsBitForBit) {
   const std::vector<Tensor> first = run(), second = run();
   for (size_t i = 0; i < first.size(); ++i) {
     EXPECT_EQ(0, std::memcmp(first[i].raw(), second[i].raw(), first[i].nbytes())) << "gradient " << i;
+  }
+}
+
+// What the forward saves is what the backward would recompute, by the same kernels: a backward
+// from it gives the same bits, for every mixer, on whole sequences and on segments.
+TEST_F(GpuDeltaRuleContract, BackwardFromSavedEqualsRecomputedBitForBit) {
+  for (const DeltaRulePreset& m : testing::named_mixers()) {
+    for (const testing::DeltaRuleShape& shape : {testing::DeltaRuleShape{{0, 15, 100, 300}, 2, 64, 64, true},
+                                                 testing::DeltaRuleShape{{0, 200}, 2, 256, 512, true},
+                                                 testing::DeltaRuleShape{{0, 100, 8400}, 1, 64, 64, true}}) {
+      const DeltaRuleProblem p =
+          representable(testing::make_delta_rule_problem(m.decay, m.gate, shape, 1.0, 9), DType::bf16);
+      EXPECT_GT(ops::delta_rule_saved_bytes(p.spec, p.seqs, on_device(p, DType::bf16).in), 0u) << m.name;
+      const auto recomputed = run_on_device(p, DType::bf16, false).named();
+      const auto from_saved = run_on_device(p, DType::bf16, true).named();
+      ASSERT_EQ(recomputed.size(), from_saved.size());
+      for (size_t i = 0; i < recomputed.size(); ++i) {
+        const Tensor& a = recomputed[i].second;
+        const Tensor& b = from_saved[i].second;
+        ASSERT_EQ(a.nbytes(), b.nbytes());
+        EXPECT_EQ(0, std::memcmp(a.raw(), b.raw(), a.nbytes()))
+            << m.name << " T=" << shape.cu_seqlens.back() << " " << recomputed[i].first << ": err_ratio "
+            << testing::compare(a, b).err_ratio;
+      }
+    }
+  }
+}
+
+TEST_F(GpuDeltaRuleContract, SavedIsRefusedWhereNothingIsSaved) {
+  const DeltaRuleProblem host =
+      testing::make_delta_rule_problem(ops::DecayKind::scalar, ops::GateKind::beta, {{0, 70}, 2, 64, 64, true}, 1.0, 3);
+  const DeltaRuleProblem p = on_device(representable(host, DType::f32), DType::f32);
+  EXPECT_EQ(0u, ops::delta_rule_saved_bytes(p.spec, p.seqs, p.in));
+  Tensor o = Tensor::empty(p.d_o.shape(), DType::f32, Device::cuda);
+  const Tensor saved = Tensor::empty({1024}, DType::bf16, Device::cuda);
+  try {
+    ops::delta_rule_forward(DeltaRuleImpl::chunked, p.spec, p.seqs, p.in, o, Tensor(), Tensor(), saved);
+    ADD_FAILURE() << "an f32 call took a saved buffer";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("saved: this call saves nothing"), std::string::npos) << e.what();
+  }
+  const DeltaRuleProblem b = on_device(representable(host, DType::bf16), DType::bf16);
+  const size_t bytes = ops::delta_rule_saved_bytes(b.spec, b.seqs, b.in);
+  ASSERT_GT(bytes, 0u);
+  Tensor ob = Tensor::empty(b.d_o.shape(), DType::bf16, Device::cuda);
+  const Tensor small = Tensor::empty({static_cast<int64_t>(bytes / 4)}, DType::bf16, Device::cuda);
+  try {
+    ops::delta_rule_forward(DeltaRuleImpl::chunked, b.spec, b.seqs, b.in, ob, Tensor(), Tensor(), small);
+    ADD_FAILURE() << "a saved buffer of half the size was taken";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("saved: expected at least " + std::to_string(bytes) + " bytes"),
+              std::string::npos)
+        << e.what();
   }
 }
 
