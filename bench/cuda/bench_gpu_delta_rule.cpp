@@ -95,7 +95,8 @@ void bench_mixer(const DeltaRulePreset& m, int64_t batch, int iterations, const 
   // Both ways of training: the backward recomputing the forward's intermediates (saved undefined),
   // and the backward from what the forward saved (the layers' default, [model.linear] recompute).
   const size_t saved_bytes = ops::delta_rule_saved_bytes(spec, seqs, in);
-  const Tensor saved_buffer = Tensor::empty({static_cast<int64_t>((saved_bytes + 1) / 2)}, DType::bf16, Device::cuda);
+  const Tensor saved_buffer =
+      saved_bytes ? Tensor::empty({static_cast<int64_t>((saved_bytes + 1) / 2)}, DType::bf16, Device::cuda) : Tensor();
   const auto forward = [&](const Tensor& saved) {
     ops::delta_rule_forward(ops::DeltaRuleImpl::chunked, spec, seqs, in, o, Tensor(), Tensor(), saved);
   };

@@ -2,9 +2,10 @@
 // [model.<mixer>] or the family's shared table [model.linear]:
 //   heads, d_k (default d_model/heads), d_v (default d_k), conv (kernel size, 0 = no conv),
 //   output_gate (default: the preset's), allow_neg_eigval, decay_rank and gate_rank (the inner width
-//   of KDA/GDN-2's low-rank decay and output-gate projections; 0 → d_v), recompute (default true until the saved path is checked on a GPU; false: the
-//   CUDA bf16 forward keeps its chunk intermediates and per-chunk states for the backward; true:
-//   the backward recomputes them, less memory, more time).
+//   of KDA/GDN-2's low-rank decay and output-gate projections; 0 → d_v), recompute (true, the
+//   default until the saved path has run on a GPU: the backward recomputes the chunk intermediates
+//   and per-chunk states; false: the CUDA bf16 forward keeps them for the backward, more memory,
+//   less time).
 // A preset fixes what the config does not: the decay kind, the gate kind and the output gate's
 // activation. The family's presets are the mixers deltanet, gdn, kda and gdn2.
 #pragma once
