@@ -2,10 +2,11 @@
 // [model.<mixer>] or the family's shared table [model.linear]:
 //   heads, d_k (default d_model/heads), d_v (default d_k), conv (kernel size, 0 = no conv),
 //   output_gate (default: the preset's), allow_neg_eigval, decay_rank and gate_rank (the inner width
-//   of KDA/GDN-2's low-rank decay and output-gate projections; 0 → d_v), recompute (true, the
-//   default until the saved path has run on a GPU: the backward recomputes the chunk intermediates
-//   and per-chunk states; false: the CUDA bf16 forward keeps them for the backward, more memory,
-//   less time).
+//   of KDA/GDN-2's low-rank decay and output-gate projections; 0 → d_v), recompute (false, the
+//   default: the CUDA bf16 forward keeps its chunk intermediates and per-chunk states for the
+//   backward (ops::delta_rule_saved_bytes: 1408 bytes per token and head at d_k = d_v = 128);
+//   true: the backward recomputes them, less memory, more time; the CPU and f32 paths always
+//   recompute).
 // A preset fixes what the config does not: the decay kind, the gate kind and the output gate's
 // activation. The family's presets are the mixers deltanet, gdn, kda and gdn2.
 #pragma once
@@ -54,7 +55,7 @@ class DeltaRuleConfig final : public MixerConfigOf<DeltaRuleConfig> {
   bool allow_neg_eigval = false;
   int64_t decay_rank = 0;  // KDA/GDN-2 f_proj: d → decay_rank → heads·d_k (0 → d_v)
   int64_t gate_rank = 0;   // KDA/GDN-2 g_proj: d → gate_rank → heads·d_v (0 → d_v)
-  bool recompute = true;   // the backward recomputes what the forward could save (ops::delta_rule_saved_bytes)
+  bool recompute = false;  // true: the backward recomputes what the forward could save (ops::delta_rule_saved_bytes)
 };
 
 }  // namespace linea

@@ -75,9 +75,11 @@ struct Bf16Sizes {
   std::vector<int64_t> table;
   SegmentTable segments;
 
-  // `all_kept`: size every kept buffer (a forward that saves them, a backward).
-  Bf16Sizes(const ops::DeltaRuleSpec& spec, const SeqLayout& seqs, const Call& call, bool backward, bool all_kept)
+  // `saving`: the kept buffers live in a saved buffer (a forward that fills it, a backward that
+  // reads it). Every kept buffer is sized for a forward that saves and for any backward.
+  Bf16Sizes(const ops::DeltaRuleSpec& spec, const SeqLayout& seqs, const Call& call, bool backward, bool saving)
       : kept(kKeptCount), passing(kPassingCount), table(chunk_table(seqs)) {
+    const bool all_kept = backward || saving;
     const int64_t chunks = (static_cast<int64_t>(table.size()) - seqs.num_seqs() - 1) / 2;
     segments = segment_table(table, seqs.num_seqs(), call.heads, call.value_dim);
     const size_t rows = static_cast<size_t>(call.tokens) * call.heads;
@@ -108,7 +110,7 @@ struct Bf16Sizes {
     passing[kDUt] = backward ? values * b : 0;
     passing[kDh] = backward ? states * b : 0;
     // B and S_start: the forward's segment starts, which a backward without saved buffers makes again
-    passing[kB] = passing[kSStart] = segmented && (!backward || !all_kept) ? seg_kv : 0;
+    passing[kB] = passing[kSStart] = segmented && !(backward && saving) ? seg_kv : 0;
     passing[kC] = passing[kDSEnd] = segmented && backward ? seg_kv : 0;
   }
 };
@@ -127,7 +129,7 @@ struct Bf16Plan {
   Bf16Plan(const ops::DeltaRuleSpec& spec, const SeqLayout& seqs, const ops::DeltaRuleInputs& in, bool backward,
            void* saved) {
     const Call call = describe_call(spec, in);
-    const Bf16Sizes sizes(spec, seqs, call, backward, backward || saved);
+    const Bf16Sizes sizes(spec, seqs, call, backward, saved != nullptr);
     segments = sizes.segments.count();
     std::vector<size_t> request = sizes.passing;
     if (!saved) request.insert(request.end(), sizes.kept.begin(), sizes.kept.end());
