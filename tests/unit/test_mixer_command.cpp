@@ -93,8 +93,9 @@ Datasets expected_outputs(const MixerCase& c, DeltaRuleImpl impl) {
   Tensor o = Tensor::zeros({n, kHeads, kValueDim}, compute),
          ht = Tensor::zeros({s, kHeads, kKeyDim, kValueDim}, compute);
   ops::delta_rule_forward(impl, p.spec, p.seqs, p.in, o, ht);
-  ops::DeltaRuleGrads g{testing::like(p.in.q), testing::like(p.in.k), testing::like(p.in.v), testing::like(p.in.beta),
-                        testing::like(p.in.b), testing::like(p.in.w), testing::like(p.in.g), testing::like(ht)};
+  using testing::zeros_like;
+  ops::DeltaRuleGrads g{zeros_like(p.in.q), zeros_like(p.in.k), zeros_like(p.in.v), zeros_like(p.in.beta),
+                        zeros_like(p.in.b), zeros_like(p.in.w), zeros_like(p.in.g), zeros_like(ht)};
   ops::delta_rule_backward(impl, p.spec, p.seqs, p.in, p.d_o, p.dht, g);
   Datasets d;
   auto tokens = [&](const Tensor& t) {
