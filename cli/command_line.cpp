@@ -132,7 +132,7 @@ void CommandLine::check_positional_count() const {
   throw UsageError("expected " + expected + ", got " + std::to_string(n));
 }
 
-const CommandLine::Kind& CommandLine::kind_of(const std::string& name) const {
+CommandLine::Kind CommandLine::kind_of(const std::string& name) const {
   const auto it = declared_.find(name);
   if (it == declared_.end()) throw std::logic_error("linea " + command_ + ": --" + name + " was not declared");
   return it->second;

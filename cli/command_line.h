@@ -6,7 +6,7 @@
 // Errors name the option and what was expected, as std::invalid_argument: an unknown option, a
 // missing value, a value given to a flag ("--json: takes no value"); a getter's bad value
 // ("--slots: expected an integer in [1, 100000], got \"x\""); a required option absent. A count
-// of positional words outside the declared range is a CommandLine::UsageError (an
+// of positional words outside the declared range is a CommandLine::UsageError (a
 // std::invalid_argument too): parse(argc, argv) prints it with the usage and returns 2.
 // Asking a getter for an option that was not declared is a std::logic_error (a bug).
 #pragma once
@@ -70,7 +70,7 @@ class CommandLine {
 
  private:
   enum class Kind { value, list, flag };
-  const Kind& kind_of(const std::string& name) const;  // std::logic_error for an undeclared name
+  Kind kind_of(const std::string& name) const;  // std::logic_error for an undeclared name
   void check_positional_count() const;
 
   std::string command_, usage_, unknown_hint_;
