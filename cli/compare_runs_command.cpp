@@ -3,12 +3,11 @@
 // status is 0 when every run is within the tolerance, 1 when one is not (or a log is unreadable or
 // logged other steps).
 #include <cstdio>
-#include <cstring>
 #include <nlohmann/json.hpp>
 #include <string>
 
 #include "cli/command.h"
-#include "cli/flags.h"
+#include "cli/command_line.h"
 #include "coordinator/loss_comparison.h"
 
 namespace linea::cli {
@@ -25,15 +24,9 @@ constexpr const char* kUsage =
     "every run passes, else 1.\n";
 
 int run_compare_runs(int argc, char** argv) {
-  if (argc > 1 && (!std::strcmp(argv[1], "--help") || !std::strcmp(argv[1], "-h"))) {
-    std::fputs(kUsage, stdout);
-    return 0;
-  }
-  const Flags flags(argc, argv, {"tolerance"}, {});
-  if (flags.positional().size() < 2) {
-    std::fputs(kUsage, stderr);
-    return 2;
-  }
+  CommandLine flags("compare-runs", kUsage);
+  flags.option("tolerance").positional(2, CommandLine::kAny);
+  if (const auto done = flags.parse(argc, argv)) return *done;
   const double tolerance = flags.number("tolerance", 2e-4, 0, 1);
   const std::string& reference_dir = flags.positional()[0];
   const coordinator::MetricsLog reference = coordinator::read_metrics_log(reference_dir + "/metrics.jsonl");

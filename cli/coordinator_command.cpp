@@ -2,12 +2,11 @@
 #include <glog/logging.h>
 
 #include <cstdio>
-#include <cstring>
 #include <filesystem>
 
 #include "cli/command.h"
+#include "cli/command_line.h"
 #include "cli/coordinator_connection.h"
-#include "cli/flags.h"
 #include "coordinator/coordinator.h"
 #include "coordinator/token_file.h"
 
@@ -42,16 +41,10 @@ constexpr const char* kUsage =
     "                           {run_dir} {attempt}\n";
 
 int run_coordinator(int argc, char** argv) {
-  if (argc > 1 && (!std::strcmp(argv[1], "--help") || !std::strcmp(argv[1], "-h"))) {
-    std::fputs(kUsage, stdout);
-    return 0;
-  }
-  const Flags flags(argc, argv,
-                    {"host", "port", "slots", "state-dir", "token-file", "heartbeat-timeout", "startup-timeout",
-                     "max-restarts", "backoff", "backoff-max", "kill-grace", "hostfile", "launch"},
-                    {});
-  if (!flags.positional().empty())
-    throw std::invalid_argument("unexpected argument \"" + flags.positional().front() + "\" (see --help)");
+  CommandLine flags("coordinator", kUsage);
+  flags.option({"host", "port", "slots", "state-dir", "token-file", "heartbeat-timeout", "startup-timeout",
+                "max-restarts", "backoff", "backoff-max", "kill-grace", "hostfile", "launch"});
+  if (const auto done = flags.parse(argc, argv)) return *done;
   coordinator::CoordinatorOptions options;
   options.host = flags.string("host", options.host);
   options.port = static_cast<uint16_t>(flags.integer("port", options.port, 0, 65535));

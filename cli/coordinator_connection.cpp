@@ -17,7 +17,9 @@ std::string default_state_dir() {
   return (home && *home ? std::string(home) : std::string(".")) + "/.linea/coordinator";
 }
 
-CoordinatorConnection CoordinatorConnection::from_flags(const Flags& flags) {
+CommandLine& with_connection_options(CommandLine& cli) { return cli.option({"coordinator", "token-file"}); }
+
+CoordinatorConnection CoordinatorConnection::from_flags(const CommandLine& flags) {
   const char* env_endpoint = std::getenv("LINEA_COORDINATOR");
   const char* env_token = std::getenv("LINEA_COORDINATOR_TOKEN_FILE");
   CoordinatorConnection c;

@@ -4,7 +4,7 @@
 #pragma once
 #include <string>
 
-#include "cli/flags.h"
+#include "cli/command_line.h"
 #include "coordinator/protocol.h"
 
 namespace linea::cli {
@@ -16,12 +16,14 @@ struct CoordinatorConnection {
   coordinator::Endpoint endpoint;
   std::string token;
 
-  static CoordinatorConnection from_flags(const Flags& flags);
+  // From the options that with_connection_options declared (after parsing).
+  static CoordinatorConnection from_flags(const CommandLine& flags);
   // Sends one request; throws std::runtime_error with the coordinator's error.
   nlohmann::json request(nlohmann::json message) const;
 };
 
-// The help lines for the two options above.
+// Declares the two options above; kConnectionOptionsHelp holds their help lines.
+CommandLine& with_connection_options(CommandLine& cli);
 extern const char* const kConnectionOptionsHelp;
 
 }  // namespace linea::cli

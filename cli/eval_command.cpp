@@ -3,7 +3,6 @@
 // inference::ModelLanguageModel; one JSON line per result into FILE (default RUN_DIR/eval.jsonl,
 // appended) and a readable line per result on stdout.
 #include <cstdio>
-#include <cstring>
 #include <fstream>
 #include <iostream>
 #include <nlohmann/json.hpp>
@@ -12,7 +11,7 @@
 #include <vector>
 
 #include "cli/command.h"
-#include "cli/flags.h"
+#include "cli/command_line.h"
 #include "cli/trained_model.h"
 #include "eval/evaluation.h"
 #include "inference/model_language_model.h"
@@ -69,16 +68,10 @@ std::filesystem::path run_directory(const std::filesystem::path& path) {
 }
 
 int run_eval(int argc, char** argv) {
-  if (argc > 1 && (!std::strcmp(argv[1], "--help") || !std::strcmp(argv[1], "-h"))) {
-    std::fputs(kUsage, stdout);
-    return 0;
-  }
-  const Flags flags(argc, argv, {"tasks", "limit", "out", "data-dir", "lengths", "seed", "tokenizer", "batch-tokens"},
-                    {});
-  if (flags.positional().size() != 1 || !flags.has("tasks")) {
-    std::fputs(kUsage, stderr);
-    return 2;
-  }
+  CommandLine flags("eval", kUsage);
+  flags.option({"tasks", "limit", "out", "data-dir", "lengths", "seed", "tokenizer", "batch-tokens"});
+  if (const auto done = flags.positional(1, 1).parse(argc, argv)) return *done;
+  flags.require({"tasks"});
   eval::EvalSettings settings;
   settings.tasks = flags.string("tasks", "");
   settings.limit = flags.integer("limit", 0, 0, int64_t(1) << 40);

@@ -1,12 +1,11 @@
 // `linea export RUN_DIR|CHECKPOINT --format hf OUT/`: a trained model (cli/trained_model.h) as an
 // fla / Hugging Face checkpoint, config.json + model.safetensors (inference/hf_checkpoint.h).
 #include <cstdio>
-#include <cstring>
 #include <stdexcept>
 #include <string>
 
 #include "cli/command.h"
-#include "cli/flags.h"
+#include "cli/command_line.h"
 #include "cli/trained_model.h"
 #include "inference/hf_checkpoint.h"
 
@@ -24,17 +23,9 @@ constexpr const char* kUsage =
     "are refused before anything is written. `[model] init_from = \"hf:OUT\"` reads such a directory.\n";
 
 int run_export(int argc, char** argv) {
-  if (argc > 1 && (!std::strcmp(argv[1], "--help") || !std::strcmp(argv[1], "-h"))) {
-    std::fputs(kUsage, stdout);
-    return 0;
-  }
-  const Flags flags(argc, argv, {"format"}, {});
-  if (flags.positional().size() != 2) {
-    std::fputs(kUsage, stderr);
-    return 2;
-  }
-  const std::string format = flags.string("format", "");
-  if (format != "hf") throw std::invalid_argument("--format: expected hf, got \"" + format + "\"");
+  CommandLine flags("export", kUsage);
+  if (const auto done = flags.option("format").positional(2, 2).parse(argc, argv)) return *done;
+  flags.choice("format", "", {"hf"});  // the one format
   const TrainedModel trained = load_trained_model(flags.positional()[0]);
   inference::export_hf(*trained.model, flags.positional()[1]);
   std::printf("exported step %lld of %s to %s\n", static_cast<long long>(trained.step),

@@ -4,14 +4,13 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
-#include <cstring>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
 #include "cli/command.h"
-#include "cli/flags.h"
+#include "cli/command_line.h"
 #include "cli/inference_input.h"
 #include "cli/trained_model.h"
 #include "inference/model_language_model.h"
@@ -40,16 +39,9 @@ constexpr const char* kUsage =
     "  --tokenizer SPEC   instead of the run's (spm:MODEL, gpt2:DIR, hf:PATH/tokenizer.json, tiktoken:PATH)\n";
 
 int run_generate(int argc, char** argv) {
-  if (argc > 1 && (!std::strcmp(argv[1], "--help") || !std::strcmp(argv[1], "-h"))) {
-    std::fputs(kUsage, stdout);
-    return 0;
-  }
-  const Flags flags(argc, argv,
-                    {"input", "max-tokens", "temperature", "top-k", "top-p", "seed", "stop", "batch", "tokenizer"}, {});
-  if (flags.positional().size() != 1) {
-    std::fputs(kUsage, stderr);
-    return 2;
-  }
+  CommandLine flags("generate", kUsage);
+  flags.option({"input", "max-tokens", "temperature", "top-k", "top-p", "seed", "stop", "batch", "tokenizer"});
+  if (const auto done = flags.positional(1, 1).parse(argc, argv)) return *done;
   inference::SamplingOptions sampling;
   sampling.temperature = flags.number("temperature", 0, 0, 1e6);
   sampling.top_k = flags.integer("top-k", 0, 0, int64_t(1) << 31);

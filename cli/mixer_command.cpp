@@ -6,19 +6,18 @@
 #include <fcntl.h>
 #include <unistd.h>
 
-#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <stdexcept>
 #include <string>
-#include <string_view>
 #include <utility>
 #include <vector>
 
 #include "checkpoint/hdf5_file.h"
 #include "cli/command.h"
+#include "cli/command_line.h"
 #include "data/atomic_file.h"
 #include "kernels/device_memory.h"
 #include "model/mixer_problem.h"
@@ -59,7 +58,6 @@ writes the outputs and the gradients to OUT.
 }
 
 struct MixerOptions {
-  bool help = false;
   std::string mixer;
   const MixerProblemFormat* format = nullptr;  // of the mixer's family
   MixerImpl impl = MixerImpl::recurrent;
@@ -67,29 +65,9 @@ struct MixerOptions {
   fs::path in, out;
 };
 
-MixerOptions parse_mixer_options(int argc, char** argv) {
-  std::string mixer, impl, in, out, dtype;
-  const std::pair<std::string_view, std::string*> flags[] = {
-      {"--mixer", &mixer}, {"--impl", &impl}, {"--in", &in}, {"--out", &out}, {"--dtype", &dtype}};
-  MixerOptions options;
-  for (int i = 1; i < argc; ++i) {
-    const std::string arg = argv[i];
-    if (arg == "--help" || arg == "-h") {
-      options.help = true;
-      return options;
-    }
-    const auto flag = std::find_if(std::begin(flags), std::end(flags), [&](const auto& f) { return f.first == arg; });
-    if (flag == std::end(flags))
-      throw std::invalid_argument("unknown argument '" + arg + "' (see `linea mixer --help`)");
-    if (i + 1 >= argc) throw std::invalid_argument(arg + " needs a value (see `linea mixer --help`)");
-    *flag->second = argv[++i];
-  }
-  std::string missing;
-  for (const auto& [name, value] : flags) {
-    if (value->empty() && value != &dtype) missing += (missing.empty() ? "" : ", ") + std::string(name);
-  }
-  if (!missing.empty()) throw std::invalid_argument("missing " + missing + " (see `linea mixer --help`)");
-
+MixerOptions mixer_options(const CommandLine& flags) {
+  flags.require({"mixer", "impl", "in", "out"});
+  const std::string mixer = *flags.get("mixer");
   const MixerFamily* family = find_mixer_family(mixer);
   if (!family || !family->problem_format()) {
     throw std::invalid_argument(
@@ -97,30 +75,18 @@ MixerOptions parse_mixer_options(int argc, char** argv) {
         std::string(family ? "mixer '" + mixer + "' has no problem format" : "unknown mixer '" + mixer + "'") +
         "; expected " + join_names(runnable_mixers(), " or "));
   }
+  MixerOptions options;
   options.mixer = mixer;
   options.format = family->problem_format();
-  if (impl == "recurrent") {
-    options.impl = MixerImpl::recurrent;
-  } else if (impl == "chunked") {
-    options.impl = MixerImpl::chunked;
-  } else if (impl == "cuda") {
-    options.impl = MixerImpl::cuda;
-  } else {
-    throw std::invalid_argument("--impl: unknown implementation '" + impl + "'; expected recurrent, chunked or cuda");
-  }
-  if (!dtype.empty()) {
+  const std::string impl = flags.choice("impl", "", {"recurrent", "chunked", "cuda"});
+  options.impl = impl == "recurrent" ? MixerImpl::recurrent : impl == "chunked" ? MixerImpl::chunked : MixerImpl::cuda;
+  if (flags.has("dtype")) {
     if (options.impl != MixerImpl::cuda)
       throw std::invalid_argument("--dtype: only for --impl cuda (the CPU impls pick their own)");
-    if (dtype == "f32") {
-      options.dtype = DType::f32;
-    } else if (dtype == "bf16") {
-      options.dtype = DType::bf16;
-    } else {
-      throw std::invalid_argument("--dtype: unknown dtype '" + dtype + "'; expected f32 or bf16");
-    }
+    options.dtype = flags.choice("dtype", "", {"f32", "bf16"}) == "bf16" ? DType::bf16 : DType::f32;
   }
-  options.in = in;
-  options.out = out;
+  options.in = *flags.get("in");
+  options.out = *flags.get("out");
   return options;
 }
 
@@ -169,11 +135,9 @@ void write_hdf5_atomically(const fs::path& out, const std::vector<std::pair<std:
 }
 
 int run_mixer_command(int argc, char** argv) {
-  const MixerOptions options = parse_mixer_options(argc, argv);
-  if (options.help) {
-    std::fputs(help_text().c_str(), stdout);
-    return 0;
-  }
+  CommandLine flags("mixer", help_text());
+  if (const auto done = flags.option({"mixer", "impl", "dtype", "in", "out"}).parse(argc, argv)) return *done;
+  const MixerOptions options = mixer_options(flags);
   check_paths(options);
   const char* impl = options.impl == MixerImpl::cuda        ? "cuda"
                      : options.impl == MixerImpl::recurrent ? "recurrent"

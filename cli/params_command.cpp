@@ -1,13 +1,12 @@
 // `linea params CONFIG.toml [--inference] [section.key=value ...]`: the parameter count of the
 // [model] in a config, by group and by optimizer role, without allocating the model; with
 // --inference also the decoding state per sequence (recurrent states, KV caches).
-#include <algorithm>
 #include <cstdio>
-#include <cstring>
 #include <string>
 #include <vector>
 
 #include "cli/command.h"
+#include "cli/command_line.h"
 #include "data/config_reader.h"
 #include "model/decoding_memory.h"
 #include "model/model_config.h"
@@ -26,20 +25,11 @@ constexpr const char* kUsage =
     "window), and the total at a few context lengths.\n";
 
 int run_params(int argc, char** argv) {
-  if (argc < 2 || !std::strcmp(argv[1], "--help") || !std::strcmp(argv[1], "-h")) {
-    std::fputs(kUsage, argc < 2 ? stderr : stdout);
-    return argc < 2 ? 2 : 0;
-  }
-  std::vector<std::string> words(argv + 1, argv + argc);
-  const auto flag = std::find(words.begin(), words.end(), std::string("--inference"));
-  const bool inference = flag != words.end();
-  if (inference) words.erase(flag);
-  if (words.empty()) {
-    std::fputs(kUsage, stderr);
-    return 2;
-  }
-  const std::vector<std::string> overrides(words.begin() + 1, words.end());
-  ConfigReader reader = ConfigReader::from_file(words[0], overrides);
+  CommandLine flags("params", kUsage);
+  if (const auto done = flags.flag("inference").positional(1, CommandLine::kAny).parse(argc, argv)) return *done;
+  const bool inference = flags.has("inference");
+  const std::vector<std::string>& words = flags.positional();  // CONFIG, then the overrides
+  ConfigReader reader = ConfigReader::from_file(words[0], {words.begin() + 1, words.end()});
   const ModelConfig config = ModelConfig::parse(reader.section("model"));
   reader.check_unknown_keys({"model"});
   std::fputs(format_parameter_count(config, count_parameters(config)).c_str(), stdout);

@@ -1,11 +1,11 @@
 // `linea plot RUN_DIR [OUT.svg]`: the loss curves (training loss and val_loss against the step) of
 // one run, from RUN_DIR/metrics.jsonl, as an SVG (default RUN_DIR/loss.svg).
 #include <cstdio>
-#include <cstring>
 #include <filesystem>
 #include <string>
 
 #include "cli/command.h"
+#include "cli/command_line.h"
 #include "coordinator/metrics_log.h"
 #include "coordinator/svg_plot.h"
 #include "data/atomic_file.h"
@@ -20,12 +20,10 @@ constexpr const char* kUsage =
     "against the step, as an SVG written to OUT.svg (default RUN_DIR/loss.svg).\n";
 
 int run_plot(int argc, char** argv) {
-  if (argc < 2 || argc > 3 || !std::strcmp(argv[1], "--help") || !std::strcmp(argv[1], "-h")) {
-    std::fputs(kUsage, argc < 2 || argc > 3 ? stderr : stdout);
-    return argc < 2 || argc > 3 ? 2 : 0;
-  }
-  const std::string run_dir = argv[1];
-  const std::string out = argc == 3 ? argv[2] : run_dir + "/loss.svg";
+  CommandLine flags("plot", kUsage);
+  if (const auto done = flags.positional(1, 2).parse(argc, argv)) return *done;
+  const std::string run_dir = flags.positional()[0];
+  const std::string out = flags.positional().size() == 2 ? flags.positional()[1] : run_dir + "/loss.svg";
   if (!std::filesystem::is_directory(run_dir)) throw std::runtime_error(run_dir + ": no such run directory");
   if (!std::filesystem::exists(run_dir + "/metrics.jsonl")) {
     throw std::runtime_error(run_dir + "/metrics.jsonl: no such file (has the run logged a step yet?)");

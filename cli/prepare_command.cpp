@@ -1,14 +1,15 @@
 // `linea prepare`: turns text files into token shards + manifest (data/prepare.h), or, with
 // --default-corpus, builds the embedded default corpus (data/default_corpus.h).
+#include <algorithm>
 #include <cstdio>
-#include <cstdlib>
-#include <optional>
+#include <limits>
 #include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "cli/command.h"
+#include "cli/command_line.h"
 #include "data/default_corpus.h"
 #include "data/document_source.h"
 #include "data/prepare.h"
@@ -57,124 +58,32 @@ options:
                         $LINEA_CACHE/gcide-spm4096 (default ~/.cache/linea/gcide-spm4096)
 )";
 
-// Reads "--name value" and "--name=value" flags.
-class FlagReader {
- public:
-  FlagReader(int argc, char** argv) : args_(argv + 1, argv + argc) {}
-  bool done() const { return i_ >= args_.size(); }
-  // True when the current argument is `name` (a boolean flag or one taking a value).
-  bool is(const std::string& name) {
-    const std::string& a = args_[i_];
-    if (a == name) {
-      inline_value_.reset();
-      return true;
-    }
-    if (a.rfind(name + "=", 0) == 0) {
-      inline_value_ = a.substr(name.size() + 1);
-      return true;
-    }
-    return false;
-  }
-  std::string value() {
-    const std::string name = args_[i_].substr(0, args_[i_].find('='));
-    if (inline_value_) {
-      ++i_;
-      return *inline_value_;
-    }
-    if (i_ + 1 >= args_.size()) throw std::invalid_argument(name + ": expected a value");
-    i_ += 2;
-    return args_[i_ - 1];
-  }
-  void skip() { ++i_; }
-  const std::string& current() const { return args_[i_]; }
-
- private:
-  std::vector<std::string> args_;
-  size_t i_ = 0;
-  std::optional<std::string> inline_value_;
-};
-
-int64_t parse_int(const std::string& flag, const std::string& text) {
-  size_t used = 0;
-  long long v = 0;
-  try {
-    v = std::stoll(text, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  if (used == 0 || used != text.size())
-    throw std::invalid_argument(flag + ": expected an integer, got \"" + text + "\"");
-  return v;
-}
-
-double parse_double(const std::string& flag, const std::string& text) {
-  size_t used = 0;
-  double v = 0;
-  try {
-    v = std::stod(text, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  if (used == 0 || used != text.size()) throw std::invalid_argument(flag + ": expected a number, got \"" + text + "\"");
-  return v;
-}
-
 int run_prepare(int argc, char** argv) {
+  CommandLine flags("prepare", kUsage);
+  flags.option({"output", "tokenizer", "shard-tokens", "val-fraction", "val-docs", "threads", "text-docs", "text-field",
+                "name", "spm-sample-mb", "spm-model-type", "seed"});
+  flags.list("input").list("where").flag("quiet").flag("default-corpus");
+  if (const auto done = flags.parse(argc, argv)) return *done;
   data::PrepareOptions options;
-  options.threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  std::vector<std::string> inputs;
-  std::string tokenizer;
-  bool default_corpus = false;
+  options.output = flags.string("output", "");
+  options.shard_tokens = flags.integer("shard-tokens", options.shard_tokens);
+  options.val_fraction = flags.number("val-fraction", options.val_fraction);
+  options.val_docs = flags.integer("val-docs", options.val_docs);
+  options.threads = static_cast<int>(
+      flags.integer("threads", std::max(1u, std::thread::hardware_concurrency()), 1, std::numeric_limits<int>::max()));
+  options.shard_prefix = flags.string("name", options.shard_prefix);
+  if (flags.has("spm-sample-mb"))
+    options.spm_sample_bytes = flags.integer("spm-sample-mb", 0, 1, int64_t(1) << 40) << 20;
+  options.spm_model_type = flags.string("spm-model-type", options.spm_model_type);
+  options.seed = static_cast<uint32_t>(flags.integer("seed", options.seed, 0, std::numeric_limits<uint32_t>::max()));
+  options.progress = !flags.has("quiet");
   data::DocumentOptions documents;
-  std::vector<std::string> where;
-  for (FlagReader f(argc, argv); !f.done();) {
-    if (f.is("--help") || f.is("-h")) {
-      std::fputs(kUsage, stdout);
-      return 0;
-    } else if (f.is("--input")) {
-      inputs.push_back(f.value());
-    } else if (f.is("--output")) {
-      options.output = f.value();
-    } else if (f.is("--tokenizer")) {
-      tokenizer = f.value();
-    } else if (f.is("--shard-tokens")) {
-      options.shard_tokens = parse_int("--shard-tokens", f.value());
-    } else if (f.is("--val-fraction")) {
-      options.val_fraction = parse_double("--val-fraction", f.value());
-    } else if (f.is("--val-docs")) {
-      options.val_docs = parse_int("--val-docs", f.value());
-    } else if (f.is("--threads")) {
-      options.threads = static_cast<int>(parse_int("--threads", f.value()));
-    } else if (f.is("--text-docs")) {
-      const std::string mode = f.value();
-      if (mode != "paragraph" && mode != "file") {
-        throw std::invalid_argument("--text-docs: expected paragraph or file, got \"" + mode + "\"");
-      }
-      documents.text_documents = mode == "file" ? data::TextDocuments::file : data::TextDocuments::paragraph;
-    } else if (f.is("--text-field")) {
-      documents.text_field = f.value();
-    } else if (f.is("--where")) {
-      where.push_back(f.value());
-    } else if (f.is("--name")) {
-      options.shard_prefix = f.value();
-    } else if (f.is("--spm-sample-mb")) {
-      options.spm_sample_bytes = parse_int("--spm-sample-mb", f.value()) << 20;
-    } else if (f.is("--spm-model-type")) {
-      options.spm_model_type = f.value();
-    } else if (f.is("--seed")) {
-      options.seed = static_cast<uint32_t>(parse_int("--seed", f.value()));
-    } else if (f.is("--quiet")) {
-      options.progress = false;
-      f.skip();
-    } else if (f.is("--default-corpus")) {
-      default_corpus = true;
-      f.skip();
-    } else {
-      throw std::invalid_argument("unknown option \"" + f.current() + "\" (see linea prepare --help)");
-    }
-  }
+  documents.text_documents = flags.choice("text-docs", "paragraph", {"paragraph", "file"}) == "file"
+                                 ? data::TextDocuments::file
+                                 : data::TextDocuments::paragraph;
+  documents.text_field = flags.string("text-field", documents.text_field);
 
-  if (default_corpus) {
+  if (flags.has("default-corpus")) {
     data::DefaultCorpusOptions corpus;
     corpus.dir = options.output;
     corpus.threads = options.threads;
@@ -183,10 +92,10 @@ int run_prepare(int argc, char** argv) {
     std::printf("default corpus ready in %s\n", dir.c_str());
     return 0;
   }
-  if (tokenizer.empty()) throw std::invalid_argument("--tokenizer: required (see linea prepare --help)");
-  options.tokenizer = data::TokenizerChoice::parse(tokenizer);
-  const auto files = data::expand_inputs(inputs);
-  documents.filter = data::RowFilter::parse(where);
+  flags.require({"tokenizer"});
+  options.tokenizer = data::TokenizerChoice::parse(*flags.get("tokenizer"));
+  const auto files = data::expand_inputs(flags.all("input"));
+  documents.filter = data::RowFilter::parse(flags.all("where"));
   documents.threads = options.threads;
   const auto summary =
       data::prepare_corpus([&] { return std::make_unique<data::FileDocumentSource>(files, documents); }, options);

@@ -1,8 +1,9 @@
 // `linea results SWEEP_DIR`: (re)writes a sweep's summary tables and loss plots (coordinator/results.h).
 #include <cstdio>
-#include <cstring>
+#include <string>
 
 #include "cli/command.h"
+#include "cli/command_line.h"
 #include "coordinator/results.h"
 
 namespace linea::cli {
@@ -16,13 +17,12 @@ constexpr const char* kUsage =
     "the Markdown table.\n";
 
 int run_results(int argc, char** argv) {
-  if (argc != 2 || !std::strcmp(argv[1], "--help") || !std::strcmp(argv[1], "-h")) {
-    std::fputs(kUsage, argc != 2 ? stderr : stdout);
-    return argc != 2 ? 2 : 0;
-  }
-  for (const std::string& file : coordinator::write_sweep_results(argv[1])) std::printf("wrote %s\n", file.c_str());
+  CommandLine flags("results", kUsage);
+  if (const auto done = flags.positional(1, 1).parse(argc, argv)) return *done;
+  const std::string& sweep_dir = flags.positional()[0];
+  for (const std::string& file : coordinator::write_sweep_results(sweep_dir)) std::printf("wrote %s\n", file.c_str());
   std::string md;
-  std::FILE* in = std::fopen((std::string(argv[1]) + "/summary.md").c_str(), "r");
+  std::FILE* in = std::fopen((sweep_dir + "/summary.md").c_str(), "r");
   if (in) {
     char buf[4096];
     for (size_t n; (n = std::fread(buf, 1, sizeof buf, in)) > 0;) md.append(buf, n);

@@ -2,14 +2,13 @@
 // under a context (the primitive of multiple-choice evaluations), with the model of a run
 // (cli/trained_model.h) through inference::ModelLanguageModel, in batches.
 #include <cstdio>
-#include <cstring>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
 #include "cli/command.h"
-#include "cli/flags.h"
+#include "cli/command_line.h"
 #include "cli/inference_input.h"
 #include "cli/trained_model.h"
 #include "inference/model_language_model.h"
@@ -33,15 +32,9 @@ constexpr const char* kUsage =
     "  --batch-tokens N   tokens per forward pass (default 16384)\n";
 
 int run_score(int argc, char** argv) {
-  if (argc > 1 && (!std::strcmp(argv[1], "--help") || !std::strcmp(argv[1], "-h"))) {
-    std::fputs(kUsage, stdout);
-    return 0;
-  }
-  const Flags flags(argc, argv, {"input", "tokenizer", "batch-tokens"}, {});
-  if (flags.positional().size() != 1) {
-    std::fputs(kUsage, stderr);
-    return 2;
-  }
+  CommandLine flags("score", kUsage);
+  flags.option({"input", "tokenizer", "batch-tokens"}).positional(1, 1);
+  if (const auto done = flags.parse(argc, argv)) return *done;
   const std::string tokenizer_spec = flags.string("tokenizer", "");
   const int64_t batch_tokens = flags.integer("batch-tokens", 16384, 1, int64_t(1) << 30);
   const TrainedModel trained = load_trained_model(flags.positional()[0]);

@@ -2,13 +2,12 @@
 // goodput, ...), or the raw reply with --json.
 #include <cmath>
 #include <cstdio>
-#include <cstring>
 #include <string>
 #include <vector>
 
 #include "cli/command.h"
+#include "cli/command_line.h"
 #include "cli/coordinator_connection.h"
-#include "cli/flags.h"
 
 namespace linea::cli {
 namespace {
@@ -69,13 +68,8 @@ std::string format_table(const nlohmann::json& runs) {
 }
 
 int run_status(int argc, char** argv) {
-  if (argc > 1 && (!std::strcmp(argv[1], "--help") || !std::strcmp(argv[1], "-h"))) {
-    std::fputs(kUsage.c_str(), stdout);
-    return 0;
-  }
-  const Flags flags(argc, argv, {"coordinator", "token-file"}, {"json"});
-  if (!flags.positional().empty())
-    throw std::invalid_argument("unexpected argument \"" + flags.positional().front() + "\"");
+  CommandLine flags("status", kUsage);
+  if (const auto done = with_connection_options(flags).flag("json").parse(argc, argv)) return *done;
   const nlohmann::json reply = CoordinatorConnection::from_flags(flags).request({{"type", "status"}});
   if (flags.has("json")) {
     std::printf("%s\n", reply.dump(2).c_str());

@@ -1,10 +1,9 @@
 // `linea submit SWEEP.toml`: expands a sweep file into runs (coordinator/sweep.h) and queues them.
 #include <cstdio>
-#include <cstring>
 
 #include "cli/command.h"
+#include "cli/command_line.h"
 #include "cli/coordinator_connection.h"
-#include "cli/flags.h"
 #include "coordinator/sweep.h"
 
 namespace linea::cli {
@@ -21,12 +20,8 @@ const std::string kUsage = std::string(
                            kConnectionOptionsHelp;
 
 int run_submit(int argc, char** argv) {
-  if (argc < 2 || !std::strcmp(argv[1], "--help") || !std::strcmp(argv[1], "-h")) {
-    std::fputs(kUsage.c_str(), argc < 2 ? stderr : stdout);
-    return argc < 2 ? 2 : 0;
-  }
-  const Flags flags(argc, argv, {"coordinator", "token-file"}, {"dry-run"});
-  if (flags.positional().size() != 1) throw std::invalid_argument("expected one sweep file (see --help)");
+  CommandLine flags("submit", kUsage);
+  if (const auto done = with_connection_options(flags).flag("dry-run").positional(1, 1).parse(argc, argv)) return *done;
   const coordinator::SweepPlan plan = coordinator::expand_sweep_file(flags.positional().front());
   std::printf("sweep %s: %zu runs into %s\n", plan.sweep.name.c_str(), plan.runs.size(), plan.sweep.dir.c_str());
   for (const auto& run : plan.runs) {

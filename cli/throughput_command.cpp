@@ -1,12 +1,11 @@
 // `linea throughput RUN_DIR... [--warmup N]`: each run's training speed after N warm-up steps
 // (coordinator/steady_throughput.h), one JSON line per run.
 #include <cstdio>
-#include <cstring>
 #include <nlohmann/json.hpp>
 #include <string>
 
 #include "cli/command.h"
-#include "cli/flags.h"
+#include "cli/command_line.h"
 #include "coordinator/steady_throughput.h"
 
 namespace linea::cli {
@@ -20,15 +19,9 @@ constexpr const char* kUsage =
     "JSON line per run: run, steps, tokens, seconds, tokens_per_s, mean_step_s.\n";
 
 int run_throughput(int argc, char** argv) {
-  if (argc > 1 && (!std::strcmp(argv[1], "--help") || !std::strcmp(argv[1], "-h"))) {
-    std::fputs(kUsage, stdout);
-    return 0;
-  }
-  const Flags flags(argc, argv, {"warmup"}, {});
-  if (flags.positional().empty()) {
-    std::fputs(kUsage, stderr);
-    return 2;
-  }
+  CommandLine flags("throughput", kUsage);
+  flags.option("warmup").positional(1, CommandLine::kAny);
+  if (const auto done = flags.parse(argc, argv)) return *done;
   const int64_t warmup = flags.integer("warmup", 2, 0, 1'000'000'000);
   for (const std::string& run_dir : flags.positional()) {
     const coordinator::SteadyThroughput t =

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "cli/command.h"
+#include "cli/command_line.h"
 #include "parallel/error_agreement.h"
 #include "parallel/mpi_session.h"
 #include "worker/run_config.h"
@@ -61,20 +62,12 @@ std::string default_config() {
 }
 
 int run_train(int argc, char** argv) {
-  std::vector<std::string> args(argv + 1, argv + argc);
-  if (!args.empty() && (args[0] == "--help" || args[0] == "-h")) {
-    std::fputs(kUsage, stdout);
-    return 0;
-  }
-  for (const std::string& a : args) {
-    if (a.rfind("--", 0) == 0) {  // e.g. --steps 5: settings are overrides
-      std::fprintf(stderr,
-                   "linea train: error: unknown option '%s': settings are given as section.key=value overrides "
-                   "(e.g. train.steps=5); see linea train --help\n",
-                   a.c_str());
-      return 2;
-    }
-  }
+  CommandLine flags("train", kUsage);
+  flags
+      .positional(0, CommandLine::kAny)  // e.g. --steps 5: settings are overrides
+      .unknown_option_hint("settings are given as section.key=value overrides (e.g. train.steps=5)");
+  if (const auto done = flags.parse(argc, argv)) return *done;
+  std::vector<std::string> args = flags.positional();
   std::string config_path = default_config();
   if (!args.empty() && args[0].find('=') == std::string::npos) {
     config_path = args[0];

@@ -2,8 +2,9 @@
 //
 // Each op takes Tensors, checks their shapes and element types (std::invalid_argument naming the
 // op and the argument), and dispatches on device and dtype: on the CPU to the readable reference
-// in kernels/cpu/ (f32 for training, f64 for finite-difference tests), on CUDA to kernels/cuda/
-// (f32 or bf16, f32 arithmetic; the rstd outputs stay f32 in bf16 calls).
+// in kernels/cpu/ (f32 for training, f64 for finite-difference tests), on CUDA to the entry points
+// of kernels/cuda/ops.h (f32 or bf16, f32 arithmetic; the rstd outputs stay f32 in bf16 calls; an
+// op without one there refuses CUDA tensors).
 // Rows are tokens: an activation is [N, D] with N = number of flat tokens (B·T, packed).
 //
 // Gradient convention: gradients of parameters are ACCUMULATED (+=) so that micro-batches add up;

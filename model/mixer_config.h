@@ -10,6 +10,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <utility>
 
 namespace linea {
 
@@ -24,6 +25,9 @@ struct ConfigFieldError {
   [[noreturn]] void operator()(std::string_view key, const std::string& message) const;
   // Throws unless value ≥ min ("expected an integer >= MIN, got VALUE").
   void at_least(std::string_view key, int64_t value, int64_t min) const;
+  // d_model / heads, the per-head width a config left out (its key: width_key); throws at "heads"
+  // unless heads divides d_model ("d_model D is not divisible by N heads; set SECTION.WIDTH_KEY").
+  int64_t d_model_per_head(int64_t d_model, int64_t heads, std::string_view width_key) const;
 };
 
 class MixerConfig {
@@ -40,16 +44,22 @@ class MixerConfig {
   std::string section;
 
  protected:
-  MixerConfig() = default;
+  MixerConfig(std::string mixer_name, std::string section_path)
+      : mixer(std::move(mixer_name)), section(std::move(section_path)) {}
   MixerConfig(const MixerConfig&) = default;
   MixerConfig& operator=(const MixerConfig&) = default;
 };
 
-// A family's config type T derives from MixerConfigOf<T>, which gives it clone().
+// A family's config type T derives from MixerConfigOf<T>, which gives it clone(), and names its
+// mixer and section through MixerConfigOf's constructor.
 template <class T>
 class MixerConfigOf : public MixerConfig {
  public:
   std::unique_ptr<MixerConfig> clone() const override { return std::make_unique<T>(static_cast<const T&>(*this)); }
+
+ protected:
+  MixerConfigOf(std::string mixer_name, std::string section_path)
+      : MixerConfig(std::move(mixer_name), std::move(section_path)) {}
 };
 
 }  // namespace linea

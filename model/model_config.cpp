@@ -99,6 +99,14 @@ void ConfigFieldError::at_least(std::string_view key, int64_t value, int64_t min
   if (value < min) (*this)(key, "expected an integer >= " + std::to_string(min) + ", got " + std::to_string(value));
 }
 
+int64_t ConfigFieldError::d_model_per_head(int64_t d_model, int64_t heads, std::string_view width_key) const {
+  if (d_model % heads) {
+    (*this)("heads", "d_model " + std::to_string(d_model) + " is not divisible by " + std::to_string(heads) +
+                         " heads; set " + section + "." + std::string(width_key));
+  }
+  return d_model / heads;
+}
+
 // ---- layouts -----------------------------------------------------------------------------------
 
 int64_t default_mlp_hidden(int64_t d_model) {

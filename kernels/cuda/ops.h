@@ -1,8 +1,11 @@
-// The CUDA implementations of the ops in kernels/ops.h, called by them after their argument checks
-// when the tensors are on a CUDA device: same arguments, same math, same conventions (parameter
-// gradients accumulated, input gradients overwritten). Tensors are f32 or bf16 (one dtype per
-// call, rstd f32); all arithmetic accumulates in f32. Everything runs on the default stream, in
-// order; parameter-gradient sums are deterministic (no atomics). Each kernel file states its math.
+// The CUDA entry points of the ops in kernels/ops.h. Each op's contract (shapes, math, gradient
+// conventions) is stated once, there; ops:: checks the arguments and calls the entry point of the
+// same name when the tensors are on a CUDA device. What holds for all of them: tensors are f32 or
+// bf16 (one dtype per call; rstd and the LM head's statistics f32), arithmetic accumulates in f32,
+// everything runs on the default stream, in order, and parameter-gradient sums are deterministic
+// (no atomics). Each kernel file states its math. Where an entry point differs from its op (an
+// extra argument, one kernel serving two ops), the difference is stated beside it; ops of ops.h
+// not listed here have no CUDA kernel yet (ops:: refuses CUDA tensors for them).
 #pragma once
 #include <cstdint>
 
@@ -11,15 +14,14 @@
 namespace linea::cuda {
 
 void add_inplace(Tensor y, const Tensor& x);
-// out = in (accumulate: out += in), f32 and bf16 in any combination.
+// Serves ops::convert (accumulate = false) and ops::add_converted (true); f32 and bf16 in any combination.
 void convert(Tensor out, const Tensor& in, bool accumulate);
 
-// The table holds rows [vocab_begin, vocab_begin + V) of the vocabulary (0 for the whole table;
-// embedding_shard_* of ops.h otherwise).
+// Serves embedding_* (vocab_begin = 0) and embedding_shard_* (ops:: has checked the ids' range).
 void embedding_forward(Tensor out, const Tensor& table, const Tensor& ids, int64_t vocab_begin);
 void embedding_backward(Tensor dtable, const Tensor& dout, const Tensor& ids, int64_t vocab_begin);
 
-// rmsnorm_* is gated_rmsnorm_* with one head and no gate.
+// Serves gated_rmsnorm_* and rmsnorm_* (one head, act = none, z undefined).
 void gated_rmsnorm_forward(Tensor out, Tensor rstd, const Tensor& o, const Tensor& z, const Tensor& weight,
                            int64_t heads, ops::GateActivation act, double eps);
 void gated_rmsnorm_backward(Tensor d_o, Tensor dz, Tensor dweight, const Tensor& dout, const Tensor& o, const Tensor& z,
@@ -37,6 +39,7 @@ void rope_apply(Tensor x, const Tensor& positions, int64_t heads, double base, b
 void l2norm_forward(Tensor out, Tensor rstd, const Tensor& x, int64_t heads, double eps);
 void l2norm_backward(Tensor dx, const Tensor& dout, const Tensor& out, const Tensor& rstd, int64_t heads);
 
+// No conv bias yet: ops:: refuses a bias on CUDA.
 void short_conv_silu_forward(Tensor out, const Tensor& x, const Tensor& weight, const SeqLayout& seqs);
 void short_conv_silu_backward(Tensor dx, Tensor dweight, const Tensor& dout, const Tensor& x, const Tensor& weight,
                               const SeqLayout& seqs);
@@ -48,15 +51,15 @@ void decay_gate_forward(Tensor g, const Tensor& a, const Tensor& A_log, const Te
 void decay_gate_backward(Tensor da, Tensor dA_log, Tensor ddt_bias, const Tensor& dg, const Tensor& a,
                          const Tensor& A_log, const Tensor& dt_bias);
 
-// How lm_head_cross_entropy tiles the logits: blocks of `rows` rows × `vocab` vocabulary entries
-// (at most rows × vocab f32 logits exist at once); lm_head_default_tiling is what ops:: uses.
+// The LM head's entry points take the tiling of the logits: blocks of `rows` rows × `vocab`
+// vocabulary entries (at most rows × vocab f32 logits exist at once); ops:: passes
+// lm_head_default_tiling, tests pass smaller tiles.
 struct LmHeadTiling {
   int64_t rows = 0, vocab = 0;
 };
 LmHeadTiling lm_head_default_tiling(int64_t n, int64_t v);
 double lm_head_cross_entropy(const Tensor& x, const Tensor& weight, const Tensor& targets, double loss_scale, Tensor dx,
                              Tensor dweight, LmHeadTiling tiling);
-// The vocabulary-parallel steps of ops.h over the same tiles; stats, gathered_stats and lse are f32.
 void lm_head_shard_statistics(Tensor stats, const Tensor& x, const Tensor& weight, const Tensor& targets,
                               int64_t vocab_begin, LmHeadTiling tiling);
 double lm_head_combine_statistics(Tensor lse, const Tensor& gathered_stats, const Tensor& targets);

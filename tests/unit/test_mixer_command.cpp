@@ -93,8 +93,9 @@ Datasets expected_outputs(const MixerCase& c, DeltaRuleImpl impl) {
   Tensor o = Tensor::zeros({n, kHeads, kValueDim}, compute),
          ht = Tensor::zeros({s, kHeads, kKeyDim, kValueDim}, compute);
   ops::delta_rule_forward(impl, p.spec, p.seqs, p.in, o, ht);
-  ops::DeltaRuleGrads g{testing::like(p.in.q), testing::like(p.in.k), testing::like(p.in.v), testing::like(p.in.beta),
-                        testing::like(p.in.b), testing::like(p.in.w), testing::like(p.in.g), testing::like(ht)};
+  using testing::zeros_like;
+  ops::DeltaRuleGrads g{zeros_like(p.in.q), zeros_like(p.in.k), zeros_like(p.in.v), zeros_like(p.in.beta),
+                        zeros_like(p.in.b), zeros_like(p.in.w), zeros_like(p.in.g), zeros_like(ht)};
   ops::delta_rule_backward(impl, p.spec, p.seqs, p.in, p.d_o, p.dht, g);
   Datasets d;
   auto tokens = [&](const Tensor& t) {
@@ -465,14 +466,14 @@ TEST_F(MixerCommand, BadArgumentsAreReported) {
       {"--mixer", "mamba", "--impl", "chunked", "--in", in, "--out", out},
       {"--mixer: unknown mixer 'mamba'; expected deltanet, gdn, kda, gdn2, gla, retnet, hgrn2, mamba2, rwkv6 or hgrn"});
   expect_rejected({"--mixer", "gdn", "--impl", "parallel", "--in", in, "--out", out},
-                  {"--impl: unknown implementation 'parallel'; expected recurrent, chunked or cuda"});
+                  {"--impl: expected recurrent, chunked or cuda, got \"parallel\""});
   expect_rejected({"--mixer", "gdn", "--impl", "chunked", "--dtype", "bf16", "--in", in, "--out", out},
                   {"--dtype: only for --impl cuda"});
   expect_rejected({"--mixer", "gdn", "--impl", "cuda", "--dtype", "f16", "--in", in, "--out", out},
-                  {"--dtype: unknown dtype 'f16'; expected f32 or bf16"});
+                  {"--dtype: expected f32 or bf16, got \"f16\""});
   expect_rejected({"--mixer", "gdn", "--in", in}, {"missing --impl, --out"});
-  expect_rejected({"--mixer", "gdn", "--impl"}, {"--impl needs a value"});
-  expect_rejected({"--mixer", "gdn", "--chunk", "64"}, {"unknown argument '--chunk'"});
+  expect_rejected({"--mixer", "gdn", "--impl"}, {"--impl: expected a value after it"});
+  expect_rejected({"--mixer", "gdn", "--chunk", "64"}, {"unknown option --chunk (see linea mixer --help)"});
   expect_rejected({"--mixer", "gdn", "--impl", "chunked", "--in", dir_ / "absent.h5", "--out", out},
                   {"--in: '" + (dir_ / "absent.h5").string() + "' is not an existing file"});
   expect_rejected({"--mixer", "gdn", "--impl", "chunked", "--in", in, "--out", dir_ / "no-dir" / "out.h5"},

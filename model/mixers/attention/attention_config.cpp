@@ -6,11 +6,6 @@
 
 namespace linea {
 
-AttentionConfig::AttentionConfig(std::string section_path) {
-  mixer = "attention";
-  section = std::move(section_path);
-}
-
 void AttentionConfig::read(ConfigSection& table) {
   heads = table.integer("heads", heads);
   kv_heads = table.integer("kv_heads", kv_heads);
@@ -34,13 +29,7 @@ void AttentionConfig::resolve(int64_t d_model, const ConfigFieldError& fail) {
     }
     heads = d_model / head_dim;
   }
-  if (head_dim == 0) {
-    if (d_model % heads) {
-      fail("heads", "d_model " + std::to_string(d_model) + " is not divisible by " + std::to_string(heads) +
-                        " heads; set " + section + ".head_dim");
-    }
-    head_dim = d_model / heads;
-  }
+  if (head_dim == 0) head_dim = fail.d_model_per_head(d_model, heads, "head_dim");
   if (head_dim % 2) fail("head_dim", "RoPE needs an even head_dim, got " + std::to_string(head_dim));
   if (kv_heads == 0) kv_heads = heads;
   fail.at_least("kv_heads", kv_heads, 1);

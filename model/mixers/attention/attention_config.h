@@ -5,6 +5,7 @@
 #pragma once
 #include <cstdint>
 #include <string>
+#include <utility>
 
 #include "model/mixer_config.h"
 #include "model/mixers/attention/attention.h"
@@ -13,7 +14,7 @@ namespace linea {
 
 class AttentionConfig final : public MixerConfigOf<AttentionConfig> {
  public:
-  explicit AttentionConfig(std::string section = "model.attention");
+  explicit AttentionConfig(std::string section = "model.attention") : MixerConfigOf("attention", std::move(section)) {}
 
   void read(ConfigSection& table) override;
   void resolve(int64_t d_model, const ConfigFieldError& fail) override;

@@ -29,9 +29,7 @@ const DeltaRulePreset& delta_rule_preset(std::string_view name) {
 }
 
 DeltaRuleConfig::DeltaRuleConfig(std::string_view mixer_name, std::string section_path)
-    : preset(delta_rule_preset(mixer_name)) {
-  mixer = preset.name;
-  section = std::move(section_path);
+    : MixerConfigOf(std::string(mixer_name), std::move(section_path)), preset(delta_rule_preset(mixer_name)) {
   output_gate = preset.output_gate;
 }
 
@@ -49,13 +47,7 @@ void DeltaRuleConfig::read(ConfigSection& table) {
 
 void DeltaRuleConfig::resolve(int64_t d_model, const ConfigFieldError& fail) {
   fail.at_least("heads", heads, 1);
-  if (d_k == 0) {
-    if (d_model % heads) {
-      fail("heads", "d_model " + std::to_string(d_model) + " is not divisible by " + std::to_string(heads) +
-                        " heads; set " + section + ".d_k");
-    }
-    d_k = d_model / heads;
-  }
+  if (d_k == 0) d_k = fail.d_model_per_head(d_model, heads, "d_k");
   fail.at_least("d_k", d_k, 1);
   if (d_v == 0) d_v = d_k;
   fail.at_least("d_v", d_v, 1);

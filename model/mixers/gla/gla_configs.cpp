@@ -38,11 +38,6 @@ void HeadWidths::resolve(int64_t d_model, const ConfigFieldError& fail) {
   d_v = width_per_head(d_model, expand_v, heads, "expand_v", fail);
 }
 
-GlaConfig::GlaConfig(std::string section_path) {
-  mixer = "gla";
-  section = std::move(section_path);
-}
-
 void GlaConfig::read(ConfigSection& table) {
   widths.read(table);
   gate_rank = table.integer("gate_rank", gate_rank);
@@ -56,11 +51,6 @@ void GlaConfig::resolve(int64_t d_model, const ConfigFieldError& fail) {
   must_be_positive(fail, "gate_normalizer", gate_normalizer);
 }
 
-RetNetConfig::RetNetConfig(std::string section_path) {
-  mixer = "retnet";
-  section = std::move(section_path);
-}
-
 void RetNetConfig::read(ConfigSection& table) {
   widths.read(table);
   rope_theta = table.number("rope_theta", rope_theta);
@@ -70,11 +60,6 @@ void RetNetConfig::resolve(int64_t d_model, const ConfigFieldError& fail) {
   widths.resolve(d_model, fail);
   if (widths.d_k % 2) fail("expand_k", "RoPE needs an even d_k, got " + std::to_string(widths.d_k));
   must_be_positive(fail, "rope_theta", rope_theta);
-}
-
-Hgrn2Config::Hgrn2Config(std::string section_path) {
-  mixer = "hgrn2";
-  section = std::move(section_path);
 }
 
 void Hgrn2Config::read(ConfigSection& table) {
@@ -90,11 +75,6 @@ void Hgrn2Config::resolve(int64_t d_model, const ConfigFieldError& fail) {
                              " heads (d_model / expand_ratio)");
   }
   d_v = d_model / heads;
-}
-
-Mamba2Config::Mamba2Config(std::string section_path) {
-  mixer = "mamba2";
-  section = std::move(section_path);
 }
 
 void Mamba2Config::read(ConfigSection& table) {
@@ -115,18 +95,13 @@ void Mamba2Config::resolve(int64_t d_model, const ConfigFieldError& fail) {
   if (conv > 64) fail("conv", "expected a kernel size in [1, 64], got " + std::to_string(conv));
   inner = expand * d_model;
   if (inner % head_dim) {
-    fail("head_dim", "expand · d_model = " + std::to_string(inner) + " is not a multiple of head_dim " +
-                         std::to_string(head_dim));
+    fail("head_dim",
+         "expand · d_model = " + std::to_string(inner) + " is not a multiple of head_dim " + std::to_string(head_dim));
   }
   heads = inner / head_dim;
   must_be_positive(fail, "dt_min", dt_min);
   must_be_positive(fail, "dt_floor", dt_floor);
   if (!(dt_max >= dt_min)) fail("dt_max", "expected dt_max ≥ dt_min = " + std::to_string(dt_min));
-}
-
-Rwkv6Config::Rwkv6Config(std::string section_path) {
-  mixer = "rwkv6";
-  section = std::move(section_path);
 }
 
 void Rwkv6Config::read(ConfigSection& table) {

@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <utility>
 
 #include "model/mixer_config.h"
 
@@ -32,7 +33,7 @@ struct HeadWidths {
 
 class GlaConfig final : public MixerConfigOf<GlaConfig> {
  public:
-  explicit GlaConfig(std::string section = "model.gla");
+  explicit GlaConfig(std::string section = "model.gla") : MixerConfigOf("gla", std::move(section)) {}
   void read(ConfigSection& table) override;
   void resolve(int64_t d_model, const ConfigFieldError& fail) override;
 
@@ -44,7 +45,7 @@ class GlaConfig final : public MixerConfigOf<GlaConfig> {
 
 class RetNetConfig final : public MixerConfigOf<RetNetConfig> {
  public:
-  explicit RetNetConfig(std::string section = "model.gla");
+  explicit RetNetConfig(std::string section = "model.gla") : MixerConfigOf("retnet", std::move(section)) {}
   void read(ConfigSection& table) override;
   void resolve(int64_t d_model, const ConfigFieldError& fail) override;
 
@@ -54,7 +55,7 @@ class RetNetConfig final : public MixerConfigOf<RetNetConfig> {
 
 class Hgrn2Config final : public MixerConfigOf<Hgrn2Config> {
  public:
-  explicit Hgrn2Config(std::string section = "model.gla");
+  explicit Hgrn2Config(std::string section = "model.gla") : MixerConfigOf("hgrn2", std::move(section)) {}
   void read(ConfigSection& table) override;
   void resolve(int64_t d_model, const ConfigFieldError& fail) override;
 
@@ -65,7 +66,7 @@ class Hgrn2Config final : public MixerConfigOf<Hgrn2Config> {
 
 class Mamba2Config final : public MixerConfigOf<Mamba2Config> {
  public:
-  explicit Mamba2Config(std::string section = "model.gla");
+  explicit Mamba2Config(std::string section = "model.gla") : MixerConfigOf("mamba2", std::move(section)) {}
   void read(ConfigSection& table) override;
   void resolve(int64_t d_model, const ConfigFieldError& fail) override;
 
@@ -76,7 +77,7 @@ class Mamba2Config final : public MixerConfigOf<Mamba2Config> {
 
 class Rwkv6Config final : public MixerConfigOf<Rwkv6Config> {
  public:
-  explicit Rwkv6Config(std::string section = "model.gla");
+  explicit Rwkv6Config(std::string section = "model.gla") : MixerConfigOf("rwkv6", std::move(section)) {}
   void read(ConfigSection& table) override;
   void resolve(int64_t d_model, const ConfigFieldError& fail) override;
 

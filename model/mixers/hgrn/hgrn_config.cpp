@@ -4,11 +4,6 @@
 
 namespace linea {
 
-HgrnConfig::HgrnConfig(std::string section_path) {
-  mixer = "hgrn";
-  section = std::move(section_path);
-}
-
 void HgrnConfig::read(ConfigSection& table) {
   expand_ratio = table.integer("expand_ratio", expand_ratio);
   lower_bound = table.boolean("lower_bound", lower_bound);

@@ -4,6 +4,7 @@
 #pragma once
 #include <cstdint>
 #include <string>
+#include <utility>
 
 #include "model/mixer_config.h"
 
@@ -11,7 +12,7 @@ namespace linea {
 
 class HgrnConfig final : public MixerConfigOf<HgrnConfig> {
  public:
-  explicit HgrnConfig(std::string section = "model.hgrn");
+  explicit HgrnConfig(std::string section = "model.hgrn") : MixerConfigOf("hgrn", std::move(section)) {}
   void read(ConfigSection& table) override;
   void resolve(int64_t d_model, const ConfigFieldError& fail) override;
 

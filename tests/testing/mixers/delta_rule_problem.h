@@ -15,14 +15,11 @@
 #include "model/mixers/delta_rule/delta_rule_config.h"
 #include "tests/testing/assert_close.h"
 #include "tests/testing/finite_difference.h"
+#include "tests/testing/mixers/random_problem.h"
 
 namespace linea::testing {
 
-struct DeltaRuleShape {
-  std::vector<int64_t> cu_seqlens;
-  int64_t heads = 1, key_dim = 1, value_dim = 1;
-  bool with_h0 = true;
-};
+using DeltaRuleShape = MixerProblemShape;
 
 struct DeltaRuleProblem {
   ops::DeltaRuleSpec spec;
@@ -64,11 +61,6 @@ inline void l2_normalise_rows(Tensor t) {
     const double rstd = 1 / std::sqrt(ss + 1e-6);
     for (int64_t d = 0; d < D; ++d) x[r * D + d] *= rstd;
   }
-}
-
-inline Tensor cast(const Tensor& t, DType dtype) {
-  if (!t.defined()) return t;
-  return dtype == DType::f64 ? to_f64(t) : to_f32(t);
 }
 }  // namespace delta_rule_detail
 
@@ -117,11 +109,10 @@ inline DeltaRuleProblem with_write_error(DeltaRuleProblem p, uint64_t seed) {
 }
 
 inline DeltaRuleProblem cast_problem(const DeltaRuleProblem& p, DType dtype) {
-  using delta_rule_detail::cast;
   DeltaRuleProblem c = p;
   for (Tensor* t :
        {&c.in.q, &c.in.k, &c.in.v, &c.in.beta, &c.in.b, &c.in.w, &c.in.g, &c.in.h0, &c.d_o, &c.dht, &c.dr}) {
-    *t = cast(*t, dtype);
+    *t = cast_defined(*t, dtype);
   }
   return c;
 }
@@ -133,40 +124,33 @@ struct DeltaRuleResult {
 
   // (name, tensor) for every defined output and gradient.
   std::vector<std::pair<std::string, Tensor>> named() const {
-    std::vector<std::pair<std::string, Tensor>> out;
-    const std::pair<const char*, const Tensor*> all[] = {{"o", &o},
-                                                         {"r", &r},
-                                                         {"ht", &ht},
-                                                         {"dq", &grads.dq},
-                                                         {"dk", &grads.dk},
-                                                         {"dv", &grads.dv},
-                                                         {"dbeta", &grads.dbeta},
-                                                         {"db", &grads.db},
-                                                         {"dw", &grads.dw},
-                                                         {"dg", &grads.dg},
-                                                         {"dh0", &grads.dh0}};
-    for (const auto& [name, t] : all) {
-      if (t->defined()) out.emplace_back(name, *t);
-    }
-    return out;
+    return defined_named({{"o", &o},
+                          {"r", &r},
+                          {"ht", &ht},
+                          {"dq", &grads.dq},
+                          {"dk", &grads.dk},
+                          {"dv", &grads.dv},
+                          {"dbeta", &grads.dbeta},
+                          {"db", &grads.db},
+                          {"dw", &grads.dw},
+                          {"dg", &grads.dg},
+                          {"dh0", &grads.dh0}});
   }
 };
 
-inline Tensor like(const Tensor& t) { return t.defined() ? Tensor::zeros(t.shape(), t.dtype()) : Tensor(); }
-
 inline DeltaRuleResult run_forward(ops::DeltaRuleImpl impl, const DeltaRuleProblem& p) {
   DeltaRuleResult r;
-  r.o = like(p.d_o);
-  r.ht = like(p.dht);
-  r.r = like(p.dr);
+  r.o = zeros_like(p.d_o);
+  r.ht = zeros_like(p.dht);
+  r.r = zeros_like(p.dr);
   ops::delta_rule_forward(impl, p.spec, p.seqs, p.in, r.o, r.ht, r.r);
   return r;
 }
 
 inline DeltaRuleResult run_forward_backward(ops::DeltaRuleImpl impl, const DeltaRuleProblem& p) {
   DeltaRuleResult r = run_forward(impl, p);
-  r.grads = {like(p.in.q), like(p.in.k), like(p.in.v), like(p.in.beta),
-             like(p.in.b), like(p.in.w), like(p.in.g), like(p.dht)};
+  r.grads = {zeros_like(p.in.q), zeros_like(p.in.k), zeros_like(p.in.v), zeros_like(p.in.beta),
+             zeros_like(p.in.b), zeros_like(p.in.w), zeros_like(p.in.g), zeros_like(p.dht)};
   ops::delta_rule_backward(impl, p.spec, p.seqs, p.in, p.d_o, p.dht, r.grads, p.dr);
   return r;
 }

@@ -15,14 +15,11 @@
 #include "model/mixers/gla/presets.h"
 #include "tests/testing/assert_close.h"
 #include "tests/testing/finite_difference.h"
+#include "tests/testing/mixers/random_problem.h"
 
 namespace linea::testing {
 
-struct GlaShape {
-  std::vector<int64_t> cu_seqlens;
-  int64_t heads = 1, key_dim = 1, value_dim = 1;
-  bool with_h0 = true;
-};
+using GlaShape = MixerProblemShape;
 
 struct GlaProblem {
   ops::GlaSpec spec;
@@ -45,10 +42,6 @@ inline Tensor log_decays(Shape shape, Rng& rng, double normalizer) {
     x = -std::log1p(std::exp(-x)) / normalizer;
   }
   return t;
-}
-inline Tensor cast(const Tensor& t, DType dtype) {
-  if (!t.defined()) return t;
-  return dtype == DType::f64 ? to_f64(t) : to_f32(t);
 }
 }  // namespace gla_detail
 
@@ -78,7 +71,7 @@ inline GlaProblem make_gla_problem(ops::GlaMixer mixer, const GlaShape& shape, d
 inline GlaProblem cast_problem(const GlaProblem& p, DType dtype) {
   GlaProblem c = p;
   for (Tensor* t : {&c.in.q, &c.in.k, &c.in.v, &c.in.g, &c.in.u, &c.in.h0, &c.d_o, &c.dht}) {
-    *t = gla_detail::cast(*t, dtype);
+    *t = cast_defined(*t, dtype);
   }
   return c;
 }
@@ -90,18 +83,16 @@ struct GlaResult {
 
   // (name, tensor) for every defined output and gradient.
   std::vector<std::pair<std::string, Tensor>> named() const {
-    std::vector<std::pair<std::string, Tensor>> out;
-    const std::pair<const char*, const Tensor*> all[] = {{"o", &o},         {"ht", &ht},        {"dq", &grads.dq},
-                                                         {"dk", &grads.dk}, {"dv", &grads.dv},  {"dg", &grads.dg},
-                                                         {"du", &grads.du}, {"dh0", &grads.dh0}};
-    for (const auto& [name, t] : all) {
-      if (t->defined()) out.emplace_back(name, *t);
-    }
-    return out;
+    return defined_named({{"o", &o},
+                          {"ht", &ht},
+                          {"dq", &grads.dq},
+                          {"dk", &grads.dk},
+                          {"dv", &grads.dv},
+                          {"dg", &grads.dg},
+                          {"du", &grads.du},
+                          {"dh0", &grads.dh0}});
   }
 };
-
-inline Tensor zeros_like(const Tensor& t) { return t.defined() ? Tensor::zeros(t.shape(), t.dtype()) : Tensor(); }
 
 inline GlaResult run_forward(ops::GlaImpl impl, const GlaProblem& p) {
   GlaResult r;

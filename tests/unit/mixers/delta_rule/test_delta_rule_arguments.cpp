@@ -14,6 +14,7 @@ using ops::DecayKind;
 using ops::DeltaRuleImpl;
 using ops::GateKind;
 using testing::DeltaRuleProblem;
+using testing::zeros_like;
 
 const testing::DeltaRuleShape kShape{{0, 3, 7}, 2, 4, 5, true};
 
@@ -109,7 +110,6 @@ TEST(DeltaRuleArguments, BackwardRejectsMissingOrMisplacedGradients) {
   const auto backward = [&](ops::DeltaRuleGrads grads, const Tensor& d_o) {
     ops::delta_rule_backward(DeltaRuleImpl::recurrent, p.spec, p.seqs, p.in, d_o, p.dht, grads);
   };
-  const auto zeros_like = [](const Tensor& t) { return Tensor::zeros(t.shape(), t.dtype()); };
   const ops::DeltaRuleGrads good{zeros_like(p.in.q), zeros_like(p.in.k), zeros_like(p.in.v), Tensor(),
                                  zeros_like(p.in.b), zeros_like(p.in.w), zeros_like(p.in.g), Tensor()};
   EXPECT_NO_THROW(backward(good, p.d_o));
