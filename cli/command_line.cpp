@@ -98,12 +98,12 @@ void CommandLine::read(const std::vector<std::string>& words) {
     const std::string name = word.substr(2, eq == std::string::npos ? std::string::npos : eq - 2);
     const auto declared = declared_.find(name);
     if (declared == declared_.end()) {
-      throw std::invalid_argument("unknown option --" + name + (unknown_hint_.empty() ? "" : ": " + unknown_hint_) +
-                                  " (see linea " + command_ + " --help)");
+      throw UsageError("unknown option --" + name + (unknown_hint_.empty() ? "" : ": " + unknown_hint_) +
+                       " (see linea " + command_ + " --help)");
     }
     std::vector<std::string>& values = values_[name];
     if (declared->second == Kind::flag) {
-      if (eq != std::string::npos) throw std::invalid_argument("--" + name + ": takes no value");
+      if (eq != std::string::npos) throw UsageError("--" + name + ": takes no value");
       values = {""};
       continue;
     }
@@ -113,7 +113,7 @@ void CommandLine::read(const std::vector<std::string>& words) {
     } else if (i + 1 < words.size()) {
       value = words[++i];
     } else {
-      throw std::invalid_argument("--" + name + ": expected a value after it");
+      throw UsageError("--" + name + ": expected a value after it");
     }
     if (declared->second == Kind::value) values.clear();
     values.push_back(std::move(value));
@@ -160,7 +160,7 @@ std::string CommandLine::choice(const std::string& name, const std::string& fall
     if (choices[i] == value) return value;
     expected += (i == 0 ? "" : i + 1 == choices.size() ? " or " : ", ") + choices[i];
   }
-  throw std::invalid_argument("--" + name + ": expected " + expected + ", got \"" + value + "\"");
+  throw UsageError("--" + name + ": expected " + expected + ", got \"" + value + "\"");
 }
 
 int64_t CommandLine::integer(const std::string& name, int64_t fallback, int64_t min, int64_t max) const {
@@ -169,8 +169,7 @@ int64_t CommandLine::integer(const std::string& name, int64_t fallback, int64_t 
   int64_t v = 0;
   const auto [end, ec] = std::from_chars(text->data(), text->data() + text->size(), v);
   if (ec != std::errc() || end != text->data() + text->size() || v < min || v > max)
-    throw std::invalid_argument("--" + name + ": expected " + expected_in("an integer", min, max) + ", got \"" + *text +
-                                "\"");
+    throw UsageError("--" + name + ": expected " + expected_in("an integer", min, max) + ", got \"" + *text + "\"");
   return v;
 }
 
@@ -180,8 +179,7 @@ double CommandLine::number(const std::string& name, double fallback, double min,
   double v = 0;
   const auto [end, ec] = std::from_chars(text->data(), text->data() + text->size(), v);
   if (ec != std::errc() || end != text->data() + text->size() || !std::isfinite(v) || v < min || v > max)
-    throw std::invalid_argument("--" + name + ": expected " + expected_in("a number", min, max) + ", got \"" + *text +
-                                "\"");
+    throw UsageError("--" + name + ": expected " + expected_in("a number", min, max) + ", got \"" + *text + "\"");
   return v;
 }
 
@@ -197,7 +195,7 @@ void CommandLine::require(const std::vector<std::string>& names) const {
   for (const std::string& name : names) {
     if (!has(name)) missing += (missing.empty() ? "--" : ", --") + name;
   }
-  if (!missing.empty()) throw std::invalid_argument("missing " + missing + " (see linea " + command_ + " --help)");
+  if (!missing.empty()) throw UsageError("missing " + missing + " (see linea " + command_ + " --help)");
 }
 
 }  // namespace linea::cli

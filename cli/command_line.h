@@ -3,11 +3,11 @@
 // last counts; a list option keeps every value in order), a bare `--name` for a flag; `--help` or
 // `-h` asks for the usage. Every other word is positional, kept in order.
 //
-// Errors name the option and what was expected, as std::invalid_argument: an unknown option, a
-// missing value, a value given to a flag ("--json: takes no value"); a getter's bad value
-// ("--slots: expected an integer in [1, 100000], got \"x\""); a required option absent. A count
-// of positional words outside the declared range is a CommandLine::UsageError (a
-// std::invalid_argument too): parse(argc, argv) prints it with the usage and returns 2.
+// Errors name the option and what was expected, as a CommandLine::UsageError (a
+// std::invalid_argument; linea's main exits 2 on one): an unknown option, a missing value, a value
+// given to a flag ("--json: takes no value"), a count of positional words outside the declared
+// range (parse(argc, argv) prints these with the usage and returns 2); a getter's bad value
+// ("--slots: expected an integer in [1, 100000], got \"x\""), a required option absent (thrown).
 // Asking a getter for an option that was not declared is a std::logic_error (a bug).
 #pragma once
 #include <cstddef>

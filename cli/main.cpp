@@ -9,6 +9,7 @@
 #include <exception>
 
 #include "cli/command.h"
+#include "cli/command_line.h"
 #include "parallel/openmpi_leak_suppressions.h"
 
 namespace {
@@ -78,6 +79,9 @@ int main(int argc, char** argv) {
     if (c.name == name) {
       try {
         return argc > 1 ? c.run(argc - 1, argv + 1) : c.run(1, argv);
+      } catch (const linea::cli::CommandLine::UsageError& e) {  // a bad command line: exit 2
+        std::fprintf(stderr, "linea %s: error: %s\n", name, e.what());
+        return 2;
       } catch (const std::exception& e) {
         std::fprintf(stderr, "linea %s: error: %s\n", name, e.what());
         return 1;

@@ -472,8 +472,17 @@ TEST_F(MixerCommand, BadArgumentsAreReported) {
   expect_rejected({"--mixer", "gdn", "--impl", "cuda", "--dtype", "f16", "--in", in, "--out", out},
                   {"--dtype: expected f32 or bf16, got \"f16\""});
   expect_rejected({"--mixer", "gdn", "--in", in}, {"missing --impl, --out"});
-  expect_rejected({"--mixer", "gdn", "--impl"}, {"--impl: expected a value after it"});
-  expect_rejected({"--mixer", "gdn", "--chunk", "64"}, {"unknown option --chunk (see linea mixer --help)"});
+  // A malformed command line is printed with the usage, exit status 2.
+  for (const auto& [args, needle] :
+       std::vector<std::pair<std::vector<std::string>, std::string>>{
+           {{"--mixer", "gdn", "--impl"}, "--impl: expected a value after it"},
+           {{"--mixer", "gdn", "--chunk", "64"}, "unknown option --chunk (see linea mixer --help)"}}) {
+    ::testing::internal::CaptureStderr();
+    EXPECT_EQ(run_mixer_command(args), 2);
+    const std::string err = ::testing::internal::GetCapturedStderr();
+    EXPECT_NE(err.find(needle), std::string::npos) << err;
+    EXPECT_NE(err.find("usage: linea mixer"), std::string::npos) << err;
+  }
   expect_rejected({"--mixer", "gdn", "--impl", "chunked", "--in", dir_ / "absent.h5", "--out", out},
                   {"--in: '" + (dir_ / "absent.h5").string() + "' is not an existing file"});
   expect_rejected({"--mixer", "gdn", "--impl", "chunked", "--in", in, "--out", dir_ / "no-dir" / "out.h5"},

@@ -1,8 +1,8 @@
 // MQAR as a training task (data.path = "mqar:...", data/mqar_batches.h) through the real trainer:
-// every evaluation logs val_acc (the argmax at the query positions, worker/target_accuracy.h), and
-// an MQAR run resumes from its checkpoint on exactly the next batch (the same losses as an
-// unbroken run). That a model learns MQAR to ≥ 90% is not checked here: at d_model 128 it takes a
-// 2-layer GDN 500 steps (≈ 80 s on two idle cores, far more on a loaded machine; README).
+// every evaluation logs val_acc (the argmax at the query positions, worker/target_accuracy.h), an
+// MQAR run resumes from its checkpoint on exactly the next batch (the same losses as an unbroken
+// run), and a 2-layer GDN at d_model 128 learns it to ≥ 90% at a reduced setting (64 tokens, 4
+// pairs, vocabulary 64: configs/mqar-gdn-cpu.toml at 600 steps; about 35 s on one core).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -21,7 +21,7 @@ std::string mqar_config(const std::string& dir, const std::string& mixer, int64_
          "\"\ntie_embeddings = true\n[model.linear]\nheads = 2\nd_k = 64\nd_v = 64\n" +
          "[optimizer]\nkind = \"adamw\"\nlr = 1e-3\nweight_decay = 0.1\nwarmup_steps = 2\nlr_min_ratio = 0.1\n" +
          "[train]\nsteps = " + std::to_string(steps) + "\nbatch_seqs = 16\nseq_len = 64\nseed = 1\neval_every = 100\n" +
-         "eval_batches = 4\ncheckpoint_every = 100000\nthreads = 2\n[data]\npath = \"mqar:vocab=64,pairs=4\"\n";
+         "eval_batches = 4\ncheckpoint_every = 100000\n[data]\npath = \"mqar:vocab=64,pairs=4\"\n";
 }
 
 TEST(MqarTraining, LogsQueryAccuracyFromTheLogits) {
@@ -72,6 +72,25 @@ TEST(MqarTraining, ResumesOnTheNextBatch) {
     EXPECT_EQ(head[i], whole[i]);
     EXPECT_EQ(tail[i], whole[3 + i]) << "step " << 4 + i;
   }
+}
+
+// Softmax attention is not asked for: at this setting and budget a 2-layer attention model stays
+// at val_acc ≈ 0.25 (it predicts one of the four values, not the right one: lr 1e-3 and 3e-3, up
+// to 1500 steps), where the GDN passes 0.9.
+TEST(MqarTraining, GatedDeltaNetLearnsRecall) {
+  testing::TempDir dir;
+  const RunConfig config =
+      parse_run_config(mqar_config(dir.path().string(), "gdn", 600), "mqar.toml", {"optimizer.warmup_steps=20"});
+  double last_acc = -1;
+  TrainOptions options;
+  options.on_step = [&](const nlohmann::json& m) {
+    if (m.contains("val_acc")) last_acc = m["val_acc"].get<double>();
+  };
+  std::ostringstream log;
+  const TrainSummary summary = train(config, log, options);
+  EXPECT_TRUE(summary.complete);
+  EXPECT_GE(last_acc, 0.9) << log.str();
+  RecordProperty("val_acc", std::to_string(last_acc));
 }
 
 }  // namespace

@@ -172,7 +172,10 @@ TEST(CommandLine, ParsePrintsHelpOnStdoutAndUsageErrorsOnStderr) {
   CommandLine fine = example();
   EXPECT_EQ(parse(fine, {"run", "--json"}), -1);  // go on
   CommandLine unknown = example();
-  EXPECT_THROW(parse(unknown, {"run", "--nosuch"}), std::invalid_argument);  // thrown, not a usage exit
+  ::testing::internal::CaptureStderr();
+  EXPECT_EQ(parse(unknown, {"run", "--nosuch"}), 2);
+  EXPECT_EQ(::testing::internal::GetCapturedStderr(),
+            "linea example: error: unknown option --nosuch (see linea example --help)\n\n" + unknown.usage());
 }
 
 TEST(CommandLine, UndeclaredNamesAreBugs) {
