@@ -33,7 +33,7 @@ Call describe_call(const ops::GlaSpec& spec, const ops::GlaInputs& in) {
   return c;
 }
 
-// The call with its chunk table on the device, and the workspaces: G and P always; h, dh, dP and
+// The call with its chunk table on the device, and the workspaces: G (f64) and P always; h, dh, dP and
 // (with the bonus) du_parts for the backward.
 struct Plan {
   Call call;
@@ -48,14 +48,15 @@ struct Plan {
     const size_t tiles = static_cast<size_t>(chunks) * heads * kC * kC;
     const size_t states = static_cast<size_t>(chunks) * heads * call.key_dim * call.value_dim;
     const size_t parts = call.bonus ? static_cast<size_t>(chunks) * heads * call.key_dim : 0;
-    std::vector<size_t> sizes = {table.size() * sizeof(int64_t), tokens * heads * decay_width(call) * f, tiles * f};
+    std::vector<size_t> sizes = {table.size() * sizeof(int64_t), tokens * heads * decay_width(call) * sizeof(double),
+                                 tiles * f};
     if (backward) {
       for (size_t n : {states, states, tiles, parts}) sizes.push_back(n * f);
     }
     const std::vector<void*> p = scratch(sizes);
     call.chunks = delta::place_chunk_table(table, seqs.num_seqs(), p[0]);
     const auto at = [&](size_t i) { return i < p.size() ? static_cast<float*>(p[i]) : nullptr; };
-    ws = {at(1), at(2), backward ? at(3) : nullptr, at(4), at(5), call.bonus ? at(6) : nullptr};
+    ws = {static_cast<double*>(p[1]), at(2), backward ? at(3) : nullptr, at(4), at(5), call.bonus ? at(6) : nullptr};
   }
 };
 

@@ -13,6 +13,8 @@
 //   ∂L/∂G: at row i − shift (R_i = G_{i−shift}): dQd_i ⊙ q_i ⊙ exp(R_i) + q_i ⊙ dqg_i;
 //          at row i: − k_i ⊙ dkg_i − Kd_i ⊙ dKd_i;  at row L − 1: Σ_i Kd_i ⊙ dKd_i
 //          + exp(G_{L−1}) ⊙ Σ_e S0_·e dS_·e
+//          (the pairs of decay 1, j = i − shift, and the last row's Kd ⊙ dKd add and remove the
+//          same amount: they are left out, as rounding residue of exact cancellation)
 //   dg_t  = Σ_{s ≥ t} ∂L/∂G_s (G is a cumulative sum); a tied key k = 1 − exp(g) adds − exp(g_t) ⊙ dk_t
 //           and has no dk; a scalar decay sums dg over the channels; a fixed one has none.
 #include "kernels/cuda/check.h"
@@ -26,11 +28,11 @@ using Rows = float[kPitch];  // the rows of a staged [·][kTile] tile
 
 // Kd_jd = k_jd exp(G_{L−1,d} − G_jd) for the chunk's rows j < L (else 0) and channels d0 + dd < K.
 template <class T>
-__device__ void load_keys_to_end(const Call& c, const float* G, const Span& s, int h, int d0, Rows* Kd) {
+__device__ void load_keys_to_end(const Call& c, const double* G, const Span& s, int h, int d0, Rows* Kd) {
   for (int p = threadIdx.x; p < kC * kTile; p += kThreads) {
     const int j = p / kTile, dd = p % kTile, d = d0 + dd;
-    Kd[j][dd] = j < s.len && d < c.key_dim ? key<T>(c, s.first + j, h, d) * expf(cumulated(c, G, s, h, s.len - 1, d) -
-                                                                                   cumulated(c, G, s, h, j, d))
+    Kd[j][dd] = j < s.len && d < c.key_dim ? key<T>(c, s.first + j, h, d) *
+                                                 decay_between(cumulated(c, G, s, h, s.len - 1, d), cumulated(c, G, s, h, j, d))
                                            : 0.0f;
   }
 }
@@ -85,21 +87,23 @@ __global__ void __launch_bounds__(kThreads) value_gradient_kernel(Call c, Worksp
 
 // The key side, per (chunk, head), by tiles of 32 channels: thread (r, dd) owns channel d0 + dd of
 // rows i = r, r + 8, …; warp 0 then scans ∂L/∂G down the rows (one column a thread).
-// Shared memory (f32): dP [64][64]; per tile q, k, R, G, the ∂L/∂G parts A (readout), B (Gram
-// key side, then the scanned dg), X (Kd ⊙ dKd), U (du), the dO and V tiles [64][33]; S0, dS tiles
-// [32][33]; the partial state dots [8][32]; the scalar decay's row sums [64].
-constexpr size_t kKeyGradientFloats =
-    kC * kC + 10 * kC * kPitch + 2 * kTile * kPitch + kRowGroups * kTile + kC;
+// Shared memory: per tile R, G [64][33] f64; f32: dP [64][64]; per tile q, k, the ∂L/∂G parts A
+// (readout), B (Gram key side, then the scanned dg), X (Kd ⊙ dKd), U (du), the dO and V tiles
+// [64][33]; S0, dS tiles [32][33]; the partial state dots [8][32]; the scalar decay's row sums [64].
+using WideRows = double[kPitch];
+constexpr size_t kKeyGradientBytes =
+    2 * sizeof(double) * kC * kPitch +
+    sizeof(float) * (kC * kC + 8 * kC * kPitch + 2 * kTile * kPitch + kRowGroups * kTile + kC);
 
 template <class T>
 __global__ void __launch_bounds__(kThreads) key_gradients_kernel(Call c, Workspace ws, const T* d_o, Outputs out) {
-  extern __shared__ float smem[];
-  float* dP = smem;
+  extern __shared__ double wide_smem[];
+  WideRows* R = reinterpret_cast<WideRows*>(wide_smem);
+  WideRows* Gt = R + kC;
+  float* dP = reinterpret_cast<float*>(Gt + kC);
   Rows* q = reinterpret_cast<Rows*>(dP + kC * kC);
   Rows* k = q + kC;
-  Rows* R = k + kC;
-  Rows* Gt = R + kC;
-  Rows* A = Gt + kC;
+  Rows* A = k + kC;
   Rows* B = A + kC;
   Rows* X = B + kC;
   Rows* U = X + kC;
@@ -129,8 +133,8 @@ __global__ void __launch_bounds__(kThreads) key_gradients_kernel(Call c, Workspa
       const int64_t t = s.first + i;
       q[i][cc] = inside ? query<T>(c, t, h, dc) : 0.0f;
       k[i][cc] = inside ? key<T>(c, t, h, dc) : 0.0f;
-      R[i][cc] = inside ? readout_decay(c, ws.G, s, h, i, dc) : 0.0f;
-      Gt[i][cc] = inside ? cumulated(c, ws.G, s, h, i, dc) : 0.0f;
+      R[i][cc] = inside ? readout_decay(c, ws.G, s, h, i, dc) : 0.0;
+      Gt[i][cc] = inside ? cumulated(c, ws.G, s, h, i, dc) : 0.0;
     }
     // dQd (before the scale) and dKd of the thread's rows, and its part of Σ_e S0_de dS_de.
     float dqd[kRows] = {}, dkd[kRows] = {}, state_dot = 0.0f;
@@ -164,11 +168,18 @@ __global__ void __launch_bounds__(kThreads) key_gradients_kernel(Call c, Workspa
       const int i = r + kRowGroups * m;
       float a = 0.0f, b = 0.0f, x = 0.0f, du = 0.0f, dk = 0.0f;
       if (i < L && d < K) {
-        const float qi = q[i][dd], ki = k[i][dd], Ri = R[i][dd], Gi = Gt[i][dd];
-        float dqg = 0.0f, dkg = 0.0f;
-        for (int j = 0; j < i + 1 - shift; ++j) dqg += dP[i * kC + j] * k[j][dd] * expf(Ri - Gt[j][dd]);
-        for (int n = i + shift; n < L; ++n) dkg += dP[n * kC + i] * q[n][dd] * expf(R[n][dd] - Gi);
-        const float to_readout = expf(Ri), to_end = expf(Gt[L - 1][dd] - Gi), dq_decayed = c.scale * dqd[m];
+        const float qi = q[i][dd], ki = k[i][dd];
+        const double Ri = R[i][dd], Gi = Gt[i][dd];
+        // The pairs of decay 1 (j = i − shift) add and remove the same amount of ∂L/∂G: left out of
+        // it (dqg_far, dkg_far), they leave no rounding residue, which under strong decay would
+        // exceed dg itself.
+        float dqg_far = 0.0f, dkg_far = 0.0f;
+        for (int j = 0; j < i - shift; ++j) dqg_far += dP[i * kC + j] * k[j][dd] * decay_between(Ri, Gt[j][dd]);
+        for (int n = i + shift + 1; n < L; ++n) dkg_far += dP[n * kC + i] * q[n][dd] * decay_between(R[n][dd], Gi);
+        const float dqg = i >= shift ? dqg_far + dP[i * kC + i - shift] * k[i - shift][dd] : 0.0f;
+        const float dkg = i + shift < L ? dkg_far + dP[(i + shift) * kC + i] * q[i + shift][dd] : 0.0f;
+        const float to_readout = decay_between(Ri, 0.0), to_end = decay_between(Gt[L - 1][dd], Gi);
+        const float dq_decayed = c.scale * dqd[m];
         float dq = dq_decayed * to_readout + dqg;
         dk = dkd[m] * to_end + dkg;
         if (c.bonus) {
@@ -177,9 +188,9 @@ __global__ void __launch_bounds__(kThreads) key_gradients_kernel(Call c, Workspa
           dk += p * ud * qi;
           du = p * qi * ki;
         }
-        a = dq_decayed * qi * to_readout + qi * dqg;
-        b = -ki * dkg;
-        x = ki * to_end * dkd[m];
+        a = dq_decayed * qi * to_readout + qi * dqg_far;
+        b = -ki * dkg_far;
+        x = i < L - 1 ? ki * to_end * dkd[m] : 0.0f;  // the last row's −x and +x cancel exactly
         const int64_t at = row_index(c, s.first + i, h) * K + d;
         static_cast<T*>(out.dq)[at] = from_float<T>(dq);
         if (!c.tied) static_cast<T*>(out.dk)[at] = from_float<T>(dk);
@@ -201,7 +212,7 @@ __global__ void __launch_bounds__(kThreads) key_gradients_kernel(Call c, Workspa
       float run = 0.0f;
       for (int i = L - 1; i >= 0; --i) {
         float dG = (i + shift < L ? A[i + shift][dd] : 0.0f) + B[i][dd] - X[i][dd];
-        if (i == L - 1) dG += x_total + expf(Gt[L - 1][dd]) * state_total;
+        if (i == L - 1) dG += x_total + decay_between(Gt[L - 1][dd], 0.0) * state_total;
         run += dG;
         B[i][dd] = run;
       }
@@ -252,7 +263,7 @@ void launch_value_gradient(const Call& c, const Workspace& ws, const void* d_o, 
 
 template <class T>
 void launch_key_gradients(const Call& c, const Workspace& ws, const void* d_o, const Outputs& out) {
-  const size_t bytes = sizeof(float) * kKeyGradientFloats;
+  const size_t bytes = kKeyGradientBytes;
   delta::allow_shared_memory(reinterpret_cast<const void*>(&key_gradients_kernel<T>), bytes);
   const dim3 grid(static_cast<unsigned>(c.chunks.count), static_cast<unsigned>(c.heads));
   key_gradients_kernel<T><<<grid, kThreads, bytes>>>(c, ws, static_cast<const T*>(d_o), out);

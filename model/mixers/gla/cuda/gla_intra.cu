@@ -10,12 +10,12 @@ namespace {
 
 // G_i = Σ_{s ≤ i} g_s over the chunk's rows, per channel d (one thread each), or per token; a fixed
 // decay per head adds g_h each row.
-__global__ void cumulate_kernel(Call c, float* G) {
+__global__ void cumulate_kernel(Call c, double* G) {
   const int64_t chunk = blockIdx.x;
   const int h = blockIdx.y, w = decay_width(c);
   const Span s = chunk_span(c, chunk);
   for (int d = threadIdx.x; d < w; d += blockDim.x) {
-    float sum = 0.0f;
+    double sum = 0.0;
     for (int i = 0; i < s.len; ++i) {
       const int64_t at = row_index(c, s.first + i, h) * w + d;
       sum += c.decay == ops::GlaDecay::head ? c.g[h] : c.g[at];
@@ -28,11 +28,19 @@ __global__ void cumulate_kernel(Call c, float* G) {
 // with j ≤ i (j < i when `strict`), i, j < L; zero elsewhere:
 //   kDecayed (P):        out_ij = Σ_d q_id k_jd exp(R_id − G_jd)   (R_i ≤ G_j for j ≤ i: ≤ 1)
 //   !kDecayed (dP):      out_ij = scale Σ_e dO_ie v_je
-// Channels go through shared memory in tiles of 32; thread (ty, tx) sums the pairs
-// (4 ty + a, tx + 16 b), a, b < 4.
+// Channels go through shared memory in tiles of 32 (dynamic: the f64 tiles of R and G, then the f32
+// tiles of the two operands); thread (ty, tx) sums the pairs (4 ty + a, tx + 16 b), a, b < 4.
+using Rows = float[kPitch];
+using WideRows = double[kPitch];
+constexpr size_t kPairsBytes = 2 * sizeof(double) * kC * kPitch + 2 * sizeof(float) * kC * kPitch;
+
 template <class T, bool kDecayed>
-__global__ void __launch_bounds__(kThreads) pairs_kernel(Call c, const float* G, const void* d_o, float* out) {
-  __shared__ float a_tile[kC][kPitch], b_tile[kC][kPitch], ra[kC][kPitch], gb[kC][kPitch];
+__global__ void __launch_bounds__(kThreads) pairs_kernel(Call c, const double* G, const void* d_o, float* out) {
+  extern __shared__ double wide_smem[];
+  WideRows* ra = reinterpret_cast<WideRows*>(wide_smem);
+  WideRows* gb = ra + kC;
+  Rows* a_tile = reinterpret_cast<Rows*>(gb + kC);
+  Rows* b_tile = a_tile + kC;
   const int64_t chunk = blockIdx.x;
   const int h = blockIdx.y;
   const Span s = chunk_span(c, chunk);
@@ -48,8 +56,8 @@ __global__ void __launch_bounds__(kThreads) pairs_kernel(Call c, const float* G,
       if constexpr (kDecayed) {
         a_tile[i][dd] = inside ? query<T>(c, t, h, d) : 0.0f;
         b_tile[i][dd] = inside ? key<T>(c, t, h, d) : 0.0f;
-        ra[i][dd] = inside ? readout_decay(c, G, s, h, i, d) : 0.0f;
-        gb[i][dd] = inside ? cumulated(c, G, s, h, i, d) : 0.0f;
+        ra[i][dd] = inside ? readout_decay(c, G, s, h, i, d) : 0.0;
+        gb[i][dd] = inside ? cumulated(c, G, s, h, i, d) : 0.0;
       } else {
         a_tile[i][dd] = inside ? c.scale * token_value<T>(d_o, row_index(c, t, h) * c.value_dim + d) : 0.0f;
         b_tile[i][dd] = inside ? value<T>(c, t, h, d) : 0.0f;
@@ -66,7 +74,7 @@ __global__ void __launch_bounds__(kThreads) pairs_kernel(Call c, const float* G,
           const int j = tx + 16 * b;
           if (i < s.len && (j < i || (j == i && !strict))) {
             const float x = a_tile[i][dd] * b_tile[j][dd];
-            acc[a][b] += kDecayed ? x * expf(ra[i][dd] - gb[j][dd]) : x;
+            acc[a][b] += kDecayed ? x * decay_between(ra[i][dd], gb[j][dd]) : x;
           }
         }
       }
@@ -95,7 +103,8 @@ template <class T, bool kDecayed>
 void launch_pairs(const Call& c, const Workspace& ws, const void* d_o, float* out) {
   if (c.chunks.count == 0) return;
   const dim3 grid(static_cast<unsigned>(c.chunks.count), static_cast<unsigned>(c.heads));
-  pairs_kernel<T, kDecayed><<<grid, kThreads>>>(c, ws.G, d_o, out);
+  delta::allow_shared_memory(reinterpret_cast<const void*>(&pairs_kernel<T, kDecayed>), kPairsBytes);
+  pairs_kernel<T, kDecayed><<<grid, kThreads, kPairsBytes>>>(c, ws.G, d_o, out);
   check_launch(kDecayed ? "gla gram" : "gla output_gram");
 }
 

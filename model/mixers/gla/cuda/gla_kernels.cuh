@@ -15,7 +15,9 @@
 //   S_end = Diag(exp(G_{L−1})) S0 + (K ⊙ exp(G_{L−1} − G))ᵀ V
 //
 // Every exponent is ≤ 0 (G falls along the chunk and the pairs are causal), so nothing
-// overflows; the kernels multiply in f32 on the CUDA cores, each sum in a fixed order. Pipeline:
+// overflows. G is cumulated and kept in f64: a difference G_i − G_j of two large cumulated decays
+// (strong decays reach G ≈ −4000 within a chunk) keeps its few significant digits, which f32
+// sums would lose; everything else is f32 on the CUDA cores, each sum in a fixed order. Pipeline:
 //   cumulate        per (chunk, head): G                                          (gla_intra.cu)
 //   gram            per (chunk, head): P                                          (gla_intra.cu)
 //   state_forward   per (sequence, head, 32 value columns), the chunks in order: O, ht; for the
@@ -59,11 +61,12 @@ __host__ __device__ inline int decay_width(const Call& c) {
   return c.decay == ops::GlaDecay::channel ? c.key_dim : 1;
 }
 
-// f32 buffers: G [N, H, decay_width] (G_i, cumulated within the chunk); P, dP [NC, H, C, C]
+// Buffers: G [N, H, decay_width] f64 (G_i, cumulated within the chunk); f32 P, dP [NC, H, C, C]
 // (row-major, zero outside i, j < L and the causal pairs); h (S0 of each chunk) and dh (dS at each
 // chunk's end) [NC, H, K, V]; du_parts [NC, H, K]. Null where a call does not need them.
 struct Workspace {
-  float *G, *P, *h, *dh, *dP, *du_parts;
+  double* G;
+  float *P, *h, *dh, *dP, *du_parts;
 };
 
 // The gradients: dq, dk (null when tied), dv in the call's dtype; dg (null for a fixed decay), du
@@ -104,14 +107,16 @@ __device__ __forceinline__ float value(const Call& c, int64_t t, int h, int e) {
 }
 
 // G and R of chunk row i (< L), channel d.
-__device__ __forceinline__ float cumulated(const Call& c, const float* G, const Span& s, int h, int i, int d) {
+__device__ __forceinline__ double cumulated(const Call& c, const double* G, const Span& s, int h, int i, int d) {
   const int w = decay_width(c);
   return G[row_index(c, s.first + i, h) * w + (w == 1 ? 0 : d)];
 }
-__device__ __forceinline__ float readout_decay(const Call& c, const float* G, const Span& s, int h, int i, int d) {
+__device__ __forceinline__ double readout_decay(const Call& c, const double* G, const Span& s, int h, int i, int d) {
   if (!c.bonus) return cumulated(c, G, s, h, i, d);
-  return i == 0 ? 0.0f : cumulated(c, G, s, h, i - 1, d);
+  return i == 0 ? 0.0 : cumulated(c, G, s, h, i - 1, d);
 }
+// exp(a − b) of two cumulated log decays, the difference taken in f64.
+__device__ __forceinline__ float decay_between(double a, double b) { return expf(static_cast<float>(a - b)); }
 
 inline constexpr int kColumns = 32;                  // value columns of a state block (or a tile)
 inline constexpr int kRowGroups = kThreads / kColumns;  // 8: thread (r, e) = (threadIdx / 32, threadIdx % 32)

@@ -20,20 +20,20 @@ namespace {
 
 // Qd (and Kd when not null) of the chunk's rows, zero past L; decay_end[d] = exp(G_{L−1, d}).
 template <class T>
-__device__ void load_decayed_rows(const Call& c, const float* G, const Span& s, int h, float* Qd, float* Kd,
+__device__ void load_decayed_rows(const Call& c, const double* G, const Span& s, int h, float* Qd, float* Kd,
                                   float* decay_end) {
   const int K = c.key_dim;
   for (int p = threadIdx.x; p < kC * K; p += kThreads) {
     const int i = p / K, d = p % K;
     const bool inside = i < s.len;
     const int64_t t = s.first + i;
-    Qd[p] = inside ? c.scale * query<T>(c, t, h, d) * expf(readout_decay(c, G, s, h, i, d)) : 0.0f;
+    Qd[p] = inside ? c.scale * query<T>(c, t, h, d) * decay_between(readout_decay(c, G, s, h, i, d), 0.0) : 0.0f;
     if (Kd) {
-      Kd[p] = inside ? key<T>(c, t, h, d) * expf(cumulated(c, G, s, h, s.len - 1, d) - cumulated(c, G, s, h, i, d))
+      Kd[p] = inside ? key<T>(c, t, h, d) * decay_between(cumulated(c, G, s, h, s.len - 1, d), cumulated(c, G, s, h, i, d))
                      : 0.0f;
     }
   }
-  for (int d = threadIdx.x; d < K; d += kThreads) decay_end[d] = expf(cumulated(c, G, s, h, s.len - 1, d));
+  for (int d = threadIdx.x; d < K; d += kThreads) decay_end[d] = decay_between(cumulated(c, G, s, h, s.len - 1, d), 0.0);
 }
 
 // S ← from (or zeros), and back: the block's slice, columns e0 + e < V.
@@ -79,10 +79,10 @@ __global__ void __launch_bounds__(kThreads)
     __syncthreads();
     if (o && e0 + e < c.value_dim) {
       for (int i = r; i < s.len; i += kRowGroups) {
-        float sum = 0.0f;
-        for (int d = 0; d < K; ++d) sum += Qd[i * K + d] * S[d * kColumns + e];
-        for (int j = 0; j <= i; ++j) sum += P[i * kC + j] * Vt[j * kColumns + e];
-        o[row_index(c, s.first + i, h) * c.value_dim + e0 + e] = from_float<T>(sum);
+        float inter = 0.0f, intra = 0.0f;  // Qd already holds the scale
+        for (int d = 0; d < K; ++d) inter += Qd[i * K + d] * S[d * kColumns + e];
+        for (int j = 0; j <= i; ++j) intra += P[i * kC + j] * Vt[j * kColumns + e];
+        o[row_index(c, s.first + i, h) * c.value_dim + e0 + e] = from_float<T>(inter + c.scale * intra);
       }
     }
     __syncthreads();  // every read of S0 is done
