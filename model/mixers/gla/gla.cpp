@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/mixer_dtypes.h"
 #include "kernels/op_arguments.h"
 #include "model/mixers/gla/cpu/gla_chunked.h"
 #include "model/mixers/gla/cpu/gla_recurrent.h"
@@ -20,31 +21,6 @@ namespace {
 struct Dims {
   int64_t tokens = 0, heads = 0, key_dim = 0, value_dim = 0, seqs = 0;
 };
-
-// The dtypes and device every argument of one call must have. On the CPU everything has q's dtype
-// (f32 or f64); on CUDA the token operands (q, k, v, o, d_o and their gradients) have q's dtype
-// (f32 or bf16), the log decays, the bonus u and the states are f32.
-struct Expected {
-  Device device = Device::cpu;
-  DType operand = DType::f32, gate = DType::f32;
-};
-
-Expected expected_types(const OpArguments& args, const std::string& op, const Tensor& q) {
-  if (q.device() == Device::cpu) {
-    args.require(q.dtype() == DType::f32 || q.dtype() == DType::f64, "q",
-                 "expected f32 or f64 on the CPU, got " + q.describe());
-    return {Device::cpu, q.dtype(), q.dtype()};
-  }
-#ifndef LINEA_WITH_CUDA
-  throw std::runtime_error(op + ": q is on " + std::string(device_name(q.device())) +
-                           " but this build has no CUDA backend (configure with -DLINEA_CUDA=ON)");
-#else
-  (void)op;
-  args.require(q.dtype() == DType::f32 || q.dtype() == DType::bf16, "q",
-               "expected f32 or bf16 on cuda, got " + q.describe());
-  return {Device::cuda, q.dtype(), DType::f32};
-#endif
-}
 
 Shape decay_shape(const GlaSpec& spec, const Dims& d) {
   switch (spec.decay) {
@@ -61,7 +37,7 @@ struct OperandSet {
   const Tensor &q, &k, &v, &g, &u, &h0;
 };
 
-void check_operand_set(OpArguments& args, const GlaSpec& spec, const Dims& d, const Expected& x, const OperandSet& s,
+void check_operand_set(OpArguments& args, const GlaSpec& spec, const Dims& d, const MixerDtypes& x, const OperandSet& s,
                        const std::string& prefix, bool gradients) {
   args.typed(s.q, prefix + "q", {d.tokens, d.heads, d.key_dim}, x.operand);
   if (spec.key == GlaKey::given) {
@@ -84,10 +60,10 @@ void check_operand_set(OpArguments& args, const GlaSpec& spec, const Dims& d, co
 }
 
 Dims check_inputs(OpArguments& args, const std::string& op, const GlaSpec& spec, const SeqLayout& seqs,
-                  const GlaInputs& in, Expected& x) {
+                  const GlaInputs& in, MixerDtypes& x) {
   args.require(in.q.defined() && in.q.ndim() == 3, "q", "expected [N, H, K], got " + in.q.describe());
   args.require(in.v.defined() && in.v.ndim() == 3, "v", "expected [N, H, V], got " + in.v.describe());
-  x = expected_types(args, op, in.q);
+  x = mixer_dtypes(args, op, in.q, "q");
   const Dims d{in.q.dim(0), in.q.dim(1), in.q.dim(2), in.v.dim(2), seqs.num_seqs()};
   args.require(d.heads >= 1 && d.key_dim >= 1 && d.value_dim >= 1, "q", "H, K and V must be positive");
 #ifdef LINEA_WITH_CUDA
@@ -151,29 +127,19 @@ cpu::GlaGradients<T> gradients(const GlaSpec& spec, GlaGrads& g, const Dims& d, 
   return x;
 }
 
-// fn(float{}) or fn(double{}) for a CPU call.
-template <class Fn>
-void dispatch(const Expected& x, Fn&& fn) {
-  if (x.operand == DType::f32) {
-    fn(float{});
-  } else {
-    fn(double{});
-  }
-}
-
 }  // namespace
 
 void gla_forward(GlaImpl impl, const GlaSpec& spec, const SeqLayout& seqs, const GlaInputs& in, Tensor o, Tensor ht) {
   const std::string op = "gla_forward";
   OpArguments args(op);
-  Expected x;
+  MixerDtypes x;
   const Dims d = check_inputs(args, op, spec, seqs, in, x);
   args.typed(o, "o", {d.tokens, d.heads, d.value_dim}, x.operand);
   args.optional_typed(ht, "ht", {d.seqs, d.heads, d.key_dim, d.value_dim}, x.gate);
 #ifdef LINEA_WITH_CUDA
   if (x.device == Device::cuda) return cuda::gla_forward(spec, seqs, in, o, ht);
 #endif
-  dispatch(x, [&](auto zero) {
+  dispatch_cpu(x.operand, [&](auto zero) {
     using T = decltype(zero);
     const cpu::GlaOperands<T> x = operands<T>(spec, in, d);
     T* ht_data = ht.defined() ? ht.data<T>() : nullptr;
@@ -189,7 +155,7 @@ void gla_backward(GlaImpl impl, const GlaSpec& spec, const SeqLayout& seqs, cons
                   const Tensor& dht, GlaGrads& grads) {
   const std::string op = "gla_backward";
   OpArguments args(op);
-  Expected x;
+  MixerDtypes x;
   const Dims d = check_inputs(args, op, spec, seqs, in, x);
   args.typed(d_o, "d_o", {d.tokens, d.heads, d.value_dim}, x.operand);
   args.optional_typed(dht, "dht", {d.seqs, d.heads, d.key_dim, d.value_dim}, x.gate);
@@ -197,7 +163,7 @@ void gla_backward(GlaImpl impl, const GlaSpec& spec, const SeqLayout& seqs, cons
 #ifdef LINEA_WITH_CUDA
   if (x.device == Device::cuda) return cuda::gla_backward(spec, seqs, in, d_o, dht, grads);
 #endif
-  dispatch(x, [&](auto zero) {
+  dispatch_cpu(x.operand, [&](auto zero) {
     using T = decltype(zero);
     const cpu::GlaOperands<T> x = operands<T>(spec, in, d);
     std::vector<T> du_parts;

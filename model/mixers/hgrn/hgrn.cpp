@@ -5,6 +5,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "kernels/mixer_dtypes.h"
 #include "kernels/op_arguments.h"
 #include "model/mixers/hgrn/cpu/hgrn_chunked.h"
 #include "model/mixers/hgrn/cpu/hgrn_recurrent.h"
@@ -20,34 +21,10 @@ struct Dims {
   int64_t tokens = 0, channels = 0, seqs = 0;
 };
 
-// The dtypes of one call: on the CPU everything has x's dtype (f32 or f64); on CUDA x, o, d_o and
-// dx have x's dtype (f32 or bf16), g, dg and the states are f32.
-struct Expected {
-  Device device = Device::cpu;
-  DType operand = DType::f32, gate = DType::f32;
-};
-
-Expected expected_types(const OpArguments& args, const std::string& op, const Tensor& x) {
-  if (x.device() == Device::cpu) {
-    args.require(x.dtype() == DType::f32 || x.dtype() == DType::f64, "x",
-                 "expected f32 or f64 on the CPU, got " + x.describe());
-    return {Device::cpu, x.dtype(), x.dtype()};
-  }
-#ifndef LINEA_WITH_CUDA
-  throw std::runtime_error(op + ": x is on " + std::string(device_name(x.device())) +
-                           " but this build has no CUDA backend (configure with -DLINEA_CUDA=ON)");
-#else
-  (void)op;
-  args.require(x.dtype() == DType::f32 || x.dtype() == DType::bf16, "x",
-               "expected f32 or bf16 on cuda, got " + x.describe());
-  return {Device::cuda, x.dtype(), DType::f32};
-#endif
-}
-
 Dims check_inputs(OpArguments& args, const std::string& op, const SeqLayout& seqs, const HgrnInputs& in,
-                  Expected& x) {
+                  MixerDtypes& x) {
   args.require(in.x.defined() && in.x.ndim() == 2, "x", "expected [N, D], got " + in.x.describe());
-  x = expected_types(args, op, in.x);
+  x = mixer_dtypes(args, op, in.x, "x");
   const Dims d{in.x.dim(0), in.x.dim(1), seqs.num_seqs()};
   args.require(d.channels >= 1, "x", "D must be positive");
   try {
@@ -61,16 +38,6 @@ Dims check_inputs(OpArguments& args, const std::string& op, const SeqLayout& seq
   return d;
 }
 
-// fn(float{}) or fn(double{}) for a CPU call.
-template <class Fn>
-void dispatch(const Expected& x, Fn&& fn) {
-  if (x.operand == DType::f32) {
-    fn(float{});
-  } else {
-    fn(double{});
-  }
-}
-
 template <class T>
 cpu::HgrnOperands<T> operands(const HgrnInputs& in, const Dims& d) {
   return {d.channels, in.x.data<T>(), in.g.data<T>(), in.h0.defined() ? in.h0.data<T>() : nullptr};
@@ -81,14 +48,14 @@ cpu::HgrnOperands<T> operands(const HgrnInputs& in, const Dims& d) {
 void hgrn_forward(HgrnImpl impl, const SeqLayout& seqs, const HgrnInputs& in, Tensor o, Tensor ht) {
   const std::string op = "hgrn_forward";
   OpArguments args(op);
-  Expected x;
+  MixerDtypes x;
   const Dims d = check_inputs(args, op, seqs, in, x);
   args.typed(o, "o", {d.tokens, d.channels}, x.operand);
   args.optional_typed(ht, "ht", {d.seqs, d.channels}, x.gate);
 #ifdef LINEA_WITH_CUDA
   if (x.device == Device::cuda) return cuda::hgrn_forward(seqs, in, o, ht);
 #endif
-  dispatch(x, [&](auto zero) {
+  dispatch_cpu(x.operand, [&](auto zero) {
     using T = decltype(zero);
     T* ht_data = ht.defined() ? ht.data<T>() : nullptr;
     if (impl == HgrnImpl::recurrent) {
@@ -103,7 +70,7 @@ void hgrn_backward(HgrnImpl impl, const SeqLayout& seqs, const HgrnInputs& in, c
                    HgrnGrads& grads) {
   const std::string op = "hgrn_backward";
   OpArguments args(op);
-  Expected x;
+  MixerDtypes x;
   const Dims d = check_inputs(args, op, seqs, in, x);
   args.typed(d_o, "d_o", {d.tokens, d.channels}, x.operand);
   args.optional_typed(dht, "dht", {d.seqs, d.channels}, x.gate);
@@ -113,7 +80,7 @@ void hgrn_backward(HgrnImpl impl, const SeqLayout& seqs, const HgrnInputs& in, c
 #ifdef LINEA_WITH_CUDA
   if (x.device == Device::cuda) return cuda::hgrn_backward(seqs, in, d_o, dht, grads);
 #endif
-  dispatch(x, [&](auto zero) {
+  dispatch_cpu(x.operand, [&](auto zero) {
     using T = decltype(zero);
     const cpu::HgrnGradients<T> dx{grads.dx.data<T>(), grads.dg.data<T>(),
                                    grads.dh0.defined() ? grads.dh0.data<T>() : nullptr};

@@ -14,7 +14,6 @@
 #include <cstring>
 #include <iostream>
 #include <map>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -55,10 +54,8 @@ GlaProblem representable(const GlaProblem& p, DType dtype) {
   return r;
 }
 
-Tensor device(const Tensor& host, DType dtype) { return host.defined() ? testing::to_device(host, dtype) : Tensor(); }
-Tensor device_empty(const Tensor& like, DType dtype) {
-  return like.defined() ? Tensor::empty(like.shape(), dtype, Device::cuda) : Tensor();
-}
+using testing::device_empty;
+Tensor device(const Tensor& host, DType dtype) { return testing::device_copy(host, dtype); }
 
 GlaProblem on_device(const GlaProblem& p, DType dtype) {
   GlaProblem d = p;
@@ -100,14 +97,6 @@ struct Case {
   double normalizer;
 };
 
-std::string number(double x) {
-  std::ostringstream os;
-  os << x;
-  std::string s = os.str();
-  std::replace(s.begin(), s.end(), '.', 'p');
-  return s;
-}
-
 const std::vector<Case>& cases() {
   static const std::vector<Case> all = [] {
     std::vector<Case> c;
@@ -145,7 +134,7 @@ std::vector<Param> all_params() {
 
 std::string param_name(const ::testing::TestParamInfo<Param>& info) {
   const Case& c = cases()[info.param.case_index];
-  return std::string(ops::gla_mixer_name(info.param.mixer)) + "_" + c.shape_name + "_norm" + number(c.normalizer) +
+  return std::string(ops::gla_mixer_name(info.param.mixer)) + "_" + c.shape_name + "_norm" + testing::name_number(c.normalizer) +
          "_" + std::string(dtype_name(info.param.dtype));
 }
 
