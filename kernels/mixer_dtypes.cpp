@@ -4,8 +4,7 @@
 
 namespace linea::ops {
 
-MixerDtypes mixer_dtypes(const OpArguments& args, const std::string& op, const Tensor& operand,
-                         std::string_view name) {
+MixerDtypes mixer_dtypes(const OpArguments& args, const std::string& op, const Tensor& operand, std::string_view name) {
   if (operand.device() == Device::cpu) {
     args.require(operand.dtype() == DType::f32 || operand.dtype() == DType::f64, name,
                  "expected f32 or f64 on the CPU, got " + operand.describe());

@@ -18,8 +18,7 @@ struct MixerDtypes {
   DType operand = DType::f32, gate = DType::f32;
 };
 
-MixerDtypes mixer_dtypes(const OpArguments& args, const std::string& op, const Tensor& operand,
-                         std::string_view name);
+MixerDtypes mixer_dtypes(const OpArguments& args, const std::string& op, const Tensor& operand, std::string_view name);
 
 template <class Fn>
 void dispatch_cpu(DType dtype, Fn&& fn) {

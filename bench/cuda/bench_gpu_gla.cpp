@@ -44,7 +44,9 @@ struct Operands {
   }
 };
 
-Tensor empty_like(const Tensor& t) { return t.defined() ? Tensor::empty(t.shape(), t.dtype(), Device::cuda) : Tensor(); }
+Tensor empty_like(const Tensor& t) {
+  return t.defined() ? Tensor::empty(t.shape(), t.dtype(), Device::cuda) : Tensor();
+}
 
 void report(const std::string& op, int64_t batch, double fwd_ms, double fwd_bwd_ms) {
   emit({{"op", op},
@@ -64,11 +66,14 @@ void bench_gla(ops::GlaMixer mixer, int64_t batch, int iterations, const Operand
   ops::GlaInputs in;
   in.q = x.q, in.v = x.v;
   if (spec.key == ops::GlaKey::given) in.k = x.k;
-  in.g = spec.decay == ops::GlaDecay::channel ? x.g_channel : spec.decay == ops::GlaDecay::scalar ? x.g_scalar : x.g_head;
+  in.g = spec.decay == ops::GlaDecay::channel  ? x.g_channel
+         : spec.decay == ops::GlaDecay::scalar ? x.g_scalar
+                                               : x.g_head;
   if (spec.readout == ops::GlaReadout::before_write_bonus) in.u = x.u;
   Tensor o = Tensor::empty({kTokens, kHeads, kValue}, DType::bf16, Device::cuda);
-  ops::GlaGrads grads{empty_like(in.q), empty_like(in.k), empty_like(in.v),
-                      spec.decay == ops::GlaDecay::head ? Tensor() : empty_like(in.g), empty_like(in.u), Tensor()};
+  ops::GlaGrads grads{empty_like(in.q), empty_like(in.k),
+                      empty_like(in.v), spec.decay == ops::GlaDecay::head ? Tensor() : empty_like(in.g),
+                      empty_like(in.u), Tensor()};
   const auto forward = [&] { ops::gla_forward(ops::GlaImpl::chunked, spec, seqs, in, o, Tensor()); };
   const double fwd_ms = mean_ms(iterations, forward);
   const double fwd_bwd_ms = mean_ms(iterations, [&] {

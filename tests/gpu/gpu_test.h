@@ -71,7 +71,9 @@ inline Tensor to_device(const Tensor& host, DType dtype) {
 }
 
 // to_device for a defined tensor; undefined stays undefined.
-inline Tensor device_copy(const Tensor& host, DType dtype) { return host.defined() ? to_device(host, dtype) : Tensor(); }
+inline Tensor device_copy(const Tensor& host, DType dtype) {
+  return host.defined() ? to_device(host, dtype) : Tensor();
+}
 
 // An uninitialised device tensor shaped like `like` in `dtype`; undefined for undefined.
 inline Tensor device_empty(const Tensor& like, DType dtype) {

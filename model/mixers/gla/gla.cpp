@@ -67,9 +67,9 @@ Dims check_inputs(OpArguments& args, const std::string& op, const GlaSpec& spec,
   const Dims d{in.q.dim(0), in.q.dim(1), in.q.dim(2), in.v.dim(2), seqs.num_seqs()};
   args.require(d.heads >= 1 && d.key_dim >= 1 && d.value_dim >= 1, "q", "H, K and V must be positive");
 #ifdef LINEA_WITH_CUDA
-  args.require(x.device != Device::cuda || d.key_dim <= cuda::kGlaMaxKeyDim, "q",
-               "the CUDA kernels take K ≤ " + std::to_string(cuda::kGlaMaxKeyDim) +
-                   ", got K = " + std::to_string(d.key_dim));
+  args.require(
+      x.device != Device::cuda || d.key_dim <= cuda::kGlaMaxKeyDim, "q",
+      "the CUDA kernels take K ≤ " + std::to_string(cuda::kGlaMaxKeyDim) + ", got K = " + std::to_string(d.key_dim));
 #endif
   args.require(spec.key == GlaKey::given || spec.decay == GlaDecay::channel, "spec",
                "a key tied to the decay (k = 1 − exp(g)) needs a per-channel decay");

@@ -31,9 +31,10 @@ template <class T>
 __device__ void load_keys_to_end(const Call& c, const double* G, const Span& s, int h, int d0, Rows* Kd) {
   for (int p = threadIdx.x; p < kC * kTile; p += kThreads) {
     const int j = p / kTile, dd = p % kTile, d = d0 + dd;
-    Kd[j][dd] = j < s.len && d < c.key_dim ? key<T>(c, s.first + j, h, d) *
-                                                 decay_between(cumulated(c, G, s, h, s.len - 1, d), cumulated(c, G, s, h, j, d))
-                                           : 0.0f;
+    Kd[j][dd] = j < s.len && d < c.key_dim
+                    ? key<T>(c, s.first + j, h, d) *
+                          decay_between(cumulated(c, G, s, h, s.len - 1, d), cumulated(c, G, s, h, j, d))
+                    : 0.0f;
   }
 }
 

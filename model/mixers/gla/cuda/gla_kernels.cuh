@@ -57,9 +57,7 @@ struct Call {
 };
 
 // The per-token width of G: K for a decay per channel, else 1.
-__host__ __device__ inline int decay_width(const Call& c) {
-  return c.decay == ops::GlaDecay::channel ? c.key_dim : 1;
-}
+__host__ __device__ inline int decay_width(const Call& c) { return c.decay == ops::GlaDecay::channel ? c.key_dim : 1; }
 
 // Buffers: G [N, H, decay_width] f64 (G_i, cumulated within the chunk); f32 P, dP [NC, H, C, C]
 // (row-major, zero outside i, j < L and the causal pairs); h (S0 of each chunk) and dh (dS at each
@@ -118,7 +116,7 @@ __device__ __forceinline__ double readout_decay(const Call& c, const double* G, 
 // exp(a − b) of two cumulated log decays, the difference taken in f64.
 __device__ __forceinline__ float decay_between(double a, double b) { return expf(static_cast<float>(a - b)); }
 
-inline constexpr int kColumns = 32;                  // value columns of a state block (or a tile)
+inline constexpr int kColumns = 32;                     // value columns of a state block (or a tile)
 inline constexpr int kRowGroups = kThreads / kColumns;  // 8: thread (r, e) = (threadIdx / 32, threadIdx % 32)
 
 // tile[i][e] = x[(t_i, h), e0 + e] of an [N, H, V] tensor in T, zero past L or V.

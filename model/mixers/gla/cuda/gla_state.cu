@@ -29,11 +29,13 @@ __device__ void load_decayed_rows(const Call& c, const double* G, const Span& s,
     const int64_t t = s.first + i;
     Qd[p] = inside ? c.scale * query<T>(c, t, h, d) * decay_between(readout_decay(c, G, s, h, i, d), 0.0) : 0.0f;
     if (Kd) {
-      Kd[p] = inside ? key<T>(c, t, h, d) * decay_between(cumulated(c, G, s, h, s.len - 1, d), cumulated(c, G, s, h, i, d))
-                     : 0.0f;
+      Kd[p] = inside
+                  ? key<T>(c, t, h, d) * decay_between(cumulated(c, G, s, h, s.len - 1, d), cumulated(c, G, s, h, i, d))
+                  : 0.0f;
     }
   }
-  for (int d = threadIdx.x; d < K; d += kThreads) decay_end[d] = decay_between(cumulated(c, G, s, h, s.len - 1, d), 0.0);
+  for (int d = threadIdx.x; d < K; d += kThreads)
+    decay_end[d] = decay_between(cumulated(c, G, s, h, s.len - 1, d), 0.0);
 }
 
 // S ← from (or zeros), and back: the block's slice, columns e0 + e < V.

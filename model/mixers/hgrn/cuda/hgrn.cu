@@ -35,7 +35,9 @@ struct Scan {
 struct Span {
   int64_t first, end;
 };
-__device__ __forceinline__ Span span(const Scan& s, int64_t chunk) { return {s.chunks.first[chunk], s.chunks.end[chunk]}; }
+__device__ __forceinline__ Span span(const Scan& s, int64_t chunk) {
+  return {s.chunks.first[chunk], s.chunks.end[chunk]};
+}
 
 // The thread's channel (grid.x × 256 threads cover the channels); false past the last.
 __device__ __forceinline__ bool channel_of(const Scan& s, int64_t& c) {
@@ -173,8 +175,8 @@ void hgrn_forward(const SeqLayout& seqs, const ops::HgrnInputs& in, Tensor o, Te
     using T = decltype(zero);
     forward_carries<T>(plan, in, f32_or_null(ht));
     if (plan.chunk_grid.y == 0) return;
-    forward_apply_kernel<T><<<plan.chunk_grid, kThreads>>>(plan.scan, static_cast<const T*>(in.x.raw()),
-                                                           static_cast<T*>(o.raw()));
+    forward_apply_kernel<T>
+        <<<plan.chunk_grid, kThreads>>>(plan.scan, static_cast<const T*>(in.x.raw()), static_cast<T*>(o.raw()));
     check_launch("hgrn forward_apply");
   });
 }

@@ -134,8 +134,8 @@ std::vector<Param> all_params() {
 
 std::string param_name(const ::testing::TestParamInfo<Param>& info) {
   const Case& c = cases()[info.param.case_index];
-  return std::string(ops::gla_mixer_name(info.param.mixer)) + "_" + c.shape_name + "_norm" + testing::name_number(c.normalizer) +
-         "_" + std::string(dtype_name(info.param.dtype));
+  return std::string(ops::gla_mixer_name(info.param.mixer)) + "_" + c.shape_name + "_norm" +
+         testing::name_number(c.normalizer) + "_" + std::string(dtype_name(info.param.dtype));
 }
 
 class GpuGla : public testing::GpuTest, public ::testing::WithParamInterface<Param> {};
@@ -143,8 +143,8 @@ class GpuGla : public testing::GpuTest, public ::testing::WithParamInterface<Par
 TEST_P(GpuGla, MatchesCpuInF64) {
   const Param prm = GetParam();
   const Case& c = cases()[prm.case_index];
-  const GlaProblem p = representable(
-      testing::make_gla_problem(prm.mixer, c.shape, c.normalizer, 77 + prm.case_index), prm.dtype);
+  const GlaProblem p =
+      representable(testing::make_gla_problem(prm.mixer, c.shape, c.normalizer, 77 + prm.case_index), prm.dtype);
   const auto ref = testing::run_forward_backward(GlaImpl::recurrent, p).named();
   const auto got = run_on_device(p, prm.dtype).named();
   ASSERT_EQ(ref.size(), got.size());
@@ -196,17 +196,17 @@ void expect_rejected(Fn&& fn, const std::string& needle) {
 }
 
 TEST_F(GpuGlaContract, RejectsBf16DecaysAndWideKeys) {
-  const GlaProblem host = representable(
-      testing::make_gla_problem(GlaMixer::gla, {{0, 70}, 2, 32, 16, true}, 1.0, 3), DType::bf16);
+  const GlaProblem host =
+      representable(testing::make_gla_problem(GlaMixer::gla, {{0, 70}, 2, 32, 16, true}, 1.0, 3), DType::bf16);
   GlaProblem p = on_device(host, DType::bf16);
   Tensor o = Tensor::empty(p.d_o.shape(), DType::bf16, Device::cuda);
   p.in.g = device(host.in.g, DType::bf16);
   expect_rejected([&] { ops::gla_forward(GlaImpl::chunked, p.spec, p.seqs, p.in, o, Tensor()); },
                   "gla_forward: g: expected f32");
 
-  const GlaProblem wide = on_device(
-      representable(testing::make_gla_problem(GlaMixer::gla, {{0, 8}, 1, 264, 8, true}, 1.0, 4), DType::f32),
-      DType::f32);
+  const GlaProblem wide =
+      on_device(representable(testing::make_gla_problem(GlaMixer::gla, {{0, 8}, 1, 264, 8, true}, 1.0, 4), DType::f32),
+                DType::f32);
   Tensor o_wide = Tensor::empty(wide.d_o.shape(), DType::f32, Device::cuda);
   expect_rejected([&] { ops::gla_forward(GlaImpl::chunked, wide.spec, wide.seqs, wide.in, o_wide, Tensor()); },
                   "the CUDA kernels take K ≤ 256");

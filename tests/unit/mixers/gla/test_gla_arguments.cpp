@@ -5,8 +5,8 @@
 #include <functional>
 #include <vector>
 
-#include "tests/testing/mixers/gla_problem.h"
 #include "tests/testing/kernel_test.h"
+#include "tests/testing/mixers/gla_problem.h"
 
 namespace linea {
 namespace {
