@@ -15,10 +15,10 @@
 // gradient, m and v; bf16 compute copy and gradients: 20 bytes per parameter), activations kept
 // (the f32 figure halved, except what stays 4 bytes wide in bf16 steps: the mixer's, e.g. the decay
 // gate's input or attention's log-sum-exp (MixerFamily::wide_values_per_token), the token ids,
-// targets and positions), the scratch arena, and the mixer's CUDA workspaces for backward
-// (MixerFamily::cuda_workspace_bytes, e.g. the delta rule's); and a bound for the
-// first micro-batch, whose arenas may hold up to 1/8 more than their high water (kernels/arena.h).
-// Prints one JSON line.
+// targets and positions; plus what only the CUDA forward keeps, MixerFamily::cuda_saved_bytes, e.g.
+// the delta rule's chunk intermediates unless recompute), the scratch arena, and the mixer's CUDA workspaces for
+// backward (MixerFamily::cuda_workspace_bytes, e.g. the delta rule's); and a bound for the first micro-batch, whose
+// arenas may hold up to 1/8 more than their high water (kernels/arena.h). Prints one JSON line.
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
@@ -139,7 +139,8 @@ int run(int argc, char** argv) {
   full.layers = full_layers;
   full.vocab = full_vocab;
   const double parameter_bytes = 20.0 * double(count_parameters(full).total);
-  const double kept_bytes = double(project) * (bf16_per_layer * double(full_layers) + bf16_model_level);
+  const double saved_bytes = family.cuda_saved_bytes(mixer_config, project) * double(full_layers);
+  const double kept_bytes = double(project) * (bf16_per_layer * double(full_layers) + bf16_model_level) + saved_bytes;
   const double scratch_bytes = double(project) * scratch / 2;
   const double workspace_bytes = family.cuda_workspace_bytes(mixer_config, project);
   const double total_bytes = parameter_bytes + kept_bytes + scratch_bytes + workspace_bytes;
@@ -156,6 +157,7 @@ int run(int argc, char** argv) {
                           {"projected_layers", full_layers},
                           {"bf16_parameters_gib", parameter_bytes / kGiB},
                           {"bf16_kept_gib", kept_bytes / kGiB},
+                          {"cuda_saved_gib", saved_bytes / kGiB},
                           {"bf16_scratch_gib", scratch_bytes / kGiB},
                           {"delta_rule_workspace_gib", workspace_bytes / kGiB},
                           {"bf16_total_gib", total_bytes / kGiB},

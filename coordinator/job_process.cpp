@@ -10,7 +10,6 @@
 #include <csignal>
 #include <cstring>
 #include <fstream>
-#include <iterator>
 #include <map>
 #include <memory>
 #include <stdexcept>
@@ -27,8 +26,11 @@ struct ProcStat {
 };
 
 std::optional<ProcStat> read_proc_stat(pid_t pid) {
+  // One line. Read through the istream, which turns a failed read (ESRCH: the process ended after
+  // the open) into badbit; an istreambuf_iterator would let the filebuf's exception through.
   std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
-  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::string text;
+  if (!std::getline(in, text)) return std::nullopt;
   const size_t close_paren = text.rfind(')');  // the command name may itself hold ')' or spaces
   if (close_paren == std::string::npos) return std::nullopt;
   ProcStat st;

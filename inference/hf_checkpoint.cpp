@@ -24,8 +24,9 @@ std::string linear_model_type(const std::string& mixer) {
   return "";
 }
 
+// Export and import (init_from = "hf:DIR") both map a config through hf_config.
 [[noreturn]] void cannot(const std::string& key, const std::string& why) {
-  throw std::invalid_argument("export --format hf: model." + key + ": " + why);
+  throw std::invalid_argument("fla's Hugging Face format: model." + key + ": " + why);
 }
 
 // The short convs' weights: [C, W] here, [C, 1, W] in fla.
@@ -53,6 +54,10 @@ nlohmann::json hf_config(const ModelConfig& given) {
   ModelConfig c = given;
   c.resolve();
   if (!c.mlp) cannot("mlp", "fla's blocks always have an MLP");
+  if (c.routing.kind != RoutingKind::none) {
+    cannot("routing",
+           std::string("fla's models have no cross-layer routing, this one has ") + routing_kind_name(c.routing.kind));
+  }
   std::string linear;
   std::vector<int64_t> attention_layers;
   for (int64_t i = 0; i < c.layers; ++i) {

@@ -19,8 +19,8 @@
 // export_hf writes both files, each atomically (temp + rename). import_hf reads them into a
 // model of the same architecture: config.json must name the model_type the model's config maps
 // to (an unknown one is refused naming the file), and every tensor must be there with its shape
-// (a mismatch names the tensor and both shapes). Not verified against fla's own classes in this
-// session (no GPU machine; docs/interchange.md is still to be written).
+// (a mismatch names the tensor and both shapes). Not yet compared against fla's own classes
+// (docs/interchange.md).
 #pragma once
 #include <filesystem>
 #include <nlohmann/json.hpp>

@@ -7,7 +7,7 @@
 //   layer        make_layer: one layer of the mixer, which declares its parameters with their
 //                optimizer roles (ParamRole) and shards itself over the tensor-parallel group
 //   parameters   parameter_group: the group `linea params` counts its layers' parameters in
-//   memory       wide_values_per_token, cuda_workspace_bytes (bench_memory's model);
+//   memory       wide_values_per_token, cuda_workspace_bytes, cuda_saved_bytes (bench_memory's model);
 //                decoding_memory (`linea params --inference`)
 //   FLOPs        mixing_flops_per_token (bench_train's model FLOPs)
 //   linea mixer  problem_format: reading an fla-layout HDF5 problem and running it, if the family
@@ -69,10 +69,13 @@ class MixerFamily {
                                             const LayerPlace& place) const = 0;
 
   // Memory model: per token and layer, how many of the values forward keeps stay 4 bytes wide in a
-  // bf16 step (f32 gates, statistics); and the bytes of the CUDA workspaces one layer's backward
-  // takes on `tokens` tokens (shared by the layers: the largest counts).
+  // bf16 step (f32 gates, statistics); the bytes of the CUDA workspaces one layer's backward takes
+  // on `tokens` tokens (shared by the layers: the largest counts); and what one layer's CUDA
+  // forward keeps for its backward on `tokens` tokens beyond what the CPU measurement of
+  // bench_memory sees (every layer keeps its own).
   virtual double wide_values_per_token(const MixerConfig& config) const = 0;
   virtual double cuda_workspace_bytes(const MixerConfig& config, int64_t tokens) const = 0;
+  virtual double cuda_saved_bytes(const MixerConfig&, int64_t) const { return 0; }
   // Decoding memory of one layer (its MixerState, model/mixer.h), in values of the compute dtype:
   // fixed per sequence (recurrent state, conv or token-shift inputs) and per token seen (a KV
   // cache) for at most max_tokens tokens (a sliding window keeps window − 1; 0: every token).

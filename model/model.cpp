@@ -148,6 +148,7 @@ Tensor Model::forward(StepContext& ctx, const Tensor& ids, const Tensor& targets
 
 double Model::forward_backward(const Tensor& ids, const Tensor& targets, const SeqLayout& seqs, double loss_scale) {
   StepContext ctx = begin_step(seqs);
+  ctx.backward_follows = true;
   int64_t count = 0;
   Tensor device_targets;
   const Tensor residual = forward(ctx, ids, targets, count, device_targets);

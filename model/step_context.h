@@ -12,6 +12,10 @@
 // tests); `master_dtype` that of the master weights (f32 or f64), in which the decay gate runs (the
 // delta rule takes its log decay g in f32 at least); statistics saved for backward (rstd, lse) are
 // f32 in bf16 steps and `dtype` otherwise.
+//
+// `backward_follows`: this forward is a training step's, and its backward runs next; a forward
+// alone (validation, evaluation, logits) leaves it false, so that no module keeps for a backward
+// what it could otherwise recompute (the delta rule's saved chunk intermediates).
 #pragma once
 #include <optional>
 
@@ -33,6 +37,7 @@ struct StepContext {
   Tensor positions;
   DType dtype;
   DType master_dtype;
+  bool backward_follows = false;
 
   int64_t tokens() const { return seqs.num_tokens(); }
   DType statistics_dtype() const { return dtype == DType::bf16 ? DType::f32 : dtype; }

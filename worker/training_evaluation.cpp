@@ -26,8 +26,9 @@ void TrainingEvaluation::run(Model& model, int64_t step, nlohmann::json& metrics
     nlohmann::json line = r.to_json();
     line["step"] = step;
     out << line.dump() << "\n";
-    const std::string prefix =
-        "eval/" + r.task + (r.context_length > 0 ? "@" + std::to_string(r.context_length) : "") + "/";
+    std::string prefix = "eval/" + r.task;
+    if (r.context_length > 0) prefix.append("@").append(std::to_string(r.context_length));
+    prefix += "/";
     for (const auto& [name, m] : r.metrics) {
       metrics_line[prefix + name] = m.value;
       metrics_line[prefix + name + "_stderr"] = m.stderr_;

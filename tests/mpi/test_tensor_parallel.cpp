@@ -149,8 +149,9 @@ void check_matches_one_rank(const std::string& mixer, bool tied, DType dtype, La
   for (int step = 0; step < kSteps; ++step) {
     SCOPED_TRACE("step " + std::to_string(step));
     // f32: 1e-5 of each tensor's scale at the first step; the models' f32 parameters then differ by
-    // rounding, which the later steps' gradients amplify (f64 shows the computation is exact).
-    const double tolerance = dtype == DType::f64 ? 1e-11 : step == 0 ? 1e-5 : 1e-4;
+    // rounding, which the later steps' gradients amplify (f64 shows the computation is exact):
+    // RWKV-6's bonus gradient by 1.4e-4 at step 2 under tp = 4 on an AMD EPYC host.
+    const double tolerance = dtype == DType::f64 ? 1e-11 : step == 0 ? 1e-5 : 3e-4;
     // This DP replica's micro-batches; the whole model runs those of every replica, each weighted
     // 1/(DP · micro-batches), as the averaged DP gradient is.
     auto batch_of = [&](int replica, int micro) {

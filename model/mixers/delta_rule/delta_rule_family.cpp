@@ -54,15 +54,18 @@ class DeltaRuleFamily final : public MixerFamily {
     return double(decay_width(c));
   }
 
-  // The CUDA workspaces of backward (model/mixers/delta_rule/cuda/delta_rule.cu, Plan): f32 log
-  // decays, 4 value- and 10 key-sized buffers, 2 chunk tiles and 2 chunk states per head.
+  // The CUDA bf16 pipeline's buffers (delta_rule_bf16.cu, Bf16Sizes): the backward's own (dŨ, dh),
+  // and the kept ones, in the workspace when the backward recomputes them, else in the layer's
+  // saved buffer (cuda_saved_bytes).
   double cuda_workspace_bytes(const MixerConfig& config, int64_t tokens) const override {
     const DeltaRuleConfig& c = config_as<DeltaRuleConfig>(config);
-    const double chunk = 64, chunks = double(tokens) / chunk, heads = double(c.heads);
-    const double rows = double(tokens) * heads, keys = rows * double(c.d_k), values = rows * double(c.d_v);
-    const double decays = double(tokens) * double(decay_width(c));
-    const double tiles = chunks * heads * chunk * chunk, states = chunks * heads * double(c.d_k * c.d_v);
-    return 4.0 * (decays + 4 * values + 10 * keys + 2 * tiles + 2 * states);
+    const double per_head = 2.0 * double(c.d_v) + 2.0 * double(c.d_k * c.d_v) / kChunk;
+    return double(tokens) * double(c.heads) * (per_head + (c.recompute ? kept_per_token_and_head(c) : 0.0));
+  }
+
+  double cuda_saved_bytes(const MixerConfig& config, int64_t tokens) const override {
+    const DeltaRuleConfig& c = config_as<DeltaRuleConfig>(config);
+    return c.recompute ? 0.0 : double(tokens) * double(c.heads) * kept_per_token_and_head(c);
   }
 
   // Per head, the chunked algorithm (C = 64; reference/mixers.md §2.7), forward and backward.
@@ -76,6 +79,20 @@ class DeltaRuleFamily final : public MixerFamily {
   const MixerProblemFormat* problem_format() const override { return &delta_rule_problem_format(); }
 
  private:
+  static constexpr double kChunk = 64;
+
+  // Per token and head, what the bf16 forward can keep for the backward (bf16 but for the f32
+  // decays): G (scalar decay), T (a C × C tile per chunk), W, U, Ũ, h (a K × V state per chunk); a
+  // decay per channel adds G_L (K per chunk), K ⊙ exp(G_L − G), scale Q ⊙ γ and scale P (a tile per
+  // chunk). The segments' transitions (long sequences on few heads) are left out.
+  static double kept_per_token_and_head(const DeltaRuleConfig& c) {
+    const double K = double(c.d_k), V = double(c.d_v), tile = 2.0 * kChunk;
+    double bytes = tile + 2 * K + 4 * V + 2 * K * V / kChunk;
+    if (c.preset.decay == ops::DecayKind::scalar) bytes += 4;
+    if (c.preset.decay == ops::DecayKind::channel) bytes += 4 * K / kChunk + 4 * K + tile;
+    return bytes;
+  }
+
   // The log decays per token: none, one per head, or one per key channel.
   static int64_t decay_width(const DeltaRuleConfig& c) {
     switch (c.preset.decay) {

@@ -259,7 +259,8 @@ Tensor DeltaRuleLayer::run(StepContext& ctx, const Tensor& x, DecodeState* state
     state->advance(ctx, spec_, op.in, o_.reshape({n, H, V}));
   } else {
     r_ = needs_write_error() ? ctx.activation({n, value_width_}) : Tensor();
-    const size_t saved_bytes = config_.recompute ? 0 : ops::delta_rule_saved_bytes(spec_, ctx.seqs, op.in);
+    const bool saving = ctx.backward_follows && !config_.recompute;
+    const size_t saved_bytes = saving ? ops::delta_rule_saved_bytes(spec_, ctx.seqs, op.in) : 0;
     saved_ = saved_bytes ? ctx.activations.alloc({static_cast<int64_t>((saved_bytes + 1) / 2)}, DType::bf16) : Tensor();
     ops::delta_rule_forward(ops::DeltaRuleImpl::chunked, spec_, ctx.seqs, op.in, o_.reshape({n, H, V}), Tensor(),
                             r_.defined() ? r_.reshape({n, H, V}) : Tensor(), saved_);

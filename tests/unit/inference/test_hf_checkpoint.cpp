@@ -137,6 +137,10 @@ TEST(HfCheckpoint, ModelsFlaCannotExpressAreRefusedBeforeWriting) {
   Model attention(narrow);
   EXPECT_TRUE(throws_with<std::invalid_argument>([&] { inference::export_hf(attention, dir / "a"); },
                                                  {"model.attention.head_dim", "hidden_size / num_heads"}));
+  ModelConfig routed = tiny("gdn", false);
+  routed.routing.kind = RoutingKind::clvr;
+  EXPECT_TRUE(throws_with<std::invalid_argument>([&] { inference::hf_config(routed); },
+                                                 {"model.routing", "no cross-layer routing", "clvr"}));
 }
 
 TEST(HfCheckpoint, InitFromIsReadAndChecked) {
