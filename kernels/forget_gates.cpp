@@ -2,10 +2,14 @@
 #include "kernels/cpu/forget_gates.h"
 
 #include <cmath>
+#include <stdexcept>
 #include <string>
 
 #include "kernels/op_arguments.h"
 #include "kernels/ops.h"
+#ifdef LINEA_WITH_CUDA
+#include "kernels/cuda/ops.h"
+#endif
 
 namespace linea::ops {
 
@@ -36,6 +40,9 @@ void log_forget_gate_forward(Tensor g, const Tensor& logits, const Tensor& lower
   args.floating(logits, "logits", kMatrix);
   args.floating(g, "g", logits.shape()).optional_floating(lower_bound, "lower_bound", {logits.dim(1)});
   check_normalizer(args, normalizer);
+#ifdef LINEA_WITH_CUDA
+  if (args.on_cuda()) return cuda::log_forget_gate_forward(g, logits, lower_bound, normalizer);
+#endif
   args.dispatch([&](auto zero) {
     using T = decltype(zero);
     cpu::log_forget_gate_forward(g.data<T>(), logits.data<T>(), data_or_null<T>(lower_bound), logits.dim(0),
@@ -52,6 +59,14 @@ void log_forget_gate_backward(Tensor dlogits, Tensor dlower_bound, const Tensor&
   args.optional_floating(dlower_bound, "dlower_bound", {logits.dim(1)});
   args.require(!dlower_bound.defined() || lower_bound.defined(), "dlower_bound", "given without a lower_bound");
   check_normalizer(args, normalizer);
+#ifdef LINEA_WITH_CUDA
+  if (args.on_cuda()) {
+    if (dlower_bound.defined()) {
+      throw std::runtime_error("log_forget_gate_backward: dlower_bound: not implemented on cuda yet");
+    }
+    return cuda::log_forget_gate_backward(dlogits, dg, logits, lower_bound, normalizer);
+  }
+#endif
   args.dispatch([&](auto zero) {
     using T = decltype(zero);
     cpu::log_forget_gate_backward(dlogits.data<T>(), data_or_null<T>(dlower_bound), dg.data<T>(), logits.data<T>(),

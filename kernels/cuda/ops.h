@@ -47,6 +47,11 @@ void short_conv_silu_backward(Tensor dx, Tensor dweight, const Tensor& dout, con
 void sigmoid_gate_forward(Tensor beta, const Tensor& logits, double scale);
 void sigmoid_gate_backward(Tensor dlogits, const Tensor& dbeta, const Tensor& beta, double scale);
 
+// The log forget gate (kernels/ops.h); the backward without the lower bound's gradient.
+void log_forget_gate_forward(Tensor g, const Tensor& logits, const Tensor& lower_bound, double normalizer);
+void log_forget_gate_backward(Tensor dlogits, const Tensor& dg, const Tensor& logits, const Tensor& lower_bound,
+                              double normalizer);
+
 void decay_gate_forward(Tensor g, const Tensor& a, const Tensor& A_log, const Tensor& dt_bias);
 void decay_gate_backward(Tensor da, Tensor dA_log, Tensor ddt_bias, const Tensor& dg, const Tensor& a,
                          const Tensor& A_log, const Tensor& dt_bias);

@@ -70,6 +70,25 @@ inline Tensor to_device(const Tensor& host, DType dtype) {
   return device;
 }
 
+// to_device for a defined tensor; undefined stays undefined.
+inline Tensor device_copy(const Tensor& host, DType dtype) {
+  return host.defined() ? to_device(host, dtype) : Tensor();
+}
+
+// An uninitialised device tensor shaped like `like` in `dtype`; undefined for undefined.
+inline Tensor device_empty(const Tensor& like, DType dtype) {
+  return like.defined() ? Tensor::empty(like.shape(), dtype, Device::cuda) : Tensor();
+}
+
+// A number as part of a test name: 0.1 → "0p1".
+inline std::string name_number(double x) {
+  std::string s = std::to_string(x);
+  s.erase(s.find_last_not_of('0') + 1);
+  if (!s.empty() && s.back() == '.') s.pop_back();
+  for (char& c : s) c = c == '.' ? 'p' : c;
+  return s;
+}
+
 // A device (or host) floating tensor as f64 on the host.
 inline Tensor to_host(const Tensor& t) { return to_f64(t); }
 

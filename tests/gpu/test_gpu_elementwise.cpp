@@ -1,6 +1,6 @@
 // CUDA elementwise ops against the CPU reference (f64 on the same inputs), in f32 and bf16, on
 // sizes that exercise the 16-byte pack path, its tail, and unaligned storage (a view that starts
-// one element in): add_inplace, SwiGLU, the sigmoid gate and the decay gate (forward, backward,
+// one element in): add_inplace, SwiGLU, the sigmoid gate, the log forget gate and the decay gate (forward, backward,
 // parameter gradients accumulated deterministically, and the aliasing the CPU ops allow), and the
 // element type conversions convert / add_converted.
 #include <gtest/gtest.h>
@@ -98,6 +98,30 @@ TEST_P(GpuElementwise, SigmoidGate) {
       ops::sigmoid_gate_backward(dl, to_device(dbeta, dt), to_device(beta_stored, dt), scale);
       EXPECT_TRUE(assert_close("beta", beta, to_host(b), tolerance(dt)));
       EXPECT_TRUE(assert_close("dlogits", dlogits, to_host(dl), tolerance(dt)));
+    }
+  }
+}
+
+// The log forget gate with and without a lower bound (GLA's normalizer 16, HGRN's 1); the lower
+// bound's gradient stays on the CPU.
+TEST_P(GpuElementwise, LogForgetGate) {
+  const DType dt = GetParam();
+  Rng rng(6);
+  for (const bool bounded : {false, true}) {
+    for (const double normalizer : {1.0, 16.0}) {
+      const Shape s{70, 37};
+      const Tensor logits = random_values(s, dt, rng, -12, 12), dg = random_values(s, dt, rng);
+      const Tensor lb = bounded ? random_values({37}, dt, rng, 0.0, 0.9) : Tensor();
+      Tensor g = Tensor::empty(s, DType::f64), dlogits = Tensor::empty(s, DType::f64);
+      ops::log_forget_gate_forward(g, logits, lb, normalizer);
+      ops::log_forget_gate_backward(dlogits, Tensor(), dg, logits, lb, normalizer);
+
+      const Tensor d_lb = bounded ? to_device(lb, dt) : Tensor();
+      Tensor d_g = Tensor::empty(s, dt, Device::cuda), d_dlogits = Tensor::empty(s, dt, Device::cuda);
+      ops::log_forget_gate_forward(d_g, to_device(logits, dt), d_lb, normalizer);
+      ops::log_forget_gate_backward(d_dlogits, Tensor(), to_device(dg, dt), to_device(logits, dt), d_lb, normalizer);
+      EXPECT_TRUE(assert_close("g", g, to_host(d_g), tolerance(dt)));
+      EXPECT_TRUE(assert_close("dlogits", dlogits, to_host(d_dlogits), tolerance(dt)));
     }
   }
 }

@@ -1,5 +1,6 @@
-// The whole Model on the GPU against the CPU in f64: tiny hybrids (two delta-rule layers around a
-// softmax-attention layer) of every linear mixer, on packed documents, with the same master weights
+// The whole Model on the GPU against the CPU in f64: tiny hybrids (two linear layers around a
+// softmax-attention layer) of every delta-rule mixer and of GLA and RetNet (the gla family's layers
+// that run on CUDA so far; not yet run on a GPU), on packed documents, with the same master weights
 // (rounded to f32). Two micro-batches (loss_scale ½ each) accumulate into the gradients, so the bf16
 // path's conversion of each micro-batch's gradients into the f32 ones is exercised; evaluate()
 // gives the same loss and leaves the gradients alone.
@@ -109,7 +110,7 @@ TEST_P(GpuModel, MatchesTheCpuInF64) {
 std::vector<Case> all_cases() {
   std::vector<Case> cases;
   for (DType dtype : {DType::f32, DType::bf16}) {
-    for (const char* mixer : {"deltanet", "gdn", "kda", "gdn2"}) {
+    for (const char* mixer : {"deltanet", "gdn", "kda", "gdn2", "gla", "retnet"}) {
       cases.push_back({mixer, dtype});
     }
   }

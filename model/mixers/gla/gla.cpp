@@ -1,13 +1,18 @@
 // Checks the gated-linear-attention arguments and dispatches to the CPU kernels
-// (model/mixers/gla/cpu/gla_*).
+// (model/mixers/gla/cpu/gla_*) or, for tensors on a CUDA device, to model/mixers/gla/cuda/gla.h.
 #include "model/mixers/gla/gla.h"
 
+#include <stdexcept>
 #include <string>
 #include <vector>
 
+#include "kernels/mixer_dtypes.h"
 #include "kernels/op_arguments.h"
 #include "model/mixers/gla/cpu/gla_chunked.h"
 #include "model/mixers/gla/cpu/gla_recurrent.h"
+#ifdef LINEA_WITH_CUDA
+#include "model/mixers/gla/cuda/gla.h"
+#endif
 
 namespace linea::ops {
 
@@ -32,33 +37,40 @@ struct OperandSet {
   const Tensor &q, &k, &v, &g, &u, &h0;
 };
 
-void check_operand_set(OpArguments& args, const GlaSpec& spec, const Dims& d, const OperandSet& s,
+void check_operand_set(OpArguments& args, const GlaSpec& spec, const Dims& d, const MixerDtypes& x, const OperandSet& s,
                        const std::string& prefix, bool gradients) {
-  args.floating(s.q, prefix + "q", {d.tokens, d.heads, d.key_dim});
+  args.typed(s.q, prefix + "q", {d.tokens, d.heads, d.key_dim}, x.operand);
   if (spec.key == GlaKey::given) {
-    args.floating(s.k, prefix + "k", {d.tokens, d.heads, d.key_dim});
+    args.typed(s.k, prefix + "k", {d.tokens, d.heads, d.key_dim}, x.operand);
   } else {
     args.absent(s.k, prefix + "k", "when the key is tied to the decay (k = 1 − exp(g))");
   }
-  args.floating(s.v, prefix + "v", {d.tokens, d.heads, d.value_dim});
+  args.typed(s.v, prefix + "v", {d.tokens, d.heads, d.value_dim}, x.operand);
   if (gradients && spec.decay == GlaDecay::head) {
     args.absent(s.g, prefix + "g", "for a fixed per-head decay (it has no gradient)");
   } else {
-    args.floating(s.g, prefix + "g", decay_shape(spec, d));
+    args.typed(s.g, prefix + "g", decay_shape(spec, d), x.gate);
   }
   if (spec.readout == GlaReadout::before_write_bonus) {
-    args.floating(s.u, prefix + "u", {d.heads, d.key_dim});
+    args.typed(s.u, prefix + "u", {d.heads, d.key_dim}, x.gate);
   } else {
     args.absent(s.u, prefix + "u", "without the bonus readout");
   }
-  args.optional_floating(s.h0, prefix + "h0", {d.seqs, d.heads, d.key_dim, d.value_dim});
+  args.optional_typed(s.h0, prefix + "h0", {d.seqs, d.heads, d.key_dim, d.value_dim}, x.gate);
 }
 
-Dims check_inputs(OpArguments& args, const GlaSpec& spec, const SeqLayout& seqs, const GlaInputs& in) {
+Dims check_inputs(OpArguments& args, const std::string& op, const GlaSpec& spec, const SeqLayout& seqs,
+                  const GlaInputs& in, MixerDtypes& x) {
   args.require(in.q.defined() && in.q.ndim() == 3, "q", "expected [N, H, K], got " + in.q.describe());
   args.require(in.v.defined() && in.v.ndim() == 3, "v", "expected [N, H, V], got " + in.v.describe());
+  x = mixer_dtypes(args, op, in.q, "q");
   const Dims d{in.q.dim(0), in.q.dim(1), in.q.dim(2), in.v.dim(2), seqs.num_seqs()};
   args.require(d.heads >= 1 && d.key_dim >= 1 && d.value_dim >= 1, "q", "H, K and V must be positive");
+#ifdef LINEA_WITH_CUDA
+  args.require(
+      x.device != Device::cuda || d.key_dim <= cuda::kGlaMaxKeyDim, "q",
+      "the CUDA kernels take K ≤ " + std::to_string(cuda::kGlaMaxKeyDim) + ", got K = " + std::to_string(d.key_dim));
+#endif
   args.require(spec.key == GlaKey::given || spec.decay == GlaDecay::channel, "spec",
                "a key tied to the decay (k = 1 − exp(g)) needs a per-channel decay");
   try {
@@ -66,7 +78,7 @@ Dims check_inputs(OpArguments& args, const GlaSpec& spec, const SeqLayout& seqs,
   } catch (const std::invalid_argument& e) {
     args.fail("seqs", e.what());
   }
-  check_operand_set(args, spec, d, {in.q, in.k, in.v, in.g, in.u, in.h0}, "", false);
+  check_operand_set(args, spec, d, x, {in.q, in.k, in.v, in.g, in.u, in.h0}, "", false);
   return d;
 }
 
@@ -118,11 +130,16 @@ cpu::GlaGradients<T> gradients(const GlaSpec& spec, GlaGrads& g, const Dims& d, 
 }  // namespace
 
 void gla_forward(GlaImpl impl, const GlaSpec& spec, const SeqLayout& seqs, const GlaInputs& in, Tensor o, Tensor ht) {
-  OpArguments args("gla_forward");
-  const Dims d = check_inputs(args, spec, seqs, in);
-  args.floating(o, "o", {d.tokens, d.heads, d.value_dim});
-  args.optional_floating(ht, "ht", {d.seqs, d.heads, d.key_dim, d.value_dim});
-  args.dispatch([&](auto zero) {
+  const std::string op = "gla_forward";
+  OpArguments args(op);
+  MixerDtypes x;
+  const Dims d = check_inputs(args, op, spec, seqs, in, x);
+  args.typed(o, "o", {d.tokens, d.heads, d.value_dim}, x.operand);
+  args.optional_typed(ht, "ht", {d.seqs, d.heads, d.key_dim, d.value_dim}, x.gate);
+#ifdef LINEA_WITH_CUDA
+  if (x.device == Device::cuda) return cuda::gla_forward(spec, seqs, in, o, ht);
+#endif
+  dispatch_cpu(x.operand, [&](auto zero) {
     using T = decltype(zero);
     const cpu::GlaOperands<T> x = operands<T>(spec, in, d);
     T* ht_data = ht.defined() ? ht.data<T>() : nullptr;
@@ -136,12 +153,17 @@ void gla_forward(GlaImpl impl, const GlaSpec& spec, const SeqLayout& seqs, const
 
 void gla_backward(GlaImpl impl, const GlaSpec& spec, const SeqLayout& seqs, const GlaInputs& in, const Tensor& d_o,
                   const Tensor& dht, GlaGrads& grads) {
-  OpArguments args("gla_backward");
-  const Dims d = check_inputs(args, spec, seqs, in);
-  args.floating(d_o, "d_o", {d.tokens, d.heads, d.value_dim});
-  args.optional_floating(dht, "dht", {d.seqs, d.heads, d.key_dim, d.value_dim});
-  check_operand_set(args, spec, d, {grads.dq, grads.dk, grads.dv, grads.dg, grads.du, grads.dh0}, "d", true);
-  args.dispatch([&](auto zero) {
+  const std::string op = "gla_backward";
+  OpArguments args(op);
+  MixerDtypes x;
+  const Dims d = check_inputs(args, op, spec, seqs, in, x);
+  args.typed(d_o, "d_o", {d.tokens, d.heads, d.value_dim}, x.operand);
+  args.optional_typed(dht, "dht", {d.seqs, d.heads, d.key_dim, d.value_dim}, x.gate);
+  check_operand_set(args, spec, d, x, {grads.dq, grads.dk, grads.dv, grads.dg, grads.du, grads.dh0}, "d", true);
+#ifdef LINEA_WITH_CUDA
+  if (x.device == Device::cuda) return cuda::gla_backward(spec, seqs, in, d_o, dht, grads);
+#endif
+  dispatch_cpu(x.operand, [&](auto zero) {
     using T = decltype(zero);
     const cpu::GlaOperands<T> x = operands<T>(spec, in, d);
     std::vector<T> du_parts;

@@ -1,6 +1,8 @@
 // The gated-linear-attention family in the mixer registry: gla, retnet, hgrn2, mamba2 and rwkv6, one
 // op (model/mixers/gla/gla.h) under five layers, each configured from [model.<mixer>] (or the
 // family's shared table [model.gla]).
+#include <algorithm>
+#include <cmath>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -18,12 +20,40 @@ namespace linea {
 
 namespace {
 
+// The op's shape in one layer: heads, key and value widths per head, the log decays per token and
+// head (K per channel, 1 per token, 0 fixed), the bonus readout.
+struct OpShape {
+  int64_t heads = 0, key_dim = 0, value_dim = 0, decay_width = 0;
+  bool bonus = false;
+};
+
+OpShape op_shape(const MixerConfig& config) {
+  if (config.mixer == "gla") {
+    const HeadWidths& w = config_as<GlaConfig>(config).widths;
+    return {w.heads, w.d_k, w.d_v, w.d_k, false};
+  }
+  if (config.mixer == "retnet") {
+    const HeadWidths& w = config_as<RetNetConfig>(config).widths;
+    return {w.heads, w.d_k, w.d_v, 0, false};
+  }
+  if (config.mixer == "hgrn2") {
+    const Hgrn2Config& c = config_as<Hgrn2Config>(config);
+    return {c.heads, c.expand_ratio, c.d_v, c.expand_ratio, false};
+  }
+  if (config.mixer == "mamba2") {
+    const Mamba2Config& c = config_as<Mamba2Config>(config);
+    return {c.heads, c.state_size, c.head_dim, 1, false};
+  }
+  const HeadWidths& w = config_as<Rwkv6Config>(config).widths;
+  return {w.heads, w.d_k, w.d_v, w.d_k, true};
+}
+
 // The op's forward and backward per token and head, chunked (C = 64): forward 4KV (the state's
 // readout and update) + C(K + V) (the causal Gram and its product with V, triangular); the backward
 // about three times that (twice the forward's products, and the chunk states recomputed).
-double gla_op_flops(int64_t heads, int64_t key_dim, int64_t value_dim) {
-  const double C = 64, K = double(key_dim), V = double(value_dim);
-  return double(heads) * 4.0 * (4 * K * V + C * (K + V));
+double gla_op_flops(const OpShape& s) {
+  const double C = 64, K = double(s.key_dim), V = double(s.value_dim);
+  return double(s.heads) * 4.0 * (4 * K * V + C * (K + V));
 }
 
 class GlaFamily final : public MixerFamily {
@@ -63,53 +93,36 @@ class GlaFamily final : public MixerFamily {
     return std::make_unique<Rwkv6Layer>(params, prefix, d_model, as<Rwkv6Config>(config), norm_eps, tp);
   }
 
-  // The layers run in the step's dtype throughout (and on the CPU only, so far).
+  // The layers keep their activations in the step's dtype (the f32 log decays of a bf16 step are
+  // recomputed in the backward). On CUDA so far: gla and retnet.
   double wide_values_per_token(const MixerConfig&) const override { return 0; }
-  double cuda_workspace_bytes(const MixerConfig&, int64_t) const override { return 0; }
+  // The CUDA backward's workspaces (model/mixers/gla/cuda/gla.cu): G per token and head (f64); f32 P and
+  // dP per chunk and head (C × C), the states entering and the gradients leaving each chunk
+  // (K × V each), the bonus's parts of du (K per chunk and head).
+  double cuda_workspace_bytes(const MixerConfig& config, int64_t tokens) const override {
+    const OpShape s = op_shape(config);
+    const double chunk = 64, chunks = std::ceil(double(tokens) / chunk), heads = double(s.heads);
+    const double decays = double(tokens) * heads * double(std::max<int64_t>(s.decay_width, 1));
+    const double tiles = chunks * heads * chunk * chunk, states = chunks * heads * double(s.key_dim * s.value_dim);
+    const double parts = s.bonus ? chunks * heads * double(s.key_dim) : 0;
+    return 8.0 * decays + 4.0 * (2 * tiles + 2 * states + parts);
+  }
 
   double mixing_flops_per_token(const MixerConfig& config, int64_t) const override {
-    if (config.mixer == "gla") {
-      const HeadWidths& w = as<GlaConfig>(config).widths;
-      return gla_op_flops(w.heads, w.d_k, w.d_v);
-    }
-    if (config.mixer == "retnet") {
-      const HeadWidths& w = as<RetNetConfig>(config).widths;
-      return gla_op_flops(w.heads, w.d_k, w.d_v);
-    }
-    if (config.mixer == "hgrn2") {
-      const Hgrn2Config& c = as<Hgrn2Config>(config);
-      return gla_op_flops(c.heads, c.expand_ratio, c.d_v);
-    }
-    if (config.mixer == "mamba2") {
-      const Mamba2Config& c = as<Mamba2Config>(config);
-      return gla_op_flops(c.heads, c.state_size, c.head_dim);
-    }
-    const HeadWidths& w = as<Rwkv6Config>(config).widths;
-    return gla_op_flops(w.heads, w.d_k, w.d_v);
+    return gla_op_flops(op_shape(config));
   }
 
   // The op's state H·K·V per sequence; Mamba-2's convs keep conv − 1 inputs of x, B and C,
   // RWKV-6's token shift the previous x.
   DecodingMemory decoding_memory(const MixerConfig& config, int64_t d_model) const override {
-    const auto state = [](int64_t heads, int64_t k, int64_t v) { return double(heads) * double(k) * double(v); };
-    if (config.mixer == "gla") {
-      const HeadWidths& w = as<GlaConfig>(config).widths;
-      return {state(w.heads, w.d_k, w.d_v)};
-    }
-    if (config.mixer == "retnet") {
-      const HeadWidths& w = as<RetNetConfig>(config).widths;
-      return {state(w.heads, w.d_k, w.d_v)};
-    }
-    if (config.mixer == "hgrn2") {
-      const Hgrn2Config& c = as<Hgrn2Config>(config);
-      return {state(c.heads, c.expand_ratio, c.d_v)};
-    }
+    const OpShape s = op_shape(config);
+    const double state = double(s.heads) * double(s.key_dim) * double(s.value_dim);
     if (config.mixer == "mamba2") {
-      const Mamba2Config& c = as<Mamba2Config>(config);
-      return {state(c.heads, c.state_size, c.head_dim) + double(c.conv - 1) * double(c.inner + 2 * c.state_size)};
+      const Mamba2Config& c = config_as<Mamba2Config>(config);
+      return {state + double(c.conv - 1) * double(c.inner + 2 * c.state_size)};
     }
-    const HeadWidths& w = as<Rwkv6Config>(config).widths;
-    return {state(w.heads, w.d_k, w.d_v) + double(d_model)};
+    if (config.mixer == "rwkv6") return {state + double(d_model)};
+    return {state};
   }
 
   const MixerProblemFormat* problem_format() const override { return &gla_problem_format(); }

@@ -74,15 +74,30 @@ ops::GlaInputs GlaLayer::operands(StepContext& ctx) const {
     in.k.copy_from(k_.reshape({n, H, K}));
     ops::rope_apply(in.q.reshape({n, key_width_}), ctx.positions, H, shape_.rope_theta, /*inverse=*/false);
     ops::rope_apply(in.k.reshape({n, key_width_}), ctx.positions, H, shape_.rope_theta, /*inverse=*/false);
-    in.g = ops::retnet_log_decays(H, shard_.heads.begin, ctx.dtype);
+    const Tensor g = ops::retnet_log_decays(H, shard_.heads.begin, ctx.statistics_dtype());
+    if (q_.device() == Device::cpu) {
+      in.g = g;
+    } else {
+      in.g = ctx.scratch.alloc({H}, g.dtype());
+      in.g.copy_from(g);
+    }
   } else {
     in.q = q_.reshape({n, H, K});
     in.k = k_.reshape({n, H, K});
-    Tensor g = ctx.temporary({n, key_width_});
-    ops::log_forget_gate_forward(g, gk_, Tensor(), shape_.gate_normalizer);
+    Tensor g = ctx.scratch.alloc({n, key_width_}, ctx.statistics_dtype());
+    ops::log_forget_gate_forward(g, wide_logits(ctx), Tensor(), shape_.gate_normalizer);
     in.g = g.reshape({n, H, K});
   }
   return in;
+}
+
+// The log decays are f32 in a bf16 step (the op's gates are; ctx.statistics_dtype()), and their
+// logits gk are made so for the gate.
+Tensor GlaLayer::wide_logits(StepContext& ctx) const {
+  if (gk_.dtype() == ctx.statistics_dtype()) return gk_;
+  Tensor wide = ctx.scratch.alloc(gk_.shape(), ctx.statistics_dtype());
+  ops::convert(wide, gk_);
+  return wide;
 }
 
 Tensor GlaLayer::forward(StepContext& ctx, const Tensor& x) { return run(ctx, x, nullptr); }
@@ -120,7 +135,7 @@ void GlaLayer::backward(StepContext& ctx, const Tensor& x, const Tensor& dy, Ten
   grads.dq = ctx.temporary({n, H, K});
   grads.dk = ctx.temporary({n, H, K});
   grads.dv = ctx.temporary({n, H, V});
-  if (!shape_.retnet) grads.dg = ctx.temporary({n, H, K});
+  if (!shape_.retnet) grads.dg = ctx.scratch.alloc({n, H, K}, ctx.statistics_dtype());
   ops::gla_backward(ops::GlaImpl::chunked, spec_, ctx.seqs, in, d_o.reshape({n, H, V}), Tensor(), grads);
 
   Tensor dq = grads.dq.reshape({n, key_width_}), dk = grads.dk.reshape({n, key_width_});
@@ -132,9 +147,15 @@ void GlaLayer::backward(StepContext& ctx, const Tensor& x, const Tensor& dy, Ten
   k_proj_.backward(x, dk, dx, true);
   v_proj_.backward(x, grads.dv.reshape({n, value_width_}), dx, true);
   if (gk_proj_) {
-    Tensor dgk = ctx.temporary({n, key_width_});
-    ops::log_forget_gate_backward(dgk, Tensor(), grads.dg.reshape({n, key_width_}), gk_, Tensor(),
+    const Tensor logits = wide_logits(ctx);
+    Tensor dlogits = ctx.scratch.alloc({n, key_width_}, logits.dtype());
+    ops::log_forget_gate_backward(dlogits, Tensor(), grads.dg.reshape({n, key_width_}), logits, Tensor(),
                                   shape_.gate_normalizer);
+    Tensor dgk = dlogits;
+    if (dgk.dtype() != gk_.dtype()) {
+      dgk = ctx.temporary({n, key_width_});
+      ops::convert(dgk, dlogits);
+    }
     gk_proj_->backward(ctx, x, dgk, dx, true);
   }
   if (g_proj_) g_proj_->backward(x, dz, dx, true);

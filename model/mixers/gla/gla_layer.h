@@ -58,6 +58,8 @@ class GlaLayer final : public Mixer {
            const TensorParallel& tp);
   // The op's q, k (after RoPE for RetNet), v and g, from what forward keeps, in ctx.scratch.
   ops::GlaInputs operands(StepContext& ctx) const;
+  // gk in ctx.statistics_dtype() (the gate's and the op's g are f32 in a bf16 step).
+  Tensor wide_logits(StepContext& ctx) const;
 
   Shape shape_;
   double norm_eps_;

@@ -69,18 +69,31 @@ GlaFileProblem read_problem(const std::filesystem::path& path, ops::GlaMixer mix
   return p;
 }
 
+// The problem on the GPU: token operands and do in `dtype`; g, u, h0 and dht in f32.
+GlaFileProblem on_gpu(const GlaFileProblem& p, DType dtype) {
+  GlaFileProblem g = p;
+  for (Tensor* t : {&g.in.q, &g.in.k, &g.in.v, &g.d_o}) *t = to_gpu(*t, dtype);
+  for (Tensor* t : {&g.in.g, &g.in.u, &g.in.h0, &g.dht}) *t = to_gpu(*t, DType::f32);
+  return g;
+}
+
+// Forward and backward; OUT's datasets in fla's layout, as f32. On the GPU the gradients take their
+// inputs' dtypes and the states are f32.
 std::vector<std::pair<std::string, Tensor>> forward_backward(const GlaFileProblem& p, ops::GlaImpl impl) {
-  const DType dtype = p.in.q.dtype();
+  const Device device = p.in.q.device();
+  const DType dtype = p.in.q.dtype(), state = device == Device::cuda ? DType::f32 : dtype;
   const HeadProblemShape& shape = p.shape;
   const int64_t n = shape.num_tokens(), h = shape.heads, k = shape.key_dim, v = shape.value_dim;
   const int64_t s = shape.num_states();
-  Tensor o = Tensor::empty({n, h, v}, dtype), ht = Tensor::empty({s, h, k, v}, dtype);
+  Tensor o = Tensor::empty({n, h, v}, dtype, device), ht = Tensor::empty({s, h, k, v}, state, device);
   ops::gla_forward(impl, p.spec, shape.seqs, p.in, o, ht);
 
-  const auto like = [&](const Tensor& t) { return t.defined() ? Tensor::empty(t.shape(), dtype) : Tensor(); };
+  const auto like = [&](const Tensor& t) {
+    return t.defined() ? Tensor::empty(t.shape(), t.dtype(), device) : Tensor();
+  };
   ops::GlaGrads grads{like(p.in.q), like(p.in.k),
                       like(p.in.v), p.spec.decay == ops::GlaDecay::head ? Tensor() : like(p.in.g),
-                      like(p.in.u), Tensor::empty({s, h, k, v}, dtype)};
+                      like(p.in.u), Tensor::empty({s, h, k, v}, state, device)};
   ops::gla_backward(impl, p.spec, shape.seqs, p.in, p.d_o, p.dht, grads);
 
   const auto tokens = [&](const Tensor& t) { return tokens_to_batch(t, shape.batch, shape.seq_len); };
@@ -102,7 +115,11 @@ constexpr const char* kHelp =
            mamba2    one log decay g per token and head, reads S_t, scale 1
            rwkv6     per-channel g, reads S_{t−1} plus the bonus (q·(u ⊙ k)) v, scale 1
            (recurrence S_t = Diag(exp(g_t)) S_{t−1} + k_t v_tᵀ; model/mixers/gla/gla.h)
-  --impl   recurrent (f64) or chunked (f32); these mixers have no CUDA kernels yet
+  --impl   recurrent token by token, the reference; computed in f64
+           chunked   the chunked (C = 64) training algorithm; computed in f32
+           cuda      the chunked algorithm on the GPU (model/mixers/gla/cuda/gla.h): q, k, v and do
+                     in --dtype, g, u, h0 and dht in f32, arithmetic in f32; K ≤ 256
+  --dtype  f32 (default) or bf16: the GPU operands' dtype; only with --impl cuda
 
 IN: f32 datasets as for the delta rule (q [B, T, H, K], v [B, T, H, V], cu_seqlens, h0, do, dht):
   k           [B, T, H, K]  gla, retnet, mamba2, rwkv6 (not hgrn2)
@@ -115,18 +132,16 @@ class GlaProblemFormat final : public MixerProblemFormat {
  public:
   std::string_view help() const override { return kHelp; }
 
-  MixerRun run(const std::filesystem::path& in, std::string_view mixer, MixerImpl impl, DType) const override {
+  MixerRun run(const std::filesystem::path& in, std::string_view mixer, MixerImpl impl,
+               DType gpu_dtype) const override {
     ops::GlaMixer m{};
     if (!ops::find_gla_mixer(mixer, m))
       throw std::invalid_argument("gla family: unknown mixer '" + std::string(mixer) + "'");
-    if (impl == MixerImpl::cuda) {
-      throw std::invalid_argument("--impl cuda: " + std::string(mixer) +
-                                  " has no CUDA kernels yet (use recurrent or chunked)");
-    }
     const bool recurrent = impl == MixerImpl::recurrent;
     const GlaFileProblem p = read_problem(in, m, recurrent ? DType::f64 : DType::f32);
     MixerRun run;
-    run.datasets = forward_backward(p, recurrent ? ops::GlaImpl::recurrent : ops::GlaImpl::chunked);
+    run.datasets = forward_backward(impl == MixerImpl::cuda ? on_gpu(p, gpu_dtype) : p,
+                                    recurrent ? ops::GlaImpl::recurrent : ops::GlaImpl::chunked);
     run.shape = p.shape.summary();
     return run;
   }

@@ -1,4 +1,5 @@
 // HGRN in the mixer registry: one mixer, "hgrn", configured from [model.hgrn], built as HgrnLayer.
+#include <cmath>
 #include <memory>
 #include <string>
 #include <vector>
@@ -33,7 +34,11 @@ class HgrnFamily final : public MixerFamily {
   }
 
   double wide_values_per_token(const MixerConfig&) const override { return 0; }
-  double cuda_workspace_bytes(const MixerConfig&, int64_t) const override { return 0; }
+  // The CUDA backward's f32 carries (model/mixers/hgrn/cuda/hgrn.cu): five per chunk of 64 tokens
+  // and channel.
+  double cuda_workspace_bytes(const MixerConfig& config, int64_t tokens) const override {
+    return 4.0 * 5.0 * std::ceil(double(tokens) / 64.0) * double(config_as<HgrnConfig>(config).width);
+  }
   // The scan per channel: 2 FLOPs forward; the backward's recomputed scan, reverse scan and gate
   // gradients about 8.
   double mixing_flops_per_token(const MixerConfig& config, int64_t) const override {

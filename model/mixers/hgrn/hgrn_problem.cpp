@@ -14,7 +14,9 @@ namespace {
 
 constexpr const char* kHelp =
     R"(  --mixer  hgrn      h_t = exp(g_t) ⊙ h_{t−1} + x_t, o_t = h_t, one state per channel
-  --impl   recurrent (f64) or chunked (f32); no CUDA kernels yet
+  --impl   recurrent (f64), chunked (f32), or cuda: the chunked scan on the GPU
+           (model/mixers/hgrn/cuda/hgrn.h) with x and do in --dtype, g, h0 and dht in f32
+  --dtype  f32 (default) or bf16: the GPU operands' dtype; only with --impl cuda
 
 IN: f32 datasets x, g (log decay ≤ 0) [B, T, D]; optional cu_seqlens (B = 1), h0 [B, D] ([S, D]
   when packed), do [B, T, D], dht like h0.
@@ -25,9 +27,8 @@ class HgrnProblemFormat final : public MixerProblemFormat {
  public:
   std::string_view help() const override { return kHelp; }
 
-  MixerRun run(const std::filesystem::path& path, std::string_view mixer, MixerImpl impl, DType) const override {
-    if (impl == MixerImpl::cuda)
-      throw std::invalid_argument("--impl cuda: hgrn has no CUDA kernels yet (use recurrent or chunked)");
+  MixerRun run(const std::filesystem::path& path, std::string_view mixer, MixerImpl impl,
+               DType gpu_dtype) const override {
     const DType compute = impl == MixerImpl::recurrent ? DType::f64 : DType::f32;
     const MixerProblemFile file(path, std::string(mixer));
     const Shape x = file.require_leading("x", 3, "[B, T, D]");
@@ -44,14 +45,22 @@ class HgrnProblemFormat final : public MixerProblemFormat {
     }
     ops::HgrnInputs in{file.read("x", compute, {n, d}), file.read("g", compute, {n, d}, true), Tensor()};
     if (file.has("h0")) in.h0 = file.read("h0", compute, {s, d});
-    const Tensor d_o = file.has("do") ? file.read("do", compute, {n, d}) : Tensor::zeros({n, d}, compute);
-    const Tensor dht = file.has("dht") ? file.read("dht", compute, {s, d}) : Tensor();
+
+    Tensor d_o = file.has("do") ? file.read("do", compute, {n, d}) : Tensor::zeros({n, d}, compute);
+    Tensor dht = file.has("dht") ? file.read("dht", compute, {s, d}) : Tensor();
+    const bool gpu = impl == MixerImpl::cuda;
+    const Device device = gpu ? Device::cuda : Device::cpu;
+    const DType operand = gpu ? gpu_dtype : compute, state = gpu ? DType::f32 : compute;
+    if (gpu) {  // x and do in --dtype; g and the states in f32
+      for (Tensor* t : {&in.x, &d_o}) *t = to_gpu(*t, operand);
+      for (Tensor* t : {&in.g, &in.h0, &dht}) *t = to_gpu(*t, state);
+    }
 
     const ops::HgrnImpl op_impl = impl == MixerImpl::recurrent ? ops::HgrnImpl::recurrent : ops::HgrnImpl::chunked;
-    Tensor o = Tensor::empty({n, d}, compute), ht = Tensor::empty({s, d}, compute);
+    Tensor o = Tensor::empty({n, d}, operand, device), ht = Tensor::empty({s, d}, state, device);
     ops::hgrn_forward(op_impl, seqs, in, o, ht);
-    ops::HgrnGrads grads{Tensor::empty({n, d}, compute), Tensor::empty({n, d}, compute),
-                         Tensor::empty({s, d}, compute)};
+    ops::HgrnGrads grads{Tensor::empty({n, d}, operand, device), Tensor::empty({n, d}, state, device),
+                         Tensor::empty({s, d}, state, device)};
     ops::hgrn_backward(op_impl, seqs, in, d_o, dht, grads);
 
     MixerRun run;

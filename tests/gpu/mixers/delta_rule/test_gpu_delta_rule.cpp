@@ -60,10 +60,8 @@ DeltaRuleProblem representable(const DeltaRuleProblem& p, DType dtype) {
   return r;
 }
 
-Tensor device(const Tensor& host, DType dtype) { return host.defined() ? testing::to_device(host, dtype) : Tensor(); }
-Tensor device_empty(const Tensor& like, DType dtype) {
-  return like.defined() ? Tensor::empty(like.shape(), dtype, Device::cuda) : Tensor();
-}
+using testing::device_empty;
+Tensor device(const Tensor& host, DType dtype) { return testing::device_copy(host, dtype); }
 
 // The problem on the device: token operands in `dtype`, g, h0 and dht in f32.
 DeltaRuleProblem on_device(const DeltaRuleProblem& p, DType dtype) {
@@ -116,14 +114,6 @@ struct Case {
   double normalizer;
 };
 
-std::string number(double x) {
-  std::ostringstream os;
-  os << x;
-  std::string s = os.str();
-  std::replace(s.begin(), s.end(), '.', 'p');
-  return s;
-}
-
 const std::vector<Case>& cases() {
   static const std::vector<Case> all = [] {
     std::vector<Case> c;
@@ -170,7 +160,7 @@ std::vector<Param> all_params() {
 
 std::string param_name(const ::testing::TestParamInfo<Param>& info) {
   const Case& c = cases()[info.param.case_index];
-  return std::string(info.param.mixer.name) + "_" + c.shape_name + "_norm" + number(c.normalizer) + "_" +
+  return std::string(info.param.mixer.name) + "_" + c.shape_name + "_norm" + testing::name_number(c.normalizer) + "_" +
          std::string(dtype_name(info.param.dtype)) + (info.param.save ? "_saved" : "");
 }
 

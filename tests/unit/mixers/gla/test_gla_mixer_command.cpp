@@ -2,6 +2,8 @@
 // files with exactly the datasets of issue 16's table: OUT equals direct calls of the ops (f64 for
 // recurrent, f32 for chunked) bit for bit, recurrent and chunked agree, packed (cu_seqlens) and
 // batched layouts, and a dataset a mixer does not take (or lacks) is reported with nothing written.
+// Where a CUDA device is visible, --impl cuda gives the chunked results to 1e-4 in f32, and with
+// --dtype bf16 (the file's f32 inputs rounded to bf16 on the way in) the recurrent ones to 0.05.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -12,6 +14,7 @@
 #include <vector>
 
 #include "checkpoint/hdf5_file.h"
+#include "kernels/device_memory.h"
 #include "model/mixers/gla/gla_problem.h"
 #include "model/mixers/hgrn/hgrn.h"
 #include "tests/testing/kernel_test.h"
@@ -34,15 +37,17 @@ class GlaMixerCommand : public ::testing::Test {
   }
   void TearDown() override { fs::remove_all(dir_); }
 
-  // Writes IN, runs the command; returns OUT's datasets.
-  Datasets run(const std::string& mixer, const Datasets& in, const std::string& impl) {
-    const fs::path in_path = dir_ / (mixer + "-" + impl + "-in.h5"), out_path = dir_ / (mixer + "-" + impl + ".h5");
+  // Writes IN, runs the command (--dtype `dtype` when not empty); returns OUT's datasets.
+  Datasets run(const std::string& mixer, const Datasets& in, const std::string& impl, const std::string& dtype = "") {
+    const std::string tag = mixer + "-" + impl + dtype;
+    const fs::path in_path = dir_ / (tag + "-in.h5"), out_path = dir_ / (tag + ".h5");
     Hdf5File file = Hdf5File::create(in_path, Hdf5File::Create::truncate);
     for (const auto& [name, t] : in) file.write(name, t);
     file.close();
+    std::vector<std::string> args = {"--mixer", mixer, "--impl", impl, "--in", in_path, "--out", out_path};
+    if (!dtype.empty()) args.insert(args.end(), {"--dtype", dtype});
     ::testing::internal::CaptureStdout();
-    const int rc =
-        testing::run_command("mixer", {"--mixer", mixer, "--impl", impl, "--in", in_path, "--out", out_path});
+    const int rc = testing::run_command("mixer", args);
     ::testing::internal::GetCapturedStdout();
     EXPECT_EQ(rc, 0);
     const Hdf5File out = Hdf5File::open(out_path);
@@ -63,6 +68,21 @@ class GlaMixerCommand : public ::testing::Test {
     argv.insert(argv.end(), args.begin(), args.end());
     EXPECT_TRUE(testing::throws_invalid_argument([&] { testing::run_command("mixer", argv); }, needles));
     EXPECT_FALSE(fs::exists(out_path));
+  }
+
+  // --impl cuda against the CPU impls' OUT (recurrent, chunked), where a CUDA device is visible.
+  void expect_cuda_agrees(const std::string& mixer, const Datasets& in, const Datasets& recurrent,
+                          const Datasets& chunked) {
+    if (!cuda_device_available()) return;
+    const Datasets f32 = run(mixer, in, "cuda"), bf16 = run(mixer, in, "cuda", "bf16");
+    ASSERT_EQ(f32.size(), chunked.size());
+    ASSERT_EQ(bf16.size(), recurrent.size());
+    for (const auto& [name, t] : chunked) {
+      EXPECT_TRUE(testing::assert_close(mixer + " cuda f32 " + name, t, f32.at(name), 1e-4));
+    }
+    for (const auto& [name, t] : recurrent) {
+      EXPECT_TRUE(testing::assert_close(mixer + " cuda bf16 " + name, t, bf16.at(name), 0.05));
+    }
   }
 
   fs::path dir_;
@@ -132,6 +152,7 @@ TEST_F(GlaMixerCommand, OutputsEqualDirectOpCalls) {
       for (const auto& [name, t] : results[0]) {
         EXPECT_TRUE(testing::assert_close(name, t, results[1].at(name), 1e-5, 0)) << "recurrent vs chunked";
       }
+      expect_cuda_agrees(mixer, in, results[0], results[1]);
     }
   }
 }
@@ -155,6 +176,7 @@ TEST_F(GlaMixerCommand, HgrnOutputsEqualDirectOpCalls) {
                          {"do", d_o.reshape({1, N, D})},
                          {"dht", dht},
                          {"cu_seqlens", offsets(seqs)}};
+  Datasets results[2];
   for (const ops::HgrnImpl impl : {ops::HgrnImpl::recurrent, ops::HgrnImpl::chunked}) {
     const bool recurrent = impl == ops::HgrnImpl::recurrent;
     const DType dt = recurrent ? DType::f64 : DType::f32;
@@ -169,8 +191,10 @@ TEST_F(GlaMixerCommand, HgrnOutputsEqualDirectOpCalls) {
                            {"dx", testing::to_f32(grads.dx).reshape({1, N, D})},
                            {"dg", testing::to_f32(grads.dg).reshape({1, N, D})},
                            {"dh0", testing::to_f32(grads.dh0)}};
-    expect_equal(want, run("hgrn", file, recurrent ? "recurrent" : "chunked"));
+    results[recurrent ? 0 : 1] = run("hgrn", file, recurrent ? "recurrent" : "chunked");
+    expect_equal(want, results[recurrent ? 0 : 1]);
   }
+  expect_cuda_agrees("hgrn", file, results[0], results[1]);
 }
 
 TEST_F(GlaMixerCommand, DatasetsAMixerDoesNotTakeAreErrors) {
@@ -204,13 +228,6 @@ TEST_F(GlaMixerCommand, DatasetsAMixerDoesNotTakeAreErrors) {
   Datasets positive_g = file(gla);
   positive_g["g"].data<float>()[5] = 0.5f;
   expect_rejected("gla", positive_g, {"--impl", "chunked"}, {"dataset 'g'", "log decays must be finite and ≤ 0"});
-  // --impl cuda (the command itself first asks for a device): no CUDA kernels yet.
-  const fs::path in_path = dir_ / "gla-in.h5";
-  Hdf5File h5 = Hdf5File::create(in_path);
-  for (const auto& [name, t] : file(gla)) h5.write(name, t);
-  h5.close();
-  EXPECT_TRUE(testing::throws_invalid_argument(
-      [&] { gla_problem_format().run(in_path, "gla", MixerImpl::cuda, DType::f32); }, {"gla has no CUDA kernels yet"}));
 }
 
 }  // namespace

@@ -1,0 +1,24 @@
+// The gated-linear-attention family (model/mixers/gla/gla.h) on CUDA, by chunks of 64 tokens: the
+// algorithm of model/mixers/gla/cpu/gla_chunked.h with the same per-chunk math (the kernels are in
+// model/mixers/gla/cuda/gla_kernels.cuh). Called by ops::gla_forward / gla_backward after their
+// argument checks, when the tensors are on a CUDA device.
+//
+// Dtypes: q, k, v, o, d_o and dq, dk, dv share one dtype, bf16 or f32; the log decays g, dg, the
+// bonus u, du and the states h0, ht, dht, dh0 are f32. Arithmetic is f32 throughout (results are
+// rounded to bf16 once, on store). Gradients are overwritten (dh0 too). Everything runs on the
+// default stream. Chunks never cross a sequence of `seqs`; the state restarts at every sequence.
+// K ≤ 256 (kMaxKeyDim), V any. Sums run in a fixed order: results repeat bit for bit.
+#pragma once
+#include "model/mixers/gla/gla.h"
+
+namespace linea::cuda {
+
+inline constexpr int64_t kGlaMaxKeyDim = 256;
+
+// o: [N, H, V]; ht: [S, H, K, V] or undefined.
+void gla_forward(const ops::GlaSpec& spec, const SeqLayout& seqs, const ops::GlaInputs& in, Tensor o, Tensor ht);
+// Gradients of L with ∂L/∂o = d_o and ∂L/∂ht = dht (undefined = zeros), as the CPU op's.
+void gla_backward(const ops::GlaSpec& spec, const SeqLayout& seqs, const ops::GlaInputs& in, const Tensor& d_o,
+                  const Tensor& dht, ops::GlaGrads& grads);
+
+}  // namespace linea::cuda
