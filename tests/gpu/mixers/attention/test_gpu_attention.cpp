@@ -51,7 +51,10 @@ struct Case {
   }
   std::string name() const {
     std::string s = "seqs [";
-    for (size_t i = 0; i < seqs.cu_seqlens.size(); ++i) s += (i ? "," : "") + std::to_string(seqs.cu_seqlens[i]);
+    for (size_t i = 0; i < seqs.cu_seqlens.size(); ++i) {
+      if (i) s += ",";
+      s += std::to_string(seqs.cu_seqlens[i]);
+    }
     return s + "] heads " + std::to_string(q_heads) + "/" + std::to_string(kv_heads) + " d " +
            std::to_string(head_dim) + " window " + std::to_string(window);
   }
