@@ -473,8 +473,7 @@ TEST_F(MixerCommand, BadArgumentsAreReported) {
                   {"--dtype: expected f32 or bf16, got \"f16\""});
   expect_rejected({"--mixer", "gdn", "--in", in}, {"missing --impl, --out"});
   // A malformed command line is printed with the usage, exit status 2.
-  for (const auto& [args, needle] :
-       std::vector<std::pair<std::vector<std::string>, std::string>>{
+  for (const auto& [args, needle] : std::vector<std::pair<std::vector<std::string>, std::string>>{
            {{"--mixer", "gdn", "--impl"}, "--impl: expected a value after it"},
            {{"--mixer", "gdn", "--chunk", "64"}, "unknown option --chunk (see linea mixer --help)"}}) {
     ::testing::internal::CaptureStderr();
