@@ -86,8 +86,8 @@ Tensor Tensor::reshape(Shape shape) const {
 
 Tensor Tensor::slice(int64_t begin, int64_t end) const {
   if (shape_.empty() || begin < 0 || end < begin || end > shape_[0]) {
-    throw std::out_of_range("Tensor::slice: rows [" + std::to_string(begin) + ", " + std::to_string(end) + ") of " +
-                            describe());
+    throw std::out_of_range("Tensor::slice: rows [" + std::to_string(begin) + ", " + std::to_string(end) +
+                            ") of " + describe());
   }
   Tensor t = *this;
   const int64_t row = shape_[0] ? numel() / shape_[0] : 0;
