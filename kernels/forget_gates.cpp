@@ -2,7 +2,6 @@
 #include "kernels/cpu/forget_gates.h"
 
 #include <cmath>
-#include <stdexcept>
 #include <string>
 
 #include "kernels/op_arguments.h"
@@ -60,12 +59,7 @@ void log_forget_gate_backward(Tensor dlogits, Tensor dlower_bound, const Tensor&
   args.require(!dlower_bound.defined() || lower_bound.defined(), "dlower_bound", "given without a lower_bound");
   check_normalizer(args, normalizer);
 #ifdef LINEA_WITH_CUDA
-  if (args.on_cuda()) {
-    if (dlower_bound.defined()) {
-      throw std::runtime_error("log_forget_gate_backward: dlower_bound: not implemented on cuda yet");
-    }
-    return cuda::log_forget_gate_backward(dlogits, dg, logits, lower_bound, normalizer);
-  }
+  if (args.on_cuda()) return cuda::log_forget_gate_backward(dlogits, dlower_bound, dg, logits, lower_bound, normalizer);
 #endif
   args.dispatch([&](auto zero) {
     using T = decltype(zero);
@@ -79,6 +73,9 @@ void forget_input_forward(Tensor out, const Tensor& i, const Tensor& g) {
   OpArguments args("forget_input_forward");
   args.floating(i, "i", Shape(static_cast<size_t>(i.ndim()), kAnyDim));
   args.floating(g, "g", i.shape()).floating(out, "out", i.shape());
+#ifdef LINEA_WITH_CUDA
+  if (args.on_cuda()) return cuda::forget_input_forward(out, i, g);
+#endif
   args.dispatch([&](auto zero) {
     using T = decltype(zero);
     cpu::forget_input_forward(out.data<T>(), i.data<T>(), g.data<T>(), i.numel());
@@ -90,6 +87,9 @@ void forget_input_backward(Tensor di, Tensor dg, const Tensor& dout, const Tenso
   args.floating(i, "i", Shape(static_cast<size_t>(i.ndim()), kAnyDim));
   args.floating(g, "g", i.shape()).floating(dout, "dout", i.shape());
   args.floating(di, "di", i.shape()).floating(dg, "dg", i.shape());
+#ifdef LINEA_WITH_CUDA
+  if (args.on_cuda()) return cuda::forget_input_backward(di, dg, dout, i, g);
+#endif
   args.dispatch([&](auto zero) {
     using T = decltype(zero);
     cpu::forget_input_backward(di.data<T>(), dg.data<T>(), dout.data<T>(), i.data<T>(), g.data<T>(), i.numel());
@@ -99,6 +99,9 @@ void forget_input_backward(Tensor di, Tensor dg, const Tensor& dout, const Tenso
 void exp_decay_forward(Tensor g, const Tensor& w) {
   OpArguments args("exp_decay_forward");
   args.floating(w, "w", Shape(static_cast<size_t>(w.ndim()), kAnyDim)).floating(g, "g", w.shape());
+#ifdef LINEA_WITH_CUDA
+  if (args.on_cuda()) return cuda::exp_decay_forward(g, w);
+#endif
   args.dispatch([&](auto zero) {
     using T = decltype(zero);
     cpu::exp_decay_forward(g.data<T>(), w.data<T>(), w.numel());
@@ -109,6 +112,9 @@ void exp_decay_backward(Tensor dw, const Tensor& dg, const Tensor& g) {
   OpArguments args("exp_decay_backward");
   args.floating(g, "g", Shape(static_cast<size_t>(g.ndim()), kAnyDim));
   args.floating(dg, "dg", g.shape()).floating(dw, "dw", g.shape());
+#ifdef LINEA_WITH_CUDA
+  if (args.on_cuda()) return cuda::exp_decay_backward(dw, dg, g);
+#endif
   args.dispatch([&](auto zero) {
     using T = decltype(zero);
     cpu::exp_decay_backward(dw.data<T>(), dg.data<T>(), g.data<T>(), g.numel());
@@ -119,6 +125,9 @@ void ssd_gate_forward(Tensor g, Tensor delta, const Tensor& dt, const Tensor& A_
   OpArguments args("ssd_gate_forward");
   check_ssd_parameters(args, dt, A_log, dt_bias);
   args.floating(g, "g", dt.shape()).floating(delta, "delta", dt.shape());
+#ifdef LINEA_WITH_CUDA
+  if (args.on_cuda()) return cuda::ssd_gate_forward(g, delta, dt, A_log, dt_bias);
+#endif
   args.dispatch([&](auto zero) {
     using T = decltype(zero);
     cpu::ssd_gate_forward(g.data<T>(), delta.data<T>(), dt.data<T>(), A_log.data<T>(), dt_bias.data<T>(), dt.dim(0),
@@ -133,6 +142,9 @@ void ssd_gate_backward(Tensor ddt, Tensor dA_log, Tensor ddt_bias, const Tensor&
   args.floating(dg, "dg", dt.shape()).floating(ddelta, "ddelta", dt.shape()).floating(ddt, "ddt", dt.shape());
   args.floating(dA_log, "dA_log", A_log.shape()).floating(ddt_bias, "ddt_bias", dt_bias.shape());
   args.require(ddt.raw() != dg.raw() && ddt.raw() != ddelta.raw(), "ddt", "must not share storage with dg or ddelta");
+#ifdef LINEA_WITH_CUDA
+  if (args.on_cuda()) return cuda::ssd_gate_backward(ddt, dA_log, ddt_bias, dg, ddelta, dt, A_log, dt_bias);
+#endif
   args.dispatch([&](auto zero) {
     using T = decltype(zero);
     cpu::ssd_gate_backward(ddt.data<T>(), dA_log.data<T>(), ddt_bias.data<T>(), dg.data<T>(), ddelta.data<T>(),
@@ -145,6 +157,9 @@ void layer_lower_bound_forward(Tensor lower_bound, const Tensor& gamma, int64_t 
   args.floating(gamma, "gamma", kMatrix).floating(lower_bound, "lower_bound", {gamma.dim(1)});
   args.require(layer >= 0 && layer < gamma.dim(0), "layer",
                "expected a layer in [0, " + std::to_string(gamma.dim(0)) + "), got " + std::to_string(layer));
+#ifdef LINEA_WITH_CUDA
+  if (args.on_cuda()) return cuda::layer_lower_bound_forward(lower_bound, gamma, layer);
+#endif
   args.dispatch([&](auto zero) {
     using T = decltype(zero);
     cpu::layer_lower_bound_forward(lower_bound.data<T>(), gamma.data<T>(), gamma.dim(0), gamma.dim(1), layer);
@@ -157,6 +172,9 @@ void layer_lower_bound_backward(Tensor dgamma, const Tensor& dlower_bound, const
   args.floating(dlower_bound, "dlower_bound", {gamma.dim(1)});
   args.require(layer >= 0 && layer < gamma.dim(0), "layer",
                "expected a layer in [0, " + std::to_string(gamma.dim(0)) + "), got " + std::to_string(layer));
+#ifdef LINEA_WITH_CUDA
+  if (args.on_cuda()) return cuda::layer_lower_bound_backward(dgamma, dlower_bound, gamma, layer);
+#endif
   args.dispatch([&](auto zero) {
     using T = decltype(zero);
     cpu::layer_lower_bound_backward(dgamma.data<T>(), dlower_bound.data<T>(), gamma.data<T>(), gamma.dim(0),

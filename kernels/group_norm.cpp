@@ -5,6 +5,9 @@
 
 #include "kernels/op_arguments.h"
 #include "kernels/ops.h"
+#ifdef LINEA_WITH_CUDA
+#include "kernels/cuda/ops.h"
+#endif
 
 namespace linea::ops {
 
@@ -23,6 +26,9 @@ void group_norm_forward(Tensor out, Tensor mean, Tensor rstd, const Tensor& x, c
   args.floating(bias, "bias", {x.dim(1)}).floating(out, "out", x.shape());
   args.statistics(mean, "mean", {x.dim(0), groups}).statistics(rstd, "rstd", {x.dim(0), groups});
   args.require(std::isfinite(eps) && eps > 0, "eps", "expected a finite value > 0, got " + std::to_string(eps));
+#ifdef LINEA_WITH_CUDA
+  if (args.on_cuda()) return cuda::group_norm_forward(out, mean, rstd, x, weight, bias, groups, eps);
+#endif
   args.dispatch([&](auto zero) {
     using T = decltype(zero);
     cpu::group_norm_forward(out.data<T>(), mean.data<T>(), rstd.data<T>(), x.data<T>(), weight.data<T>(),
@@ -37,6 +43,9 @@ void group_norm_backward(Tensor dx, Tensor dweight, Tensor dbias, const Tensor& 
   args.floating(dout, "dout", x.shape()).floating(dx, "dx", x.shape());
   args.floating(dweight, "dweight", weight.shape()).floating(dbias, "dbias", weight.shape());
   args.statistics(mean, "mean", {x.dim(0), groups}).statistics(rstd, "rstd", {x.dim(0), groups});
+#ifdef LINEA_WITH_CUDA
+  if (args.on_cuda()) return cuda::group_norm_backward(dx, dweight, dbias, dout, x, weight, mean, rstd, groups);
+#endif
   args.dispatch([&](auto zero) {
     using T = decltype(zero);
     cpu::group_norm_backward(dx.data<T>(), dweight.data<T>(), dbias.data<T>(), dout.data<T>(), x.data<T>(),

@@ -73,7 +73,7 @@ void l2norm_backward(Tensor dx, const Tensor& dout, const Tensor& out, const Ten
 // ---- short causal depthwise conv (kernel W = weight.dim(1), optional bias) + SiLU ----------------
 // pre[t, c] = Σ_{i<W} weight[c, i] · x[t − (W−1) + i, c] (+ bias[c]), x taken as 0 before the start
 // of t's sequence in `seqs`; out = silu(pre). x, out: [N, C]; weight: [C, W]; bias: [C] or
-// undefined (no bias: fla's ShortConvolution; Mamba-2's conv has one; CPU only so far).
+// undefined (no bias: fla's ShortConvolution; Mamba-2's conv has one).
 void short_conv_silu_forward(Tensor out, const Tensor& x, const Tensor& weight, const SeqLayout& seqs,
                              const Tensor& bias = Tensor());
 // dx overwritten, dweight and dbias accumulated (pre is recomputed); dbias with bias only.

@@ -27,10 +27,7 @@ void short_conv_silu_forward(Tensor out, const Tensor& x, const Tensor& weight, 
   check_conv_arguments(args, x, weight, seqs);
   args.floating(out, "out", x.shape()).optional_floating(bias, "bias", {x.dim(1)});
 #ifdef LINEA_WITH_CUDA
-  if (args.on_cuda()) {
-    args.require(!bias.defined(), "bias", "the CUDA kernel has no conv bias yet");
-    return cuda::short_conv_silu_forward(out, x, weight, seqs);
-  }
+  if (args.on_cuda()) return cuda::short_conv_silu_forward(out, x, weight, bias, seqs);
 #endif
   args.dispatch([&](auto zero) {
     using T = decltype(zero);
@@ -47,10 +44,7 @@ void short_conv_silu_backward(Tensor dx, Tensor dweight, const Tensor& dout, con
   args.optional_floating(bias, "bias", {x.dim(1)}).optional_floating(dbias, "dbias", {x.dim(1)});
   args.require(bias.defined() == dbias.defined(), "dbias", "expected exactly when there is a bias");
 #ifdef LINEA_WITH_CUDA
-  if (args.on_cuda()) {
-    args.require(!bias.defined(), "bias", "the CUDA kernel has no conv bias yet");
-    return cuda::short_conv_silu_backward(dx, dweight, dout, x, weight, seqs);
-  }
+  if (args.on_cuda()) return cuda::short_conv_silu_backward(dx, dweight, dbias, dout, x, weight, bias, seqs);
 #endif
   args.dispatch([&](auto zero) {
     using T = decltype(zero);

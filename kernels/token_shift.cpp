@@ -3,6 +3,9 @@
 
 #include "kernels/op_arguments.h"
 #include "kernels/ops.h"
+#ifdef LINEA_WITH_CUDA
+#include "kernels/cuda/ops.h"
+#endif
 
 namespace linea::ops {
 
@@ -21,6 +24,9 @@ void token_shift_forward(Tensor delta, const Tensor& x, const SeqLayout& seqs) {
   args.floating(x, "x", {kAnyDim, kAnyDim}).floating(delta, "delta", x.shape());
   check_layout(args, seqs, x);
   args.require(delta.raw() != x.raw(), "delta", "must not share storage with x");
+#ifdef LINEA_WITH_CUDA
+  if (args.on_cuda()) return cuda::token_shift_forward(delta, x, seqs);
+#endif
   args.dispatch([&](auto zero) {
     using T = decltype(zero);
     cpu::token_shift_forward(delta.data<T>(), x.data<T>(), seqs, x.dim(1));
@@ -32,6 +38,9 @@ void token_shift_backward(Tensor dx, const Tensor& ddelta, const SeqLayout& seqs
   args.floating(ddelta, "ddelta", {kAnyDim, kAnyDim}).floating(dx, "dx", ddelta.shape());
   check_layout(args, seqs, ddelta);
   args.require(dx.raw() != ddelta.raw(), "dx", "must not share storage with ddelta");
+#ifdef LINEA_WITH_CUDA
+  if (args.on_cuda()) return cuda::token_shift_backward(dx, ddelta, seqs);
+#endif
   args.dispatch([&](auto zero) {
     using T = decltype(zero);
     cpu::token_shift_backward(dx.data<T>(), ddelta.data<T>(), seqs, ddelta.dim(1));
@@ -53,6 +62,9 @@ void lerp_forward(Tensor out, const Tensor& x, const Tensor& delta, const Tensor
   OpArguments args("lerp_forward");
   args.floating(x, "x", {kAnyDim, kAnyDim}).floating(delta, "delta", x.shape()).floating(out, "out", x.shape());
   const bool per_row = check_mu(args, mu, x);
+#ifdef LINEA_WITH_CUDA
+  if (args.on_cuda()) return cuda::lerp_forward(out, x, delta, mu);
+#endif
   args.dispatch([&](auto zero) {
     using T = decltype(zero);
     cpu::lerp_forward(out.data<T>(), x.data<T>(), delta.data<T>(), mu.data<T>(), per_row, x.dim(0), x.dim(1));
@@ -65,6 +77,9 @@ void lerp_backward(Tensor ddelta, Tensor dmu, const Tensor& dout, const Tensor& 
   args.floating(ddelta, "ddelta", delta.shape());
   const bool per_row = check_mu(args, mu, delta);
   args.floating(dmu, "dmu", mu.shape());
+#ifdef LINEA_WITH_CUDA
+  if (args.on_cuda()) return cuda::lerp_backward(ddelta, dmu, dout, delta, mu);
+#endif
   args.dispatch([&](auto zero) {
     using T = decltype(zero);
     cpu::lerp_backward(ddelta.data<T>(), dmu.data<T>(), dout.data<T>(), delta.data<T>(), mu.data<T>(), per_row,

@@ -6,6 +6,8 @@
 // kColumnSumRows, independent of the launch: one thread per (block b, column j) sums f over b's rows in row order into
 // partials[b · width + j]; then one thread per column adds Σ_b partials[b · width + j], in block
 // order, to out[at(j)]. No atomics: the result is the same bit for bit on every run.
+// add_group_sums then folds such per-column sums into groups of neighbouring columns (per-head
+// parameter gradients): out[h] += Σ_{k of group h} sums[k], one thread per group, in column order.
 #pragma once
 #include <cstdint>
 
@@ -62,6 +64,24 @@ void add_column_sums(Out* out, float* partials, int64_t rows, int64_t width, con
   add_partials_kernel<<<static_cast<unsigned>(ceil_div(width, kThreadsPerBlock)), kThreadsPerBlock>>>(
       out, partials, blocks, width, at);
   check_launch("add_partials_kernel");
+}
+
+template <class Out>
+__global__ void add_group_sums_kernel(Out* out, const float* sums, int64_t groups, int64_t per_group) {
+  const int64_t h = int64_t{blockIdx.x} * blockDim.x + threadIdx.x;
+  if (h >= groups) return;
+  float sum = 0.0f;
+  for (int64_t k = h * per_group; k < (h + 1) * per_group; ++k) sum += sums[k];
+  out[h] = from_float<Out>(to_float(out[h]) + sum);
+}
+
+// sums: groups · per_group floats on the device.
+template <class Out>
+void add_group_sums(Out* out, const float* sums, int64_t groups, int64_t per_group) {
+  if (groups == 0) return;
+  add_group_sums_kernel<<<static_cast<unsigned>(ceil_div(groups, kThreadsPerBlock)), kThreadsPerBlock>>>(
+      out, sums, groups, per_group);
+  check_launch("add_group_sums_kernel");
 }
 
 }  // namespace linea::cuda

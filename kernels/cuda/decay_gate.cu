@@ -63,15 +63,6 @@ struct ALogTerm {
   }
 };
 
-// dA_log[h] += Σ_{k of head h} channel_sums[k], in channel order.
-template <class T>
-__global__ void add_head_sums_kernel(T* dA_log, const float* channel_sums, int64_t heads, int64_t per_head) {
-  const int64_t h = int64_t{blockIdx.x} * blockDim.x + threadIdx.x;
-  if (h >= heads) return;
-  float sum = 0.0f;
-  for (int64_t k = h * per_head; k < (h + 1) * per_head; ++k) sum += channel_sums[k];
-  dA_log[h] = from_float<T>(to_float(dA_log[h]) + sum);
-}
 }  // namespace
 
 void decay_gate_forward(Tensor g, const Tensor& a, const Tensor& A_log, const Tensor& dt_bias) {
@@ -95,9 +86,7 @@ void decay_gate_backward(Tensor da, Tensor dA_log, Tensor ddt_bias, const Tensor
     float* partials = static_cast<float*>(pieces[1]);
     check_cuda(cudaMemsetAsync(channel_sums, 0, static_cast<size_t>(width) * sizeof(float)), "cudaMemsetAsync");
     add_column_sums(channel_sums, partials, rows, width, ALogTerm<T>{p, data_of<T>(dg), data_of<T>(a)});
-    add_head_sums_kernel<<<static_cast<unsigned>(ceil_div(heads, kThreadsPerBlock)), kThreadsPerBlock>>>(
-        data_of<T>(dA_log), channel_sums, heads, width / heads);
-    check_launch("add_head_sums_kernel");
+    add_group_sums(data_of<T>(dA_log), channel_sums, heads, width / heads);
     add_column_sums(data_of<T>(ddt_bias), partials, rows, width, DtBiasTerm<T>{p, data_of<T>(dg), data_of<T>(a)});
     map_elements<T, 2, 1>(a.numel(), {data_of<T>(dg), data_of<T>(a)}, {data_of<T>(da)}, DecayInputGradient<T>{p});
   });

@@ -39,18 +39,47 @@ void rope_apply(Tensor x, const Tensor& positions, int64_t heads, double base, b
 void l2norm_forward(Tensor out, Tensor rstd, const Tensor& x, int64_t heads, double eps);
 void l2norm_backward(Tensor dx, const Tensor& dout, const Tensor& out, const Tensor& rstd, int64_t heads);
 
-// No conv bias yet: ops:: refuses a bias on CUDA.
-void short_conv_silu_forward(Tensor out, const Tensor& x, const Tensor& weight, const SeqLayout& seqs);
-void short_conv_silu_backward(Tensor dx, Tensor dweight, const Tensor& dout, const Tensor& x, const Tensor& weight,
-                              const SeqLayout& seqs);
+// bias and dbias undefined without a conv bias.
+void short_conv_silu_forward(Tensor out, const Tensor& x, const Tensor& weight, const Tensor& bias,
+                             const SeqLayout& seqs);
+void short_conv_silu_backward(Tensor dx, Tensor dweight, Tensor dbias, const Tensor& dout, const Tensor& x,
+                              const Tensor& weight, const Tensor& bias, const SeqLayout& seqs);
 
 void sigmoid_gate_forward(Tensor beta, const Tensor& logits, double scale);
 void sigmoid_gate_backward(Tensor dlogits, const Tensor& dbeta, const Tensor& beta, double scale);
 
-// The log forget gate (kernels/ops.h); the backward without the lower bound's gradient.
 void log_forget_gate_forward(Tensor g, const Tensor& logits, const Tensor& lower_bound, double normalizer);
-void log_forget_gate_backward(Tensor dlogits, const Tensor& dg, const Tensor& logits, const Tensor& lower_bound,
-                              double normalizer);
+void log_forget_gate_backward(Tensor dlogits, Tensor dlower_bound, const Tensor& dg, const Tensor& logits,
+                              const Tensor& lower_bound, double normalizer);
+void forget_input_forward(Tensor out, const Tensor& i, const Tensor& g);
+void forget_input_backward(Tensor di, Tensor dg, const Tensor& dout, const Tensor& i, const Tensor& g);
+void exp_decay_forward(Tensor g, const Tensor& w);
+void exp_decay_backward(Tensor dw, const Tensor& dg, const Tensor& g);
+void ssd_gate_forward(Tensor g, Tensor delta, const Tensor& dt, const Tensor& A_log, const Tensor& dt_bias);
+void ssd_gate_backward(Tensor ddt, Tensor dA_log, Tensor ddt_bias, const Tensor& dg, const Tensor& ddelta,
+                       const Tensor& dt, const Tensor& A_log, const Tensor& dt_bias);
+void layer_lower_bound_forward(Tensor lower_bound, const Tensor& gamma, int64_t layer);
+void layer_lower_bound_backward(Tensor dgamma, const Tensor& dlower_bound, const Tensor& gamma, int64_t layer);
+
+void activation_forward(Tensor out, const Tensor& x, ops::Activation act);
+void activation_backward(Tensor dx, const Tensor& dout, const Tensor& saved, ops::Activation act);
+
+void token_shift_forward(Tensor delta, const Tensor& x, const SeqLayout& seqs);
+void token_shift_backward(Tensor dx, const Tensor& ddelta, const SeqLayout& seqs);
+void lerp_forward(Tensor out, const Tensor& x, const Tensor& delta, const Tensor& mu);
+void lerp_backward(Tensor ddelta, Tensor dmu, const Tensor& dout, const Tensor& delta, const Tensor& mu);
+
+void group_norm_forward(Tensor out, Tensor mean, Tensor rstd, const Tensor& x, const Tensor& weight, const Tensor& bias,
+                        int64_t groups, double eps);
+void group_norm_backward(Tensor dx, Tensor dweight, Tensor dbias, const Tensor& dout, const Tensor& x,
+                         const Tensor& weight, const Tensor& mean, const Tensor& rstd, int64_t groups);
+
+void repeat_heads(Tensor out, const Tensor& x, int64_t heads);
+void sum_heads(Tensor dx, const Tensor& dout, int64_t heads);
+void scale_heads_forward(Tensor out, const Tensor& x, const Tensor& s);
+void scale_heads_backward(Tensor dx, Tensor ds, const Tensor& dout, const Tensor& x, const Tensor& s);
+void add_scaled_heads_forward(Tensor y, const Tensor& x, const Tensor& D);
+void add_scaled_heads_backward(Tensor dx, Tensor dD, const Tensor& dy, const Tensor& x, const Tensor& D);
 
 void decay_gate_forward(Tensor g, const Tensor& a, const Tensor& A_log, const Tensor& dt_bias);
 void decay_gate_backward(Tensor da, Tensor dA_log, Tensor ddt_bias, const Tensor& dg, const Tensor& a,

@@ -1,49 +1,32 @@
 // Short causal depthwise convolution + SiLU, never reading across sequences (the math of
-// kernels/cpu/short_conv.h). x, out: [N, C]; weight: [C, W]; b(t), e(t): the first token and one
-// past the last token of t's sequence; x[s, c] = 0 for s < b(t):
-//   pre[t, c] = Σ_{i<W} weight[c, i] · x[t − (W−1) + i, c],   out = silu(pre)
+// kernels/cpu/short_conv.h). x, out: [N, C]; weight: [C, W]; bias: [C] or none (0); b(t), e(t): the
+// first token and one past the last token of t's sequence; x[s, c] = 0 for s < b(t):
+//   pre[t, c] = Σ_{i<W} weight[c, i] · x[t − (W−1) + i, c] + bias[c],   out = silu(pre)
 // Backward, as the CPU does it: dpre = dout · silu'(pre) (pre recomputed, dpre kept in f32), then
 //   dx[s, c] = Σ_{i<W, s+(W−1)−i < e(s)} weight[c, i] · dpre[s + (W−1) − i, c]      (overwritten)
 //   dweight[c, i] += Σ_{t, t−(W−1)+i ≥ b(t)} dpre[t, c] · x[t − (W−1) + i, c]       (column sums)
+//   dbias[c] += Σ_t dpre[t, c]                                                       (column sums)
 // Threads run along the channels of a token (coalesced), blocks along the tokens. The sequence
-// bounds of every token come from one pass over the uploaded cu_seqlens.
+// bounds of every token come from kernels/cuda/token_bounds.h.
 #include <algorithm>
 #include <vector>
 
 #include "kernels/cuda/activations.cuh"
 #include "kernels/cuda/column_sums.cuh"
 #include "kernels/cuda/ops.h"
-#include "kernels/cuda/scratch.h"
+#include "kernels/cuda/token_bounds.h"
 
 namespace linea::cuda {
 
 namespace {
-// begin[t], end[t] of t's sequence: the last s with cu_seqlens[s] ≤ t (binary search).
-__global__ void token_bounds_kernel(int64_t* begin, int64_t* end, const int64_t* cu_seqlens, int64_t seqs,
-                                    int64_t tokens) {
-  for (int64_t t = int64_t{blockIdx.x} * blockDim.x + threadIdx.x; t < tokens; t += int64_t{gridDim.x} * blockDim.x) {
-    int64_t lo = 0, hi = seqs;  // cu_seqlens[lo] ≤ t < cu_seqlens[hi]
-    while (hi - lo > 1) {
-      const int64_t mid = (lo + hi) / 2;
-      if (cu_seqlens[mid] <= t) {
-        lo = mid;
-      } else {
-        hi = mid;
-      }
-    }
-    begin[t] = cu_seqlens[lo];
-    end[t] = cu_seqlens[lo + 1];
-  }
-}
-
 struct ConvShape {
   int64_t tokens, channels, width;
 };
 
 template <class T>
-__device__ __forceinline__ float pre_activation(const T* x, const T* weight, int64_t t, int64_t c, int64_t begin,
-                                                ConvShape s) {
-  float sum = 0.0f;
+__device__ __forceinline__ float pre_activation(const T* x, const T* weight, const T* bias, int64_t t, int64_t c,
+                                                int64_t begin, ConvShape s) {
+  float sum = bias ? to_float(bias[c]) : 0.0f;
   for (int64_t i = 0; i < s.width; ++i) {
     const int64_t src = t - (s.width - 1) + i;
     if (src >= begin) sum += to_float(weight[c * s.width + i]) * to_float(x[src * s.channels + c]);
@@ -53,22 +36,22 @@ __device__ __forceinline__ float pre_activation(const T* x, const T* weight, int
 
 // Grid: x over channels, y (grid-stride) over tokens.
 template <class T>
-__global__ void forward_kernel(T* out, const T* x, const T* weight, const int64_t* begin, ConvShape s) {
+__global__ void forward_kernel(T* out, const T* x, const T* weight, const T* bias, const int64_t* begin, ConvShape s) {
   const int64_t c = int64_t{blockIdx.x} * blockDim.x + threadIdx.x;
   if (c >= s.channels) return;
   for (int64_t t = blockIdx.y; t < s.tokens; t += gridDim.y) {
-    out[t * s.channels + c] = from_float<T>(silu(pre_activation(x, weight, t, c, begin[t], s)));
+    out[t * s.channels + c] = from_float<T>(silu(pre_activation(x, weight, bias, t, c, begin[t], s)));
   }
 }
 
 template <class T>
-__global__ void dpre_kernel(float* dpre, const T* dout, const T* x, const T* weight, const int64_t* begin,
-                            ConvShape s) {
+__global__ void dpre_kernel(float* dpre, const T* dout, const T* x, const T* weight, const T* bias,
+                            const int64_t* begin, ConvShape s) {
   const int64_t c = int64_t{blockIdx.x} * blockDim.x + threadIdx.x;
   if (c >= s.channels) return;
   for (int64_t t = blockIdx.y; t < s.tokens; t += gridDim.y) {
     const int64_t k = t * s.channels + c;
-    dpre[k] = to_float(dout[k]) * silu_grad(pre_activation(x, weight, t, c, begin[t], s));
+    dpre[k] = to_float(dout[k]) * silu_grad(pre_activation(x, weight, bias, t, c, begin[t], s));
   }
 }
 
@@ -105,55 +88,55 @@ struct WeightCell {
   __device__ int64_t operator()(int64_t j) const { return (j % s.channels) * s.width + j / s.channels; }
 };
 
+// f(t, c) = dpre[t, c]; its sum goes to dbias[c].
+struct BiasTerm {
+  const float* dpre;
+  ConvShape s;
+  __device__ float operator()(int64_t t, int64_t c) const { return dpre[t * s.channels + c]; }
+};
+
 dim3 channel_token_grid(ConvShape s) {
   constexpr int64_t kMaxGridY = 65535;
   return dim3(static_cast<unsigned>(ceil_div(s.channels, kThreadsPerBlock)),
               static_cast<unsigned>(std::min(s.tokens, kMaxGridY)));
 }
 
-// Scratch pieces: cu_seqlens, begin, end, then the caller's.
-std::vector<void*> bounds_and(const SeqLayout& seqs, const std::vector<size_t>& more) {
-  const size_t per_token = static_cast<size_t>(seqs.num_tokens()) * sizeof(int64_t);
-  std::vector<size_t> sizes = {seqs.cu_seqlens.size() * sizeof(int64_t), per_token, per_token};
-  sizes.insert(sizes.end(), more.begin(), more.end());
-  const std::vector<void*> pieces = scratch(sizes);
-  int64_t* cu = static_cast<int64_t*>(pieces[0]);
-  check_cuda(cudaMemcpy(cu, seqs.cu_seqlens.data(), sizes[0], cudaMemcpyHostToDevice), "cudaMemcpy (cu_seqlens)");
-  token_bounds_kernel<<<grid_stride_blocks(seqs.num_tokens()), kThreadsPerBlock>>>(
-      static_cast<int64_t*>(pieces[1]), static_cast<int64_t*>(pieces[2]), cu, seqs.num_seqs(), seqs.num_tokens());
-  check_launch("token_bounds_kernel");
-  return pieces;
-}
 }  // namespace
 
-void short_conv_silu_forward(Tensor out, const Tensor& x, const Tensor& weight, const SeqLayout& seqs) {
+void short_conv_silu_forward(Tensor out, const Tensor& x, const Tensor& weight, const Tensor& bias,
+                             const SeqLayout& seqs) {
   const ConvShape s{x.dim(0), x.dim(1), weight.dim(1)};
   if (s.tokens == 0 || s.channels == 0) return;
-  const std::vector<void*> pieces = bounds_and(seqs, {});
+  const std::vector<void*> pieces = scratch_with_token_bounds(seqs, {});
   dispatch_float(x.dtype(), [&](auto zero) {
     using T = decltype(zero);
+    const T* b = bias.defined() ? data_of<T>(bias) : nullptr;
     forward_kernel<T><<<channel_token_grid(s), kThreadsPerBlock>>>(data_of<T>(out), data_of<T>(x), data_of<T>(weight),
-                                                                   static_cast<const int64_t*>(pieces[1]), s);
+                                                                   b, static_cast<const int64_t*>(pieces[1]), s);
     check_launch("short_conv forward_kernel");
   });
 }
 
-void short_conv_silu_backward(Tensor dx, Tensor dweight, const Tensor& dout, const Tensor& x, const Tensor& weight,
-                              const SeqLayout& seqs) {
+void short_conv_silu_backward(Tensor dx, Tensor dweight, Tensor dbias, const Tensor& dout, const Tensor& x,
+                              const Tensor& weight, const Tensor& bias, const SeqLayout& seqs) {
   const ConvShape s{x.dim(0), x.dim(1), weight.dim(1)};
   if (s.tokens == 0 || s.channels == 0) return;
-  const std::vector<void*> pieces = bounds_and(seqs, {static_cast<size_t>(s.tokens * s.channels) * sizeof(float),
-                                                      column_sum_partials_bytes(s.tokens, s.channels * s.width)});
+  const std::vector<void*> pieces =
+      scratch_with_token_bounds(seqs, {static_cast<size_t>(s.tokens * s.channels) * sizeof(float),
+                                       column_sum_partials_bytes(s.tokens, s.channels * s.width)});
   const int64_t* begin = static_cast<const int64_t*>(pieces[1]);
   const int64_t* end = static_cast<const int64_t*>(pieces[2]);
   float* dpre = static_cast<float*>(pieces[3]);
+  float* partials = static_cast<float*>(pieces[4]);  // serves both column sums (W ≥ 1), one after the other
   dispatch_float(x.dtype(), [&](auto zero) {
     using T = decltype(zero);
+    const T* b = bias.defined() ? data_of<T>(bias) : nullptr;
     dpre_kernel<T><<<channel_token_grid(s), kThreadsPerBlock>>>(dpre, data_of<T>(dout), data_of<T>(x),
-                                                                data_of<T>(weight), begin, s);
+                                                                data_of<T>(weight), b, begin, s);
     check_launch("short_conv dpre_kernel");
-    add_column_sums(data_of<T>(dweight), static_cast<float*>(pieces[4]), s.tokens, s.channels * s.width,
+    add_column_sums(data_of<T>(dweight), partials, s.tokens, s.channels * s.width,
                     WeightTerm<T>{dpre, data_of<T>(x), begin, s}, WeightCell{s});
+    if (dbias.defined()) add_column_sums(data_of<T>(dbias), partials, s.tokens, s.channels, BiasTerm{dpre, s});
     input_gradient_kernel<T>
         <<<channel_token_grid(s), kThreadsPerBlock>>>(data_of<T>(dx), dpre, data_of<T>(weight), end, s);
     check_launch("short_conv input_gradient_kernel");

@@ -2,7 +2,8 @@
 // sizes that exercise the 16-byte pack path, its tail, and unaligned storage (a view that starts
 // one element in): add_inplace, SwiGLU, the sigmoid gate, the log forget gate and the decay gate (forward, backward,
 // parameter gradients accumulated deterministically, and the aliasing the CPU ops allow), and the
-// element type conversions convert / add_converted.
+// element type conversions convert / add_converted; and the gate and element-wise ops of HGRN, HGRN-2,
+// Mamba-2 and RWKV-6 (not yet run on a GPU).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -11,6 +12,7 @@
 #include <vector>
 
 #include "kernels/ops.h"
+#include "kernels/seq_layout.h"
 #include "tests/gpu/gpu_test.h"
 
 namespace linea {
@@ -197,6 +199,208 @@ TEST_P(GpuElementwise, ConvertAndAddConverted) {
     ops::add_converted(y, in);
     EXPECT_TRUE(assert_close("add_converted", to_host(host_y), to_host(y), to == DType::bf16 ? 5e-3 : 1e-7));
   }
+}
+
+// The gates and element-wise ops of HGRN, HGRN-2, Mamba-2 and RWKV-6 against the CPU in f64.
+Tensor device_zeros(const Shape& s, DType dt) { return Tensor::zeros(s, dt, Device::cuda); }
+Tensor host(const Shape& s) { return Tensor::empty(s, DType::f64); }
+
+TEST_P(GpuElementwise, LogForgetGateLowerBoundGradient) {
+  const DType dt = GetParam();
+  Rng rng(11);
+  const Shape s{70, 37};
+  const Tensor logits = random_values(s, dt, rng, -12, 12), dg = random_values(s, dt, rng);
+  const Tensor lb = random_values({37}, dt, rng, 0.0, 0.9);
+  Tensor dlogits = host(s), dlb = Tensor::zeros({37}, DType::f64);
+  ops::log_forget_gate_backward(dlogits, dlb, dg, logits, lb, 1.0);
+  Tensor d_dlogits = Tensor::empty(s, dt, Device::cuda), d_dlb = device_zeros({37}, dt);
+  ops::log_forget_gate_backward(d_dlogits, d_dlb, to_device(dg, dt), to_device(logits, dt), to_device(lb, dt), 1.0);
+  EXPECT_TRUE(assert_close("dlogits", dlogits, to_host(d_dlogits), tolerance(dt)));
+  EXPECT_TRUE(assert_close("dlower_bound", dlb, to_host(d_dlb), tolerance(dt)));
+}
+
+TEST_P(GpuElementwise, ForgetInputAndExpDecay) {
+  const DType dt = GetParam();
+  Rng rng(12);
+  for (auto [rows, width] : kShapes) {
+    const Shape s{rows, width};
+    const Tensor i = random_values(s, dt, rng, -4, 4), g = random_values(s, dt, rng, -3, 0),
+                 d = random_values(s, dt, rng);
+    Tensor out = host(s), di = host(s), dg = host(s), eg = host(s), dw = host(s);
+    ops::forget_input_forward(out, i, g);
+    ops::forget_input_backward(di, dg, d, i, g);
+    ops::exp_decay_forward(eg, i);
+    const Tensor eg_stored = testing::representable(eg, dt);
+    ops::exp_decay_backward(dw, d, eg_stored);
+    Tensor o = Tensor::empty(s, dt, Device::cuda), ddi = Tensor::empty(s, dt, Device::cuda);
+    Tensor ddg = Tensor::empty(s, dt, Device::cuda), deg = Tensor::empty(s, dt, Device::cuda);
+    Tensor ddw = Tensor::empty(s, dt, Device::cuda);
+    ops::forget_input_forward(o, to_device(i, dt), to_device(g, dt));
+    ops::forget_input_backward(ddi, ddg, to_device(d, dt), to_device(i, dt), to_device(g, dt));
+    ops::exp_decay_forward(deg, to_device(i, dt));
+    ops::exp_decay_backward(ddw, to_device(d, dt), to_device(eg_stored, dt));
+    EXPECT_TRUE(assert_close("forget_input out", out, to_host(o), tolerance(dt)));
+    EXPECT_TRUE(assert_close("forget_input di", di, to_host(ddi), tolerance(dt)));
+    EXPECT_TRUE(assert_close("forget_input dg", dg, to_host(ddg), tolerance(dt)));
+    EXPECT_TRUE(assert_close("exp_decay g", eg, to_host(deg), tolerance(dt)));
+    EXPECT_TRUE(assert_close("exp_decay dw", dw, to_host(ddw), tolerance(dt)));
+  }
+}
+
+TEST_P(GpuElementwise, SsdGateAndLayerLowerBound) {
+  const DType dt = GetParam();
+  Rng rng(13);
+  const int64_t rows = 150, heads = 6, layers = 5, width = 40;
+  const Shape s{rows, heads};
+  const Tensor dtv = random_values(s, dt, rng, -4, 4), A_log = random_values({heads}, dt, rng, -1, 1.5);
+  const Tensor bias = random_values({heads}, dt, rng), dg = random_values(s, dt, rng),
+               ddelta = random_values(s, dt, rng);
+  Tensor g = host(s), delta = host(s), ddt = host(s);
+  Tensor dA = Tensor::zeros({heads}, DType::f64), dbias = Tensor::zeros({heads}, DType::f64);
+  ops::ssd_gate_forward(g, delta, dtv, A_log, bias);
+  ops::ssd_gate_backward(ddt, dA, dbias, dg, ddelta, dtv, A_log, bias);
+  Tensor d_g = Tensor::empty(s, dt, Device::cuda), d_delta = Tensor::empty(s, dt, Device::cuda);
+  Tensor d_ddt = Tensor::empty(s, dt, Device::cuda), d_dA = device_zeros({heads}, dt),
+         d_dbias = device_zeros({heads}, dt);
+  const Tensor d_dt = to_device(dtv, dt), d_A = to_device(A_log, dt), d_b = to_device(bias, dt);
+  ops::ssd_gate_forward(d_g, d_delta, d_dt, d_A, d_b);
+  ops::ssd_gate_backward(d_ddt, d_dA, d_dbias, to_device(dg, dt), to_device(ddelta, dt), d_dt, d_A, d_b);
+  EXPECT_TRUE(assert_close("ssd g", g, to_host(d_g), tolerance(dt)));
+  EXPECT_TRUE(assert_close("ssd delta", delta, to_host(d_delta), tolerance(dt)));
+  EXPECT_TRUE(assert_close("ssd ddt", ddt, to_host(d_ddt), tolerance(dt)));
+  EXPECT_TRUE(assert_close("ssd dA_log", dA, to_host(d_dA), tolerance(dt)));
+  EXPECT_TRUE(assert_close("ssd ddt_bias", dbias, to_host(d_dbias), tolerance(dt)));
+
+  const Tensor gamma = random_values({layers, width}, dt, rng, -2, 2), dlb = random_values({width}, dt, rng);
+  for (int64_t layer = 1; layer < layers; ++layer) {  // layer 0 takes no bound (all zeros)
+    Tensor lb = host({width}), dgamma = Tensor::zeros({layers, width}, DType::f64);
+    ops::layer_lower_bound_forward(lb, gamma, layer);
+    ops::layer_lower_bound_backward(dgamma, dlb, gamma, layer);
+    Tensor d_lb = Tensor::empty({width}, dt, Device::cuda), d_dgamma = device_zeros({layers, width}, dt);
+    ops::layer_lower_bound_forward(d_lb, to_device(gamma, dt), layer);
+    ops::layer_lower_bound_backward(d_dgamma, to_device(dlb, dt), to_device(gamma, dt), layer);
+    EXPECT_TRUE(assert_close("lower_bound", lb, to_host(d_lb), tolerance(dt)));
+    EXPECT_TRUE(assert_close("dgamma", dgamma, to_host(d_dgamma), tolerance(dt)));
+  }
+}
+
+TEST_P(GpuElementwise, Activations) {
+  const DType dt = GetParam();
+  Rng rng(14);
+  for (const ops::Activation act : {ops::Activation::silu, ops::Activation::tanh}) {
+    for (auto [rows, width] : kShapes) {
+      const Shape s{rows, width};
+      const Tensor x = random_values(s, dt, rng, -5, 5), d = random_values(s, dt, rng);
+      Tensor out = host(s), dx = host(s);
+      ops::activation_forward(out, x, act);
+      const Tensor saved = act == ops::Activation::silu ? x : testing::representable(out, dt);
+      ops::activation_backward(dx, d, saved, act);
+      Tensor o = Tensor::empty(s, dt, Device::cuda), ddx = Tensor::empty(s, dt, Device::cuda);
+      ops::activation_forward(o, to_device(x, dt), act);
+      ops::activation_backward(ddx, to_device(d, dt), to_device(saved, dt), act);
+      EXPECT_TRUE(assert_close("out", out, to_host(o), tolerance(dt)));
+      EXPECT_TRUE(assert_close("dx", dx, to_host(ddx), tolerance(dt)));
+    }
+  }
+}
+
+TEST_P(GpuElementwise, TokenShiftAndLerp) {
+  const DType dt = GetParam();
+  Rng rng(15);
+  const SeqLayout seqs{{0, 1, 20, 20, 57, 90}};
+  const Shape s{90, 24};
+  const Tensor x = random_values(s, dt, rng), dd = random_values(s, dt, rng);
+  Tensor delta = host(s), dx = host(s);
+  ops::token_shift_forward(delta, x, seqs);
+  ops::token_shift_backward(dx, dd, seqs);
+  Tensor d_delta = Tensor::empty(s, dt, Device::cuda), d_dx = Tensor::empty(s, dt, Device::cuda);
+  ops::token_shift_forward(d_delta, to_device(x, dt), seqs);
+  ops::token_shift_backward(d_dx, to_device(dd, dt), seqs);
+  EXPECT_TRUE(assert_close("delta", delta, to_host(d_delta), tolerance(dt)));
+  EXPECT_TRUE(assert_close("token_shift dx", dx, to_host(d_dx), tolerance(dt)));
+
+  const Tensor dl = random_values(s, dt, rng), dout = random_values(s, dt, rng), ddelta0 = random_values(s, dt, rng);
+  for (const bool per_row : {false, true}) {
+    const Shape mu_shape = per_row ? s : Shape{24};
+    const Tensor mu = random_values(mu_shape, dt, rng),
+                 dmu0 = per_row ? Tensor::zeros(s, DType::f64) : random_values(mu_shape, dt, rng);
+    Tensor out = host(s), ddelta = ddelta0.clone(), dmu = dmu0.clone();
+    ops::lerp_forward(out, x, dl, mu);
+    ops::lerp_backward(ddelta, dmu, dout, dl, mu);
+    Tensor o = Tensor::empty(s, dt, Device::cuda), d_ddelta = to_device(ddelta0, dt), d_dmu = to_device(dmu0, dt);
+    const Tensor d_mu = to_device(mu, dt), d_dl = to_device(dl, dt);
+    ops::lerp_forward(o, to_device(x, dt), d_dl, d_mu);
+    ops::lerp_backward(d_ddelta, d_dmu, to_device(dout, dt), d_dl, d_mu);
+    EXPECT_TRUE(assert_close("lerp out", out, to_host(o), tolerance(dt)));
+    EXPECT_TRUE(assert_close("lerp ddelta", ddelta, to_host(d_ddelta), tolerance(dt)));
+    EXPECT_TRUE(assert_close("lerp dmu", dmu, to_host(d_dmu), tolerance(dt)));
+  }
+}
+
+TEST_P(GpuElementwise, GroupNorm) {
+  const DType dt = GetParam();
+  Rng rng(16);
+  for (const int64_t groups : {1, 4, 3}) {
+    const int64_t rows = 65, width = groups * 48;
+    const Shape s{rows, width};
+    const Tensor x = random_values(s, dt, rng, -2, 3), w = random_values({width}, dt, rng, 0.5, 1.5);
+    const Tensor b = random_values({width}, dt, rng), dout = random_values(s, dt, rng);
+    Tensor out = host(s), mean = host({rows, groups}), rstd = host({rows, groups}), dx = host(s);
+    Tensor dw = Tensor::zeros({width}, DType::f64), db = Tensor::zeros({width}, DType::f64);
+    ops::group_norm_forward(out, mean, rstd, x, w, b, groups, 1e-5);
+    ops::group_norm_backward(dx, dw, db, dout, x, w, mean, rstd, groups);
+    const Tensor d_x = to_device(x, dt), d_w = to_device(w, dt);
+    Tensor o = Tensor::empty(s, dt, Device::cuda), d_dx = Tensor::empty(s, dt, Device::cuda);
+    Tensor d_mean = Tensor::empty({rows, groups}, testing::kStatistics, Device::cuda);
+    Tensor d_rstd = Tensor::empty({rows, groups}, testing::kStatistics, Device::cuda);
+    Tensor d_dw = device_zeros({width}, dt), d_db = device_zeros({width}, dt);
+    ops::group_norm_forward(o, d_mean, d_rstd, d_x, d_w, to_device(b, dt), groups, 1e-5);
+    ops::group_norm_backward(d_dx, d_dw, d_db, to_device(dout, dt), d_x, d_w, d_mean, d_rstd, groups);
+    EXPECT_TRUE(assert_close("out", out, to_host(o), tolerance(dt)));
+    EXPECT_TRUE(assert_close("mean", mean, to_host(d_mean), 1e-5));
+    EXPECT_TRUE(assert_close("rstd", rstd, to_host(d_rstd), 1e-5));
+    EXPECT_TRUE(assert_close("dx", dx, to_host(d_dx), tolerance(dt)));
+    EXPECT_TRUE(assert_close("dweight", dw, to_host(d_dw), tolerance(dt)));
+    EXPECT_TRUE(assert_close("dbias", db, to_host(d_db), tolerance(dt)));
+  }
+}
+
+TEST_P(GpuElementwise, HeadBroadcasts) {
+  const DType dt = GetParam();
+  Rng rng(17);
+  const int64_t rows = 77, heads = 3, width = 40;
+  const Shape narrow{rows, width}, wide{rows, heads * width}, per_head{rows, heads};
+  const Tensor x = random_values(narrow, dt, rng), xw = random_values(wide, dt, rng), d = random_values(wide, dt, rng);
+  const Tensor sc = random_values(per_head, dt, rng), D = random_values({heads}, dt, rng);
+  const Tensor y0 = random_values(wide, dt, rng), dx0 = random_values(wide, dt, rng);
+  Tensor rep = host(wide), summed = host(narrow), scaled = host(wide), dxs = host(wide), ds = host(per_head);
+  Tensor y = y0.clone(), dxa = dx0.clone(), dD = Tensor::zeros({heads}, DType::f64);
+  ops::repeat_heads(rep, x, heads);
+  ops::sum_heads(summed, d, heads);
+  ops::scale_heads_forward(scaled, xw, sc);
+  ops::scale_heads_backward(dxs, ds, d, xw, sc);
+  ops::add_scaled_heads_forward(y, xw, D);
+  ops::add_scaled_heads_backward(dxa, dD, d, xw, D);
+
+  const Tensor d_xw = to_device(xw, dt), d_d = to_device(d, dt), d_sc = to_device(sc, dt), d_D = to_device(D, dt);
+  Tensor d_rep = Tensor::empty(wide, dt, Device::cuda), d_summed = Tensor::empty(narrow, dt, Device::cuda);
+  Tensor d_scaled = Tensor::empty(wide, dt, Device::cuda), d_dxs = Tensor::empty(wide, dt, Device::cuda);
+  Tensor d_ds = Tensor::empty(per_head, dt, Device::cuda), d_y = to_device(y0, dt), d_dxa = to_device(dx0, dt);
+  Tensor d_dD = device_zeros({heads}, dt);
+  ops::repeat_heads(d_rep, to_device(x, dt), heads);
+  ops::sum_heads(d_summed, d_d, heads);
+  ops::scale_heads_forward(d_scaled, d_xw, d_sc);
+  ops::scale_heads_backward(d_dxs, d_ds, d_d, d_xw, d_sc);
+  ops::add_scaled_heads_forward(d_y, d_xw, d_D);
+  ops::add_scaled_heads_backward(d_dxa, d_dD, d_d, d_xw, d_D);
+  EXPECT_TRUE(assert_close("repeat_heads", rep, to_host(d_rep), tolerance(dt)));
+  EXPECT_TRUE(assert_close("sum_heads", summed, to_host(d_summed), tolerance(dt)));
+  EXPECT_TRUE(assert_close("scale_heads out", scaled, to_host(d_scaled), tolerance(dt)));
+  EXPECT_TRUE(assert_close("scale_heads dx", dxs, to_host(d_dxs), tolerance(dt)));
+  EXPECT_TRUE(assert_close("scale_heads ds", ds, to_host(d_ds), tolerance(dt)));
+  EXPECT_TRUE(assert_close("add_scaled_heads y", y, to_host(d_y), tolerance(dt)));
+  EXPECT_TRUE(assert_close("add_scaled_heads dx", dxa, to_host(d_dxa), tolerance(dt)));
+  EXPECT_TRUE(assert_close("add_scaled_heads dD", dD, to_host(d_dD), tolerance(dt)));
 }
 
 INSTANTIATE_TEST_SUITE_P(Dtypes, GpuElementwise, ::testing::Values(DType::f32, DType::bf16), testing::dtype_test_name);

@@ -9,7 +9,8 @@
 // Parameter names follow fla (q_proj, f_proj, i_proj, g_norm, o_proj; the stack's
 // hgrn2.lower_bounds). Under tensor parallelism a rank holds heads tp.shard_heads(H): the rows of
 // q, f, i_proj, the columns of o_proj and of the lower bounds; the norm over all channels gathers
-// them (model/full_width_rms_norm.h). CPU only.
+// them (model/full_width_rms_norm.h). On CUDA in f32 steps only
+// (a bf16 step does not yet hand the op f32 gates).
 #pragma once
 #include <memory>
 #include <optional>

@@ -12,7 +12,8 @@
 // tp.shard_heads(H) of z, x, dt, their conv channels, A_log, dt_bias, D and the columns of out_proj,
 // while B and C (one group for all heads) are whole on every rank with partial gradients. The norm
 // over all of d_in gathers the heads (model/full_width_rms_norm.h). Init as fla: A ~ U(1, 16),
-// dt ∈ [dt_min, dt_max] (≥ dt_floor), D = 1, conv biases 0. CPU only.
+// dt ∈ [dt_min, dt_max] (≥ dt_floor), D = 1, conv biases 0. On CUDA in f32 steps only
+// (a bf16 step does not yet hand the op f32 gates).
 #pragma once
 #include <memory>
 #include <string>

@@ -14,7 +14,8 @@
 // parallelism a rank holds heads tp.shard_heads(H): the rows of r, k, v, g, w's second factor and
 // bias, their bonus rows and GroupNorm channels, the columns of o_proj; the token-shift lerps and
 // w's first factor are whole on every rank, with partial gradients. Init: projections N(0, std),
-// μ, the lerps' and w's biases, u = 0 (fla's), GroupNorm γ = 1, β = 0. CPU only.
+// μ, the lerps' and w's biases, u = 0 (fla's), GroupNorm γ = 1, β = 0. On CUDA in f32 steps only
+// (a bf16 step does not yet hand the op f32 gates).
 #pragma once
 #include <array>
 #include <memory>

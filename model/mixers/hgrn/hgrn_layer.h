@@ -10,8 +10,8 @@
 // Parameter names follow fla (i_proj, f_proj, g_proj, g_norm, o_proj; the stack's
 // hgrn.lower_bounds). Channels are independent, so under tensor parallelism a rank holds channels
 // tp.split_evenly(W): the rows of i, f, g_proj, the columns of o_proj and of the lower bounds; the
-// norm over all W channels gathers them (model/full_width_rms_norm.h). CPU only: the recurrence has
-// no CUDA kernel yet.
+// norm over all W channels gathers them (model/full_width_rms_norm.h). On CUDA in f32 steps only
+// (a bf16 step does not yet hand the op f32 gates).
 #pragma once
 #include <memory>
 #include <optional>
