@@ -5,6 +5,8 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <stdexcept>
+#include <string>
 #include <vector>
 
 #include "kernels/ops.h"
@@ -99,6 +101,8 @@ TEST_P(GpuSequence, Rope) {
   }
 }
 
+// Cases for both kernel paths: 4 channels per thread (C a multiple of 4, W ≤ 4) and one (odd C, or
+// W > 4), with runs and blocks of tokens cut by sequence starts, and with and without a bias.
 TEST_P(GpuSequence, ShortConvSilu) {
   const DType dt = GetParam();
   Rng rng(4);
@@ -109,23 +113,71 @@ TEST_P(GpuSequence, ShortConvSilu) {
   const std::vector<Case> cases = {{SeqLayout::uniform(1, 1), 1, 1},
                                    {SeqLayout{{0, 5, 5, 37, 100}}, 48, 4},
                                    {SeqLayout{{0, 2, 3, 64}}, 33, 3},
-                                   {SeqLayout::uniform(4, 300), 256, 4}};
+                                   {SeqLayout::uniform(4, 300), 256, 4},
+                                   {SeqLayout{{0, 31, 33, 290, 700}}, 132, 2},
+                                   {SeqLayout{{0, 7, 300}}, 20, 9},
+                                   {SeqLayout{{0, 1, 40}}, 5, 16}};
   for (const Case& c : cases) {
-    const int64_t n = c.seqs.num_tokens();
-    const Shape s{n, c.channels};
-    const Tensor x = random_values(s, dt, rng, -2, 2), w = random_values({c.channels, c.width}, dt, rng);
-    const Tensor dout = random_values(s, dt, rng), dw0 = random_values({c.channels, c.width}, dt, rng);
-    Tensor out = Tensor::empty(s, DType::f64), dx = Tensor::empty(s, DType::f64), dw = dw0.clone();
-    ops::short_conv_silu_forward(out, x, w, c.seqs);
-    ops::short_conv_silu_backward(dx, dw, dout, x, w, c.seqs);
+    for (const bool with_bias : {false, true}) {
+      SCOPED_TRACE("C=" + std::to_string(c.channels) + " W=" + std::to_string(c.width) +
+                   (with_bias ? " with bias" : ""));
+      const int64_t n = c.seqs.num_tokens();
+      const Shape s{n, c.channels};
+      const Tensor x = random_values(s, dt, rng, -2, 2), w = random_values({c.channels, c.width}, dt, rng);
+      const Tensor dout = random_values(s, dt, rng), dw0 = random_values({c.channels, c.width}, dt, rng);
+      const Tensor bias = with_bias ? random_values({c.channels}, dt, rng) : Tensor();
+      const Tensor db0 = with_bias ? random_values({c.channels}, dt, rng) : Tensor();
+      Tensor out = Tensor::empty(s, DType::f64), dx = Tensor::empty(s, DType::f64), dw = dw0.clone();
+      Tensor db = with_bias ? db0.clone() : Tensor();
+      ops::short_conv_silu_forward(out, x, w, c.seqs, bias);
+      ops::short_conv_silu_backward(dx, dw, dout, x, w, c.seqs, bias, db);
 
-    Tensor gx = to_device(x, dt), gw = to_device(w, dt), gdw = to_device(dw0, dt);
-    Tensor gout = Tensor::empty(s, dt, Device::cuda), gdx = Tensor::empty(s, dt, Device::cuda);
-    ops::short_conv_silu_forward(gout, gx, gw, c.seqs);
-    ops::short_conv_silu_backward(gdx, gdw, to_device(dout, dt), gx, gw, c.seqs);
-    EXPECT_TRUE(assert_close("out", out, to_host(gout), tolerance(dt)));
-    EXPECT_TRUE(assert_close("dx", dx, to_host(gdx), tolerance(dt)));
-    EXPECT_TRUE(assert_close("dweight", dw, to_host(gdw), tolerance(dt)));
+      Tensor gx = to_device(x, dt), gw = to_device(w, dt), gdw = to_device(dw0, dt);
+      const Tensor gbias = testing::device_copy(bias, dt);
+      Tensor gdb = testing::device_copy(db0, dt);
+      Tensor gout = Tensor::empty(s, dt, Device::cuda), gdx = Tensor::empty(s, dt, Device::cuda);
+      ops::short_conv_silu_forward(gout, gx, gw, c.seqs, gbias);
+      ops::short_conv_silu_backward(gdx, gdw, to_device(dout, dt), gx, gw, c.seqs, gbias, gdb);
+      EXPECT_TRUE(assert_close("out", out, to_host(gout), tolerance(dt)));
+      EXPECT_TRUE(assert_close("dx", dx, to_host(gdx), tolerance(dt)));
+      EXPECT_TRUE(assert_close("dweight", dw, to_host(gdw), tolerance(dt)));
+      if (with_bias) {
+        EXPECT_TRUE(assert_close("dbias", db, to_host(gdb), tolerance(dt)));
+      }
+    }
+  }
+}
+
+// The parameter gradients are sums in a fixed order: two runs give the same bits.
+TEST_P(GpuSequence, ShortConvSiluGradientsRepeat) {
+  const DType dt = GetParam();
+  Rng rng(5);
+  const SeqLayout seqs{{0, 100, 1500, 3000}};
+  const Shape s{3000, 64};
+  const Tensor x = to_device(random_values(s, dt, rng), dt), w = to_device(random_values({64, 4}, dt, rng), dt);
+  const Tensor bias = to_device(random_values({64}, dt, rng), dt), dout = to_device(random_values(s, dt, rng), dt);
+  std::vector<Tensor> dws, dbs;
+  for (int run = 0; run < 2; ++run) {
+    Tensor dx = Tensor::empty(s, dt, Device::cuda), dw = Tensor::zeros({64, 4}, dt, Device::cuda);
+    Tensor db = Tensor::zeros({64}, dt, Device::cuda);
+    ops::short_conv_silu_backward(dx, dw, dout, x, w, seqs, bias, db);
+    dws.push_back(to_host(dw));
+    dbs.push_back(to_host(db));
+  }
+  EXPECT_EQ(std::memcmp(dws[0].raw(), dws[1].raw(), dws[0].nbytes()), 0);
+  EXPECT_EQ(std::memcmp(dbs[0].raw(), dbs[1].raw(), dbs[0].nbytes()), 0);
+}
+
+TEST_P(GpuSequence, ShortConvSiluRefusesWideKernels) {
+  const DType dt = GetParam();
+  Rng rng(6);
+  const Tensor x = to_device(random_values({10, 4}, dt, rng), dt), w = to_device(random_values({4, 17}, dt, rng), dt);
+  Tensor out = Tensor::empty({10, 4}, dt, Device::cuda);
+  try {
+    ops::short_conv_silu_forward(out, x, w, SeqLayout::uniform(1, 10));
+    FAIL() << "a kernel width of 17 was accepted";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("width"), std::string::npos) << e.what();
   }
 }
 
