@@ -1,3 +1,5 @@
+#include <string>
+
 #include "kernels/cpu/short_conv.h"
 #include "kernels/op_arguments.h"
 #include "kernels/ops.h"
@@ -13,6 +15,11 @@ void check_conv_arguments(OpArguments& args, const Tensor& x, const Tensor& weig
   args.floating(x, "x", {kAnyDim, kAnyDim});
   args.floating(weight, "weight", {x.dim(1), kAnyDim});
   args.require(weight.dim(1) >= 1, "weight", "expected a kernel width ≥ 1, got " + weight.describe());
+#ifdef LINEA_WITH_CUDA
+  args.require(
+      !args.on_cuda() || weight.dim(1) <= cuda::kShortConvMaxWidth, "weight",
+      "expected a kernel width ≤ " + std::to_string(cuda::kShortConvMaxWidth) + " on CUDA, got " + weight.describe());
+#endif
   try {
     seqs.validate(x.dim(0));
   } catch (const std::invalid_argument& e) {

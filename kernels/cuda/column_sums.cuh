@@ -51,6 +51,15 @@ struct SameColumn {
   __device__ int64_t operator()(int64_t j) const { return j; }
 };
 
+// The second pass alone, for kernels that write their own block partials: out[at(j)] +=
+// Σ_{b<blocks} partials[b · width + j], in block order.
+template <class Out, class At = SameColumn>
+void add_partials(Out* out, const float* partials, int64_t blocks, int64_t width, const At& at = At{}) {
+  add_partials_kernel<<<static_cast<unsigned>(ceil_div(width, kThreadsPerBlock)), kThreadsPerBlock>>>(
+      out, partials, blocks, width, at);
+  check_launch("add_partials_kernel");
+}
+
 // `partials` holds column_sum_partials_bytes(rows, width) of scratch.
 template <class Out, class F, class At = SameColumn>
 void add_column_sums(Out* out, float* partials, int64_t rows, int64_t width, const F& f, const At& at = At{}) {
@@ -61,9 +70,7 @@ void add_column_sums(Out* out, float* partials, int64_t rows, int64_t width, con
                   static_cast<unsigned>(blocks < kMaxGridY ? blocks : kMaxGridY));
   column_partials_kernel<<<grid, kThreadsPerBlock>>>(partials, rows, width, f);
   check_launch("column_partials_kernel");
-  add_partials_kernel<<<static_cast<unsigned>(ceil_div(width, kThreadsPerBlock)), kThreadsPerBlock>>>(
-      out, partials, blocks, width, at);
-  check_launch("add_partials_kernel");
+  add_partials(out, partials, blocks, width, at);
 }
 
 template <class Out>

@@ -39,7 +39,7 @@ void rope_apply(Tensor x, const Tensor& positions, int64_t heads, double base, b
 void l2norm_forward(Tensor out, Tensor rstd, const Tensor& x, int64_t heads, double eps);
 void l2norm_backward(Tensor dx, const Tensor& dout, const Tensor& out, const Tensor& rstd, int64_t heads);
 
-// bias and dbias undefined without a conv bias; kernel widths up to kShortConvMaxWidth.
+// bias and dbias undefined without a conv bias; kernel widths up to kShortConvMaxWidth (ops:: checks it).
 inline constexpr int kShortConvMaxWidth = 16;
 void short_conv_silu_forward(Tensor out, const Tensor& x, const Tensor& weight, const Tensor& bias,
                              const SeqLayout& seqs);

@@ -8,16 +8,14 @@
 //   dbias[c] += Σ_t dpre[t, c]                                                       (accumulated)
 //
 // One pass over the tokens for each direction. A thread owns V neighbouring channels and a run of
-// kRun tokens, and walks the run keeping the last kMaxWidth rows of x (and, backward, of dpre) in
+// kRun tokens, and walks the run keeping the last K ≥ W rows of x (and, backward, of dpre) in
 // registers: every x, dout row is read once (plus W−1 rows of overlap at the run's ends) and dpre
 // lives only in registers. A block is 32 channel groups × 8 runs (a warp reads 32·V neighbouring
 // channels of one token); backward, the block adds its 8 runs' dweight and dbias sums in a fixed
 // order into one row of partials per token block, which add_partials_kernel then adds in block
 // order: the parameter gradients are the same bit for bit on every run. V = 4 when C is a multiple
-// of 4 and the tensors are 16-byte aligned, else 1; widths above kShortConvMaxWidth are refused.
+// of 4 and the tensors are 16-byte aligned, else 1; W ≤ kShortConvMaxWidth (checked by ops::).
 #include <initializer_list>
-#include <stdexcept>
-#include <string>
 #include <type_traits>
 #include <vector>
 
@@ -81,8 +79,8 @@ struct Window {
   }
 };
 
-// The thread's channels, taps and first token; taps[d] = weight[c, W−1−d] (pre's tap at lag d)
-// and forward[i] = weight[c, i], both 0 beyond W, so that every index below is static.
+// The thread's channels, taps and first token; by_lag[d] = weight[c, W−1−d] (pre's tap at lag d)
+// and by_index[i] = weight[c, i] (dx's), both 0 beyond W, so that every index below is static.
 template <int V, int K>
 struct Lane {
   int64_t c, first;
@@ -230,10 +228,6 @@ __global__ void __launch_bounds__(kGroups* kRuns)
 // Calls fn(T, V, K) for x's dtype, the widest V the shape and pointers allow and the smallest K ≥ W.
 template <class Fn>
 void dispatch_conv(const Tensor& x, ConvShape s, std::initializer_list<const void*> pointers, Fn&& fn) {
-  if (s.width > kShortConvMaxWidth) {
-    throw std::invalid_argument("short_conv_silu (cuda): weight: expected a kernel width ≤ " +
-                                std::to_string(kShortConvMaxWidth) + ", got " + std::to_string(s.width));
-  }
   dispatch_float(x.dtype(), [&](auto zero) {
     if (s.width > 4)
       return fn(zero, std::integral_constant<int, 1>{}, std::integral_constant<int, kShortConvMaxWidth>{});
@@ -281,14 +275,8 @@ void short_conv_silu_backward(Tensor dx, Tensor dweight, Tensor dbias, const Ten
         static_cast<const int64_t*>(pieces[1]), static_cast<const int64_t*>(pieces[2]), s);
     check_launch("short_conv backward_kernel");
     const int64_t cells = s.channels * s.width;
-    const auto grid = [](int64_t width) { return static_cast<unsigned>(ceil_div(width, kThreadsPerBlock)); };
-    add_partials_kernel<<<grid(cells), kThreadsPerBlock>>>(data_of<T>(dweight), partials, blocks, cells, SameColumn{});
-    check_launch("short_conv add_partials_kernel (dweight)");
-    if (dbias.defined()) {
-      add_partials_kernel<<<grid(s.channels), kThreadsPerBlock>>>(data_of<T>(dbias), partials + blocks * cells, blocks,
-                                                                  s.channels, SameColumn{});
-      check_launch("short_conv add_partials_kernel (dbias)");
-    }
+    add_partials(data_of<T>(dweight), partials, blocks, cells);
+    if (dbias.defined()) add_partials(data_of<T>(dbias), partials + blocks * cells, blocks, s.channels);
   });
 }
 
