@@ -178,15 +178,17 @@ void* saved_memory(const Tensor& saved, bool bf16_pipeline, const char* op) {
 }  // namespace delta
 
 size_t delta_rule_saved_bytes(const ops::DeltaRuleSpec& spec, const SeqLayout& seqs, const ops::DeltaRuleInputs& in) {
-  return in.q.dtype() == DType::bf16 && delta::bf16_takes(spec, in, {}) ? delta::bf16_saved_bytes(spec, seqs, in) : 0;
+  return in.q.dtype() == DType::bf16 && delta::bf16_takes(spec, in, {}, delta::Write::delta)
+             ? delta::bf16_saved_bytes(spec, seqs, in)
+             : 0;
 }
 
 void delta_rule_forward(const ops::DeltaRuleSpec& spec, const SeqLayout& seqs, const ops::DeltaRuleInputs& in, Tensor o,
                         Tensor ht, Tensor saved) {
-  const bool bf16 = in.q.dtype() == DType::bf16 && delta::bf16_takes(spec, in, {&o});
+  const bool bf16 = in.q.dtype() == DType::bf16 && delta::bf16_takes(spec, in, {&o}, delta::Write::delta);
   void* const keep = delta::saved_memory(saved, bf16, "delta_rule_forward");
   if (in.q.dtype() == DType::f32) return delta::f32_forward(spec, seqs, in, o, ht);
-  if (bf16) return delta::bf16_forward(spec, seqs, in, o, ht, keep);
+  if (bf16) return delta::bf16_forward(spec, seqs, in, o, ht, keep, delta::Write::delta);
   const Tensor o32 = delta::f32_like(o);
   delta::f32_forward(spec, seqs, delta::f32_inputs(in), o32, ht);
   ops::convert(o, o32);
@@ -194,11 +196,12 @@ void delta_rule_forward(const ops::DeltaRuleSpec& spec, const SeqLayout& seqs, c
 
 void delta_rule_backward(const ops::DeltaRuleSpec& spec, const SeqLayout& seqs, const ops::DeltaRuleInputs& in,
                          const Tensor& d_o, const Tensor& dht, ops::DeltaRuleGrads& grads, const Tensor& saved) {
-  const bool bf16 = in.q.dtype() == DType::bf16 &&
-                    delta::bf16_takes(spec, in, {&d_o, &grads.dq, &grads.dk, &grads.dv, &grads.db, &grads.dw});
+  const bool bf16 =
+      in.q.dtype() == DType::bf16 &&
+      delta::bf16_takes(spec, in, {&d_o, &grads.dq, &grads.dk, &grads.dv, &grads.db, &grads.dw}, delta::Write::delta);
   const void* const kept = delta::saved_memory(saved, bf16, "delta_rule_backward");
   if (in.q.dtype() == DType::f32) return delta::f32_backward(spec, seqs, in, d_o, dht, grads);
-  if (bf16) return delta::bf16_backward(spec, seqs, in, d_o, dht, grads, kept);
+  if (bf16) return delta::bf16_backward(spec, seqs, in, d_o, dht, grads, kept, delta::Write::delta);
   ops::DeltaRuleGrads g32 = grads;  // dg and dh0 are f32 already
   for (Tensor* t : {&g32.dq, &g32.dk, &g32.dv, &g32.dbeta, &g32.db, &g32.dw}) *t = delta::f32_like(*t);
   delta::f32_backward(spec, seqs, delta::f32_inputs(in), delta::f32_copy(d_o), dht, g32);

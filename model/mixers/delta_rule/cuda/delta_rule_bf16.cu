@@ -67,7 +67,8 @@ SegmentTable segment_table(const std::vector<int64_t>& table, int64_t seqs, int 
 // K ⊙ exp(G_L − G), scale Q ⊙ γ and scale P; with segments, their transitions A) and the rest
 // (`Passing`: the chunk and segment tables; the forward's output operands Q', R and GDN-2's w ⊙ V;
 // the backward's dŨ and dh; the segments' B, S_start, C and dS_end). A plain forward keeps only
-// what its own passes read (no Ũ, h, scale Q ⊙ γ, scale P).
+// what its own passes read (no Ũ, h, scale Q ⊙ γ, scale P). A plain write has no T, W, U (V) and Ũ
+// (V), and its dŨ is dv.
 struct Bf16Sizes {
   enum Kept { kG, kT, kW, kU, kUt, kH, kGlast, kKend, kQg, kP, kA, kKeptCount };
   enum Passing { kTable, kSegTable, kQe, kR, kVw, kDUt, kDh, kB, kSStart, kC, kDSEnd, kPassingCount };
@@ -77,8 +78,10 @@ struct Bf16Sizes {
 
   // `saving`: the kept buffers live in a saved buffer (a forward that fills it, a backward that
   // reads it). Every kept buffer is sized for a forward that saves and for any backward.
-  Bf16Sizes(const ops::DeltaRuleSpec& spec, const SeqLayout& seqs, const Call& call, bool backward, bool saving)
+  Bf16Sizes(const ops::DeltaRuleSpec& spec, const SeqLayout& seqs, const Call& call, bool backward, bool saving,
+            Write write)
       : kept(kKeptCount), passing(kPassingCount), table(chunk_table(seqs)) {
+    const bool delta = write == Write::delta;
     const bool all_kept = backward || saving;
     const int64_t chunks = (static_cast<int64_t>(table.size()) - seqs.num_seqs() - 1) / 2;
     segments = segment_table(table, seqs.num_seqs(), call.heads, call.value_dim);
@@ -92,10 +95,10 @@ struct Bf16Sizes {
     const bool per_channel = spec.decay == ops::DecayKind::channel, gated = spec.gate == ops::GateKind::erase_write;
     const bool segmented = segments.count() > 0;
     kept[kG] = spec.decay == ops::DecayKind::scalar ? rows * f : 0;
-    kept[kT] = pairs * tile;
-    kept[kW] = keys * b;
-    kept[kU] = values * b;
-    kept[kUt] = all_kept ? values * b : 0;
+    kept[kT] = delta ? pairs * tile : 0;
+    kept[kW] = delta ? keys * b : 0;
+    kept[kU] = delta ? values * b : 0;
+    kept[kUt] = delta && all_kept ? values * b : 0;
     kept[kH] = all_kept ? states * b : 0;
     kept[kGlast] = per_channel ? pairs * call.key_dim * f : 0;
     kept[kKend] = per_channel ? keys * b : 0;
@@ -107,7 +110,7 @@ struct Bf16Sizes {
     passing[kQe] = backward ? 0 : keys * b;
     passing[kR] = backward ? 0 : pairs * tile;
     passing[kVw] = per_channel && gated && !backward ? values * b : 0;
-    passing[kDUt] = backward ? values * b : 0;
+    passing[kDUt] = delta && backward ? values * b : 0;
     passing[kDh] = backward ? states * b : 0;
     // B and S_start: the forward's segment starts, which a backward without saved buffers makes again
     passing[kB] = passing[kSStart] = segmented && !(backward && saving) ? seg_kv : 0;
@@ -127,9 +130,9 @@ struct Bf16Plan {
 
   // A backward with `saved` reads the kept buffers a forward with the same `saved` wrote.
   Bf16Plan(const ops::DeltaRuleSpec& spec, const SeqLayout& seqs, const ops::DeltaRuleInputs& in, bool backward,
-           void* saved) {
+           void* saved, Write write) {
     const Call call = describe_call(spec, in);
-    const Bf16Sizes sizes(spec, seqs, call, backward, saved != nullptr);
+    const Bf16Sizes sizes(spec, seqs, call, backward, saved != nullptr, write);
     segments = sizes.segments.count();
     std::vector<size_t> request = sizes.passing;
     if (!saved) request.insert(request.end(), sizes.kept.begin(), sizes.kept.end());
@@ -143,13 +146,15 @@ struct Bf16Plan {
                static_cast<const bf16*>(call.b),
                static_cast<const bf16*>(call.w),
                call.g,
+               in.g.defined() && in.g.ndim() == 1 ? 0 : call.heads,  // [H]: one decay per head
                place_chunk_table(sizes.table, seqs.num_seqs(), pass[Bf16Sizes::kTable]),
                call.heads,
                call.key_dim,
                call.value_dim,
                call.scale,
                spec.decay,
-               spec.gate};
+               spec.gate,
+               write == Write::plain};
     const auto k = [&](int i) { return sizes.kept[i] ? kept[i] : nullptr; };
     const auto p = [&](int i) { return sizes.passing[i] ? pass[i] : nullptr; };
     const auto k16 = [&](int i) { return static_cast<bf16*>(k(i)); };
@@ -161,6 +166,7 @@ struct Bf16Plan {
     ws.Kend = k16(Bf16Sizes::kKend), ws.Qg = k16(Bf16Sizes::kQg), ws.P = k16(Bf16Sizes::kP);
     ws.Qe = p16(Bf16Sizes::kQe), ws.R = p16(Bf16Sizes::kR), ws.Vw = p16(Bf16Sizes::kVw);
     ws.dUt = p16(Bf16Sizes::kDUt), ws.dh = p16(Bf16Sizes::kDh);
+    if (problem.plain) ws.U = const_cast<bf16*>(problem.v);  // U = V, read only
     if (segments == 0) return;
     std::vector<int64_t> seg = sizes.segments.seg_chunk;
     seg.insert(seg.end(), sizes.segments.seq_segment.begin(), sizes.segments.seq_segment.end());
@@ -206,10 +212,12 @@ struct Bf16Plan {
 }  // namespace
 
 bool bf16_takes(const ops::DeltaRuleSpec& spec, const ops::DeltaRuleInputs& in,
-                std::initializer_list<const Tensor*> tensors) {
+                std::initializer_list<const Tensor*> tensors, Write write) {
   const int64_t K = in.q.dim(2), V = in.v.dim(2);
-  if (in.q.dtype() != DType::bf16 || !bf16path::takes_kinds(spec.decay, spec.gate) || K > bf16path::kMaxKd ||
-      K % 8 != 0 || V % 8 != 0 || V > bf16path::kMaxV || !aligned16({in.q.raw(), in.k.raw(), in.v.raw()})) {
+  const bool kinds = write == Write::plain ? spec.gate == ops::GateKind::beta && !in.beta.defined()
+                                           : bf16path::takes_kinds(spec.decay, spec.gate);
+  if (in.q.dtype() != DType::bf16 || !kinds || K > bf16path::kMaxKd || K % 8 != 0 || V % 8 != 0 ||
+      V > bf16path::kMaxV || !aligned16({in.q.raw(), in.k.raw(), in.v.raw()})) {
     return false;
   }
   for (const Tensor* t : tensors) {
@@ -219,12 +227,12 @@ bool bf16_takes(const ops::DeltaRuleSpec& spec, const ops::DeltaRuleInputs& in,
 }
 
 size_t bf16_saved_bytes(const ops::DeltaRuleSpec& spec, const SeqLayout& seqs, const ops::DeltaRuleInputs& in) {
-  return carved_bytes(Bf16Sizes(spec, seqs, describe_call(spec, in), false, true).kept);
+  return carved_bytes(Bf16Sizes(spec, seqs, describe_call(spec, in), false, true, Write::delta).kept);
 }
 
 void bf16_forward(const ops::DeltaRuleSpec& spec, const SeqLayout& seqs, const ops::DeltaRuleInputs& in, Tensor o,
-                  Tensor ht, void* saved) {
-  const Bf16Plan plan(spec, seqs, in, false, saved);
+                  Tensor ht, void* saved, Write write) {
+  const Bf16Plan plan(spec, seqs, in, false, saved, write);
   bf16path::intra(plan.problem, plan.ws);
   if (plan.segments == 0) {
     bf16path::state_forward(plan.problem, plan.ws, pointer<const float>(in.h0), pointer<float>(ht), pointer<bf16>(o));
@@ -235,9 +243,10 @@ void bf16_forward(const ops::DeltaRuleSpec& spec, const SeqLayout& seqs, const o
 }
 
 void bf16_backward(const ops::DeltaRuleSpec& spec, const SeqLayout& seqs, const ops::DeltaRuleInputs& in,
-                   const Tensor& d_o, const Tensor& dht, ops::DeltaRuleGrads& grads, const void* saved) {
+                   const Tensor& d_o, const Tensor& dht, ops::DeltaRuleGrads& grads, const void* saved, Write write) {
   // The backward only reads the kept buffers when they come from the forward.
-  const Bf16Plan plan(spec, seqs, in, true, const_cast<void*>(saved));
+  Bf16Plan plan(spec, seqs, in, true, const_cast<void*>(saved), write);
+  if (plan.problem.plain) plan.ws.dUt = pointer<bf16>(grads.dv);  // dv = dŨ
   if (!saved) bf16path::intra(plan.problem, plan.ws);
   const bf16* d_out = pointer<const bf16>(d_o);
   if (plan.segments == 0) {
@@ -252,8 +261,10 @@ void bf16_backward(const ops::DeltaRuleSpec& spec, const SeqLayout& seqs, const 
     bf16path::chain(plan.chain(plan.C, plan.dS_end, pointer<const float>(dht), pointer<float>(grads.dh0)), true);
     bf16path::state_backward(plan.by_segment, plan.ws, d_out, plan.dS_end, nullptr);
   }
+  bf16path::Workspace for_gradients = plan.ws;
+  if (plan.problem.plain) for_gradients.Ut = plan.ws.U;  // Ũ = V
   bf16path::gradients(
-      plan.problem, plan.ws, d_out,
+      plan.problem, for_gradients, d_out,
       {pointer<bf16>(grads.dq), pointer<bf16>(grads.dk), pointer<bf16>(grads.dv), pointer<bf16>(grads.dbeta),
        pointer<bf16>(grads.db), pointer<bf16>(grads.dw), pointer<float>(grads.dg)});
 }

@@ -50,17 +50,24 @@ inline constexpr int kBV = 64;     // value columns of a state block
 inline constexpr int kMaxKd = 256;
 inline constexpr int kMaxV = 512;  // intra holds a chunk's V rows whole
 
-// One call's operands (bf16) as the kernels see them.
+// One call's operands (bf16) as the kernels see them. `plain`: no delta correction, the keys write
+// as they are, S ← γ_L S + (K ⊙ exp(G_L − G))ᵀ V (the gated-linear-attention family,
+// model/mixers/gla/cuda/gla.cu): T = I, W = 0, U = Ũ = V and β = 1 throughout; intra forms only
+// G (and the decay per channel's tiles) and the output's Q' = scale γ ⊙ Q and R = P, the state
+// passes skip the W products, state_backward's dŨ is dv, and gradients skips what flows through
+// T, W and β. With `plain`, gate is GateKind::beta and beta is null.
 struct Problem {
   const bf16 *q, *k, *v;
-  const bf16* beta;   // GateKind::beta: [N, H]
-  const bf16 *b, *w;  // GateKind::erase_write: [N, H, K], [N, H, V]
-  const float* g;     // [N, H] (scalar decay), [N, H, K] (channel), null without decay
+  const bf16* beta;        // GateKind::beta: [N, H]
+  const bf16 *b, *w;       // GateKind::erase_write: [N, H, K], [N, H, V]
+  const float* g;          // [N, H] (scalar decay), [N, H, K] (channel), null without decay
+  int64_t g_token_stride;  // of a scalar decay: H, or 0 for one value per head ([H], RetNet's)
   Chunks chunks;
   int heads, key_dim, value_dim;
   float scale;
   ops::DecayKind decay;
   ops::GateKind gate;
+  bool plain;
 };
 
 // Buffers between the kernels: G [N, H] f32 (scalar decay); T [NC, H, C, C] (row-major, all C × C
@@ -71,6 +78,8 @@ struct Problem {
 // P = scale P [NC, H, C, C] (zero above the diagonal); for GDN-2's forward output Vw = w ⊙ V
 // [N, H, V]. A null pointer is not written: Qe, R and Vw are the forward's output only; Ut, h, Qg
 // and P are written where given (the backward's recomputation, or a forward that saves them).
+// A plain write has no T and W (null: the state passes read W as zeros), U is V itself (read
+// only), Ũ is not stored (gradients reads V in its place) and dŨ is the dv output.
 struct Workspace {
   float *G, *Glast;
   bf16 *T, *W, *U, *Ut, *dUt, *h, *dh, *Qe, *R, *Kend, *Qg, *P, *Vw;

@@ -3,7 +3,10 @@
 // takes (bf16 token operands of DeltaNet, GDN, KDA or GDN-2, K ≤ 256, V ≤ 512, K and V multiples
 // of 8, 16-byte aligned token tensors); bf16_forward and bf16_backward have the contract of
 // cuda::delta_rule_forward and cuda::delta_rule_backward (model/mixers/delta_rule/cuda/delta_rule.h)
-// for those calls.
+// for those calls. The pipeline also runs the plain write of the gated-linear-attention family
+// (Write::plain: S_t = Diag(exp g_t) S_{t−1} + k_t v_tᵀ, o_t = scale · S_tᵀ q_t, no β, b, w;
+// model/mixers/gla/cuda/gla.cu sends it its bf16 calls, spec.gate = beta and grads.dbeta, db, dw
+// undefined).
 #pragma once
 #include <cstddef>
 #include <initializer_list>
@@ -12,16 +15,20 @@
 
 namespace linea::cuda::delta {
 
+// How the keys write into the state: the delta rule's correction, or plainly.
+enum class Write { delta, plain };
+
 // `tensors`: the call's other token tensors (o; or d_o and the gradients), checked for alignment
 // where defined.
 bool bf16_takes(const ops::DeltaRuleSpec& spec, const ops::DeltaRuleInputs& in,
-                std::initializer_list<const Tensor*> tensors);
-// The bytes of what the forward can save for the backward (`saved`: 256-byte aligned device memory
+                std::initializer_list<const Tensor*> tensors, Write write);
+// The bytes of what the forward can save (the delta write) for the backward (`saved`: 256-byte aligned device memory
 // of that size, or null to save nothing and recompute it in the backward).
 size_t bf16_saved_bytes(const ops::DeltaRuleSpec& spec, const SeqLayout& seqs, const ops::DeltaRuleInputs& in);
+// `saved` only with Write::delta.
 void bf16_forward(const ops::DeltaRuleSpec& spec, const SeqLayout& seqs, const ops::DeltaRuleInputs& in, Tensor o,
-                  Tensor ht, void* saved);
+                  Tensor ht, void* saved, Write write);
 void bf16_backward(const ops::DeltaRuleSpec& spec, const SeqLayout& seqs, const ops::DeltaRuleInputs& in,
-                   const Tensor& d_o, const Tensor& dht, ops::DeltaRuleGrads& grads, const void* saved);
+                   const Tensor& d_o, const Tensor& dht, ops::DeltaRuleGrads& grads, const void* saved, Write write);
 
 }  // namespace linea::cuda::delta

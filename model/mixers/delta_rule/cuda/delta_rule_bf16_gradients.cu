@@ -16,6 +16,8 @@
 //                            + β_i Σ_d (k ⊙ (γ dY + dÃ K))_i,
 //      plus γ_L Σ S0 ⊙ dS at the last row; with r_i = Σ_d (k ⊙ exp(G_L − G) ⊙ dK̂)_i,
 //      dg_i = Σ_{s≥i} dG_s + Σ_{s<i} r_s.
+// A plain write (Problem::plain: T = I, W = 0, β = 1, Ũ = V) has no X, Y and A: dv = dŨ is
+// state_backward's, and only dQ̂, dK̂ and dP remain of step 1 (with V for Ũ), dP̃ and δ of step 2.
 // Step 4 is model/mixers/delta_rule/cuda/delta_rule_gradients.cu's dG: each of its terms carries a decay factor
 // (the diagonal pairs of P have none; they add and remove the same amount and are left out, which
 // is why δ and the bracket are kept apart from the sums), so dG stays accurate however small it
@@ -111,17 +113,17 @@ __global__ void __launch_bounds__(kThreads, 1) gradients_kernel(Problem p, Works
   const auto stage_values = [&](int b, int k0, bool first_pass) {
     const ValueTiles<Kt> t = sm.tiles(b & 1);
     const int e0 = b * kBV;
-    if (first_pass) stage_rows(t.v, p.v, s, H, head, V, e0);
+    if (first_pass && !p.plain) stage_rows(t.v, p.v, s, H, head, V, e0);
     stage_rows(t.dO, d_o, s, H, head, V, e0);
     stage_rows(t.Ut, ws.Ut, s, H, head, V, e0);
     stage_rows(t.dUt, ws.dUt, s, H, head, V, e0);
     stage_matrix(t.S0, ws.h + state_at + int64_t{k0} * V, Kt, K - k0, V, V, e0);
     stage_matrix(t.dS, ws.dh + state_at + int64_t{k0} * V, Kt, K - k0, V, V, e0);
   };
-  stage_matrix(sm.T, ws.T + (chunk * H + head) * kC * kC, kC, kC, kC, kC, 0);
+  if (!p.plain) stage_matrix(sm.T, ws.T + (chunk * H + head) * kC * kC, kC, kC, kC, kC, 0);
   if (threadIdx.x < kC) {
     const int i = threadIdx.x;
-    beta[i] = kGated ? 1.0f : i < L ? __bfloat162float(p.beta[(s.first + i) * H + head]) : 0.0f;
+    beta[i] = kGated || p.plain ? 1.0f : i < L ? __bfloat162float(p.beta[(s.first + i) * H + head]) : 0.0f;
     G[i] = kDecay && i < L ? ws.G[(s.first + i) * H + head] : 0.0f;
   }
   // e_ij (j ≤ i < L: exponent ≤ 0) and γ_i.
@@ -157,7 +159,7 @@ __global__ void __launch_bounds__(kThreads, 1) gradients_kernel(Problem p, Works
       __syncthreads();
       if (b + 1 < value_tiles) stage_values(b + 1, k0, first);
       mma::commit_copies();
-      {
+      if (!p.plain) {
         float dX[4][4] = {};
         mma::product<mma::Hold::transposed, mma::Hold::as_is>(dX, sm.T, m0, t.dUt, j0, kC);
 #pragma unroll
@@ -188,7 +190,7 @@ __global__ void __launch_bounds__(kThreads, 1) gradients_kernel(Problem p, Works
         uint32_t ado[4], au[4], adx[4];
         mma::a_mk(ado, t.dO, m0, k);
         mma::a_mk(au, t.Ut, m0, k);
-        mma::a_mk(adx, sm.dX, m0, k);
+        if (!p.plain) mma::a_mk(adx, sm.dX, m0, k);
 #pragma unroll
         for (int j = 0; j < kN; j += 2) {
           uint32_t bs0[2][2], bds[2][2];
@@ -197,7 +199,7 @@ __global__ void __launch_bounds__(kThreads, 1) gradients_kernel(Problem p, Works
 #pragma unroll
           for (int h = 0; h < 2; ++h) {
             mma::mma(dQ[j + h], ado, bs0[h]);
-            mma::mma(dY[j + h], adx, bs0[h]);
+            if (!p.plain) mma::mma(dY[j + h], adx, bs0[h]);
             mma::mma(dK[j + h], au, bds[h]);
           }
         }
@@ -209,7 +211,7 @@ __global__ void __launch_bounds__(kThreads, 1) gradients_kernel(Problem p, Works
 #pragma unroll
             for (int h = 0; h < 2; ++h) {
               mma::mma(dP[j + h], ado, bu[h]);
-              mma::mma(dA[j + h], adx, bu[h]);
+              if (!p.plain) mma::mma(dA[j + h], adx, bu[h]);
             }
           }
         }
@@ -291,8 +293,10 @@ __global__ void __launch_bounds__(kThreads, 1) gradients_kernel(Problem p, Works
 #pragma unroll
           for (int h = 0; h < 2; ++h) {
             mma::mma(dQ[j + h], ap, bk[h]);
-            mma::mma(dek[j + h], aa, bk[h]);
-            mma::mma(col[j + h], aab, bk[h]);
+            if (!p.plain) {
+              mma::mma(dek[j + h], aa, bk[h]);
+              mma::mma(col[j + h], aab, bk[h]);
+            }
             mma::mma(col[j + h], apt, bq[h]);
           }
         }
@@ -319,7 +323,7 @@ __global__ void __launch_bounds__(kThreads, 1) gradients_kernel(Problem p, Works
       const int block = warp_index() & 3;
       __syncthreads();  // G, dÃ, dÃβ and dP̃
       channel::fill_row_reach<Kt>(reach_k, dt, [&](int j, int d) { return entry(sm.K, j, d); });
-      channel::fill_column_reach<Kt>(reach_x, dt, x_entry);
+      if (!p.plain) channel::fill_column_reach<Kt>(reach_x, dt, x_entry);
       channel::fill_column_reach<Kt>(reach_q, dt, [&](int m, int d) { return entry(sm.Q, m, d); });
       float r_e[kN][4], db_e[kN][4];
 #pragma unroll
@@ -339,10 +343,12 @@ __global__ void __launch_bounds__(kThreads, 1) gradients_kernel(Problem p, Works
       float prow[kN][4] = {}, col[kN][4] = {};  // Σ_{j<i} dP̃_ij k_j e_ij; the column sums of dÃ and dP̃
       const Tile<Kt> rows_k = channel::row_reach<Kt>(reach_k, block);
       const int rows = channel::kBlock * (block + 1), from = channel::kBlock * block;
-      mma::product<mma::Hold::as_is, mma::Hold::as_is>(dek, sm.dA, m0, rows_k, c0, rows);
+      if (!p.plain) {
+        mma::product<mma::Hold::as_is, mma::Hold::as_is>(dek, sm.dA, m0, rows_k, c0, rows);
+        mma::product<mma::Hold::transposed, mma::Hold::as_is>(
+            col, kGated ? sm.dA : sm.dAb, m0, channel::column_reach<Kt>(reach_x, block), c0, kC - from, from);
+      }
       mma::product<mma::Hold::as_is, mma::Hold::as_is>(prow, sm.dP, m0, rows_k, c0, rows);
-      mma::product<mma::Hold::transposed, mma::Hold::as_is>(
-          col, kGated ? sm.dA : sm.dAb, m0, channel::column_reach<Kt>(reach_x, block), c0, kC - from, from);
       mma::product<mma::Hold::transposed, mma::Hold::as_is>(col, sm.dP, m0, channel::column_reach<Kt>(reach_q, block),
                                                             c0, kC - from, from);
       __syncthreads();  // the reach operands are read: dG and r go over them
@@ -423,7 +429,7 @@ __global__ void __launch_bounds__(kThreads, 1) gradients_kernel(Problem p, Works
     const int i = threadIdx.x;
     const auto total = [&](int q) { return sums[q][0][i] + sums[q][1][i]; };
     const float dbA_i = total(kDbA);
-    if (!kGated && i < L) out.dbeta[(s.first + i) * H + head] = __float2bfloat16_rn(dbA_i + total(kDbV));
+    if (!kGated && !p.plain && i < L) out.dbeta[(s.first + i) * H + head] = __float2bfloat16_rn(dbA_i + total(kDbV));
     if constexpr (kDecay) {
       float dG_i = total(kDG) + beta[i] * dbA_i;
       if (i == L - 1) {
@@ -437,7 +443,7 @@ __global__ void __launch_bounds__(kThreads, 1) gradients_kernel(Problem p, Works
   }
   if constexpr (kDecay) {
     __syncthreads();
-    if (threadIdx.x < L) {
+    if (threadIdx.x < L && out.dg) {
       const int i = threadIdx.x;
       float dg = 0.0f;
       for (int q = 0; q < i; ++q) dg += r_rows[q];

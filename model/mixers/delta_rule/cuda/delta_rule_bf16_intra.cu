@@ -11,6 +11,8 @@
 // the difference before any rounding to bf16, so O keeps bf16 accuracy there. Every bf16 operand
 // computed here in f32 (T diag(βγ), T diag(β), W, P) enters these products as a pair hi + lo
 // (hi = bf16(x), lo = bf16(x − hi)): X Y ≈ Xhi Yhi + Xlo Yhi + Xhi Ylo, 16 bits of mantissa.
+// A plain write (Problem::plain: T = I, W = 0, U = V) forms G and, for the output, Q' = scale γ ⊙ Q
+// and R = P only; it reads K, g (and Q).
 // Tiles: K [64, Kd] and V [64, 64] per 64 value columns (bf16, loaded once by cp.async), later W
 // hi and lo over them; Q; A and T [64][65] f32, later P hi and lo over them; T diag(βγ) and
 // T diag(β), hi and lo. Bytes per chunk and head: reads K, V, β, g (and Q); writes G, T (8 KB), W, U
@@ -77,10 +79,12 @@ __global__ void __launch_bounds__(kThreads) intra_kernel(Problem p, Workspace ws
   __shared__ float G[kC], beta[kC];
 
   stage_rows(Ks, p.k, s, H, head, K, 0);
-  for (int b = 0; b < value_blocks; ++b) stage_rows(Tile<kBV>{values + b * kC * kBV}, p.v, s, H, head, V, b * kBV);
+  if (!p.plain) {
+    for (int b = 0; b < value_blocks; ++b) stage_rows(Tile<kBV>{values + b * kC * kBV}, p.v, s, H, head, V, b * kBV);
+  }
   if constexpr (kOutput) stage_rows(Qs, p.q, s, H, head, K, 0);
   mma::commit_copies();
-  if (threadIdx.x < kC) {
+  if (threadIdx.x < kC && !p.plain) {
     const int i = threadIdx.x;
     beta[i] = i < L ? __bfloat162float(p.beta[(s.first + i) * H + head]) : 0.0f;
   }
@@ -88,8 +92,8 @@ __global__ void __launch_bounds__(kThreads) intra_kernel(Problem p, Workspace ws
     // G by a warp scan: lane l sums rows 2l and 2l + 1, then the lanes' inclusive prefix sums.
     if (warp_index() == 0) {
       const int l = mma::lane_id(), i = 2 * l;
-      const float g0 = i < L ? p.g[(s.first + i) * H + head] : 0.0f;
-      const float g1 = i + 1 < L ? p.g[(s.first + i + 1) * H + head] : 0.0f;
+      const float g0 = i < L ? p.g[(s.first + i) * p.g_token_stride + head] : 0.0f;
+      const float g1 = i + 1 < L ? p.g[(s.first + i + 1) * p.g_token_stride + head] : 0.0f;
       float sum = g0 + g1;
 #pragma unroll
       for (int o = 1; o < 32; o <<= 1) {
@@ -107,9 +111,35 @@ __global__ void __launch_bounds__(kThreads) intra_kernel(Problem p, Workspace ws
   // e_ij for j ≤ i < L (exponent ≤ 0), γ_j.
   const auto pair_decay = [&](int i, int j) { return kDecay ? expf(G[i] - G[j]) : 1.0f; };
   const auto gamma = [&](int j) { return kDecay ? expf(G[j]) : 1.0f; };
+  const int m0 = warp_row0(), half = warp_half();
+  // P_ij = scale e_ij (Q Kᵀ)_ij (j ≤ i < L, else 0) from the warp's entries of Q Kᵀ.
+  const auto scaled_pair = [&](int i, int j, float x) {
+    return j <= i && i < L ? p.scale * x * pair_decay(i, j) : 0.0f;
+  };
+
+  if (p.plain) {  // T = I, W = 0, U = V: the output's Q' = scale γ ⊙ Q and R = P alone
+    if constexpr (kOutput) {
+      float pk[4][4] = {};
+      mma::product<mma::Hold::as_is, mma::Hold::transposed>(pk, Qs, m0, Ks, 32 * half, Kd);
+      bf16* const R_out = ws.R + (chunk * H + head) * kC * kC;
+#pragma unroll
+      for (int n = 0; n < 4; ++n) {
+        mma::for_pairs(pk[n], m0, 32 * half + 8 * n, [&](int i, int j, float x0, float x1) {
+          *reinterpret_cast<uint32_t*>(R_out + i * kC + j) =
+              mma::pack(scaled_pair(i, j, x0), scaled_pair(i, j + 1, x1));
+        });
+      }
+      for (int q = threadIdx.x; q < L * (K / 2); q += blockDim.x) {
+        const int i = q / (K / 2), d = 2 * (q % (K / 2));
+        const float2 x = get(Qs, i, d);
+        const float f = p.scale * gamma(i);
+        put_global(ws.Qe, (s.first + i) * H + head, K, d, f * x.x, f * x.y);
+      }
+    }
+    return;
+  }
 
   // A: warp (rows 16 (w % 4).., columns 32 (w / 4)..) of K Kᵀ.
-  const int m0 = warp_row0(), half = warp_half();
   {
     float kk[4][4] = {};
     mma::product<mma::Hold::as_is, mma::Hold::transposed>(kk, Ks, m0, Ks, 32 * half, Kd);
@@ -173,8 +203,7 @@ __global__ void __launch_bounds__(kThreads) intra_kernel(Problem p, Workspace ws
 #pragma unroll
     for (int n = 0; n < 4; ++n) {
       mma::for_pairs(pk[n], m0, 32 * half + 8 * n, [&](int i, int j, float x0, float x1) {
-        const auto entry = [&](int jj, float x) { return jj <= i && i < L ? p.scale * x * pair_decay(i, jj) : 0.0f; };
-        put_split(P_hi, P_lo, i, j, entry(j, x0), entry(j + 1, x1));
+        put_split(P_hi, P_lo, i, j, scaled_pair(i, j, x0), scaled_pair(i, j + 1, x1));
       });
     }
     __syncthreads();
@@ -281,17 +310,17 @@ __global__ void __launch_bounds__(kThreads) intra_channel_kernel(Problem p, Work
   };
   if (threadIdx.x < kC) {
     const int i = threadIdx.x;
-    beta[i] = kGated ? 1.0f : i < L ? __bfloat162float(p.beta[(s.first + i) * H + head]) : 0.0f;
+    beta[i] = kGated || p.plain ? 1.0f : i < L ? __bfloat162float(p.beta[(s.first + i) * H + head]) : 0.0f;
   }
 
-  // A and P over the passes: warp entries rows 16 block.., columns 32 half.. .
+  // A (not for a plain write) and P over the passes: warp entries rows 16 block.., columns 32 half.. .
   float kk[4][4] = {}, pk[4][4] = {};
   for (int pass = 0; pass < passes; ++pass) {
     const int k0 = pass * Kt;
     if (pass > 0) __syncthreads();  // the previous pass's operands are read
     stage_rows(sm.K, p.k, s, H, head, K, k0);
     stage_rows(sm.Q, p.q, s, H, head, K, k0);
-    if (pass == 0) {
+    if (pass == 0 && !p.plain) {
       stage_values(0);
       if (value_blocks > 1) stage_values(1);
     }
@@ -335,37 +364,49 @@ __global__ void __launch_bounds__(kThreads) intra_channel_kernel(Problem p, Work
     for (int jp = 0; jp < 2; ++jp) {
       const int J = 2 * half + jp;  // the 16 columns 16 J..; only J ≤ block has pairs j ≤ i
       if (J > block) break;
-      mma::product<mma::Hold::as_is, mma::Hold::transposed>(reinterpret_cast<float(&)[2][4]>(kk[2 * jp]), sm.K, m0,
-                                                            reach_rows, 16 * J, Kt);
+      if (!p.plain) {
+        mma::product<mma::Hold::as_is, mma::Hold::transposed>(reinterpret_cast<float(&)[2][4]>(kk[2 * jp]), sm.K, m0,
+                                                              reach_rows, 16 * J, Kt);
+      }
       mma::product<mma::Hold::as_is, mma::Hold::transposed>(reinterpret_cast<float(&)[2][4]>(pk[2 * jp]), sm.Q, m0,
                                                             reach_rows, 16 * J, Kt);
     }
   }
   __syncthreads();  // the reach operands are read: A and T go over them
+  if (!p.plain) {
 #pragma unroll
-  for (int n = 0; n < 4; ++n) {
-    mma::for_pairs(kk[n], m0, 32 * half + 8 * n, [&](int i, int j, float x0, float x1) {
-      A[i][j] = j < i && i < L ? x0 * beta[i] : 0.0f;
-      A[i][j + 1] = j + 1 < i && i < L ? x1 * beta[i] : 0.0f;
-    });
-  }
-  __syncthreads();
-  invert_unit_lower<kPitch>(A, T);
+    for (int n = 0; n < 4; ++n) {
+      mma::for_pairs(kk[n], m0, 32 * half + 8 * n, [&](int i, int j, float x0, float x1) {
+        A[i][j] = j < i && i < L ? x0 * beta[i] : 0.0f;
+        A[i][j + 1] = j + 1 < i && i < L ? x1 * beta[i] : 0.0f;
+      });
+    }
+    __syncthreads();
+    invert_unit_lower<kPitch>(A, T);
 
-  // T (stored), T' = T diag(β) (or T) as an operand pair; P (scaled, j ≤ i) as an operand pair for
-  // the output, and stored for the backward where ws.P is given.
-  bf16* const T_out = ws.T + (chunk * H + head) * kC * kC;
-  for (int q = threadIdx.x; q < kC * kC / 2; q += blockDim.x) {
-    const int i = q / (kC / 2), j = 2 * (q % (kC / 2));
-    const float t0 = T[i][j], t1 = T[i][j + 1];
-    *reinterpret_cast<uint32_t*>(T_out + i * kC + j) = mma::pack(t0, t1);
-    put_split(sm.Tu_hi, sm.Tu_lo, i, j, t0 * beta[j], t1 * beta[j + 1]);
+    // T (stored), T' = T diag(β) (or T) as an operand pair.
+    bf16* const T_out = ws.T + (chunk * H + head) * kC * kC;
+    for (int q = threadIdx.x; q < kC * kC / 2; q += blockDim.x) {
+      const int i = q / (kC / 2), j = 2 * (q % (kC / 2));
+      const float t0 = T[i][j], t1 = T[i][j + 1];
+      *reinterpret_cast<uint32_t*>(T_out + i * kC + j) = mma::pack(t0, t1);
+      put_split(sm.Tu_hi, sm.Tu_lo, i, j, t0 * beta[j], t1 * beta[j + 1]);
+    }
   }
+  // P (scaled, j ≤ i): stored for the backward where ws.P is given; for the output, as an operand
+  // pair (or R = P itself, for a plain write).
+  bf16* const R_out = kOutput ? ws.R + (chunk * H + head) * kC * kC : nullptr;
 #pragma unroll
   for (int n = 0; n < 4; ++n) {
     mma::for_pairs(pk[n], m0, 32 * half + 8 * n, [&](int i, int j, float x0, float x1) {
       const float e0 = j <= i && i < L ? p.scale * x0 : 0.0f, e1 = j + 1 <= i && i < L ? p.scale * x1 : 0.0f;
-      if constexpr (kOutput) put_split(sm.P_hi, sm.P_lo, i, j, e0, e1);
+      if constexpr (kOutput) {
+        if (p.plain) {
+          *reinterpret_cast<uint32_t*>(R_out + i * kC + j) = mma::pack(e0, e1);
+        } else {
+          put_split(sm.P_hi, sm.P_lo, i, j, e0, e1);
+        }
+      }
       if (ws.P) *reinterpret_cast<uint32_t*>(ws.P + (chunk * H + head) * kC * kC + i * kC + j) = mma::pack(e0, e1);
     });
   }
@@ -385,15 +426,17 @@ __global__ void __launch_bounds__(kThreads) intra_channel_kernel(Problem p, Work
     for (int q = threadIdx.x; q < kC * Kt / 2; q += blockDim.x) {
       const int i = q / (Kt / 2), d = 2 * (q % (Kt / 2));
       const float g0 = expf(dt.at(i, d)), g1 = expf(dt.at(i, d + 1));
-      put_split(Y_hi, Y_lo, i, d, x_entry(i, d, k0) * g0, x_entry(i, d + 1, k0) * g1);
+      if (!p.plain) put_split(Y_hi, Y_lo, i, d, x_entry(i, d, k0) * g0, x_entry(i, d + 1, k0) * g1);
       if (i < L && k0 + d < K) {
         const float2 k = get(sm.K, i, d), qv = get(sm.Q, i, d);
         const int64_t row = (s.first + i) * H + head;
         put_global(ws.Kend, row, K, k0 + d, k.x * expf(dt.at(kC - 1, d) - dt.at(i, d)),
                    k.y * expf(dt.at(kC - 1, d + 1) - dt.at(i, d + 1)));
         if (ws.Qg) put_global(ws.Qg, row, K, k0 + d, p.scale * g0 * qv.x, p.scale * g1 * qv.y);
+        if (kOutput && p.plain) put_global(ws.Qe, row, K, k0 + d, p.scale * g0 * qv.x, p.scale * g1 * qv.y);
       }
     }
+    if (p.plain) continue;  // no W: Q' = scale Q ⊙ γ
     __syncthreads();
     float w[kN][4] = {};
     split_product(w, sm.Tu_hi, sm.Tu_lo, m0, Y_hi, Y_lo, c0, kC);
@@ -425,6 +468,8 @@ __global__ void __launch_bounds__(kThreads) intra_channel_kernel(Problem p, Work
       }
     }
   }
+
+  if (p.plain) return;  // U = V, R = P
 
   // U = T' V' by blocks of 64 value columns (blocks 0 and 1 came with the first K; block b + 2
   // loads into b's buffer once b is done).

@@ -16,6 +16,7 @@
 //   B: dŨ = exp(G_L − G) ⊙ (K dS) + (scale e ⊙ Pᵀ) dO   (stored; −dŨ kept in shared memory)
 //   C: dS ← γ_L dS + Qᵀ (scale γ ⊙ dO) + Wᵀ (−dŨ)
 //   at the sequence start: dh0 = dS.
+// A plain write (Problem::plain) has W = 0: the W products are skipped, Ũ = U = V.
 // A decay per channel (γ_L a vector: the state's rows decay each by its own) reads what intra
 // stored: K ⊙ exp(G_L − G) for K (and no exp(G_L − G) on Ũ or dŨ), G_L; backward also scale Q ⊙ γ
 // for Q (dO as it is) and scale P instead of forming it from K Qᵀ.
@@ -160,7 +161,7 @@ __global__ void __launch_bounds__(kThreads, Kd <= 128 ? 2 : 1)
   copy_state<Kd>(S, sm.S);
   const auto stage = [&](int64_t c, int kb) {
     const Span s = chunk_span(p.chunks, c);
-    stage_rows(sm.W, ws.W, s, H, head, K, 0);
+    if (!p.plain) stage_rows(sm.W, ws.W, s, H, head, K, 0);
     stage_rows(sm.K(kb), kChannel ? ws.Kend : p.k, s, H, head, K, 0);
     stage_rows(sm.U, ws.U, s, H, head, V, e0);
     if constexpr (kOutput) {
@@ -186,14 +187,16 @@ __global__ void __launch_bounds__(kThreads, Kd <= 128 ? 2 : 1)
 #pragma unroll 2
     for (int k = 0; k < Kd; k += 16) {
       uint32_t aw[4], aq[4];
-      mma::a_mk(aw, sm.W, m0, k);
+      if (!p.plain) mma::a_mk(aw, sm.W, m0, k);
       if constexpr (kOutput) mma::a_mk(aq, sm.Qe, m0, k);
 #pragma unroll
       for (int j = 0; j < 4; j += 2) {
         uint32_t bs[2][2];
         mma::b_kn(bs, sm.S, k, n0 + 8 * j);
-        mma::mma(ws_[j], aw, bs[0]);
-        mma::mma(ws_[j + 1], aw, bs[1]);
+        if (!p.plain) {
+          mma::mma(ws_[j], aw, bs[0]);
+          mma::mma(ws_[j + 1], aw, bs[1]);
+        }
         if constexpr (kOutput) {
           mma::mma(o_[j], aq, bs[0]);
           mma::mma(o_[j + 1], aq, bs[1]);
@@ -288,7 +291,7 @@ __global__ void __launch_bounds__(kThreads, Kd <= 128 ? 2 : 1)
     const int L = s.len;
     mma::wait_copies<0>();
     __syncthreads();
-    stage_rows(sm.W, ws.W, s, H, head, K, 0);  // for C, landing during A and B
+    if (!p.plain) stage_rows(sm.W, ws.W, s, H, head, K, 0);  // for C, landing during A and B
     mma::commit_copies();
     if (ws.dh) store_matrix(ws.dh + (c * H + head) * static_cast<int64_t>(K) * V, sm.dS, Kd, K, V, V, e0);
     // scale γ ⊙ dO (a decay per channel: dO, scale γ is on Q), 8 entries a thread at a time.
@@ -372,7 +375,7 @@ __global__ void __launch_bounds__(kThreads, Kd <= 128 ? 2 : 1)
     }
     if constexpr (kChannel) scale_rows<Kd>(dS, decay_rows);
     add_transposed_product<Kd>(dS, sm.Q(qb), sm.dO_g);
-    add_transposed_product<Kd>(dS, sm.W, sm.dUt_neg);
+    if (!p.plain) add_transposed_product<Kd>(dS, sm.W, sm.dUt_neg);
     copy_state<Kd>(dS, sm.dS);
   }
   if (dh0) save_state<Kd>(dS, state_of(dh0, blk, p), K, V, e0);
