@@ -112,18 +112,24 @@ void bench_ops(const ModelShape& m, DType dt, int iterations, Rng& rng) {
     const double bw = mean_ms(iterations, [&] { ops::rmsnorm_backward(dx, dw, dy, x, w, rstd); });
     line("rmsnorm", f, bw, {{"forward_gbs", gbs(2 * row, f)}, {"backward_gbs", gbs(3 * row, bw)}});
   }
-  {  // the output norm of a GDN layer: value width, per-head, silu gate
+  // The output norm of a GDN layer: value width, per-head, silu gate; at the model's head width d_v
+  // and at 128 (several heads per warp).
+  for (const int64_t head_width : {m.dv, int64_t{128}}) {
     const double bytes = n * value * e;
+    const int64_t heads = value / head_width;
     Tensor o = random_device({n, value}, dt, rng), z = random_device({n, value}, dt, rng);
-    Tensor dout = random_device({n, value}, dt, rng), w = random_device({m.dv}, dt, rng, 0.5, 1.5);
-    Tensor out = empty({n, value}), rstd = stats({n, m.heads}), d_o = empty({n, value}), dz = empty({n, value});
-    Tensor dw = zeros({m.dv});
+    Tensor dout = random_device({n, value}, dt, rng), w = random_device({head_width}, dt, rng, 0.5, 1.5);
+    Tensor out = empty({n, value}), rstd = stats({n, heads}), d_o = empty({n, value}), dz = empty({n, value});
+    Tensor dw = zeros({head_width});
     const auto act = ops::GateActivation::silu;
-    const double f = mean_ms(iterations, [&] { ops::gated_rmsnorm_forward(out, rstd, o, z, w, m.heads, act, 1e-6); });
+    const double f = mean_ms(iterations, [&] { ops::gated_rmsnorm_forward(out, rstd, o, z, w, heads, act, 1e-6); });
     const double bw =
-        mean_ms(iterations, [&] { ops::gated_rmsnorm_backward(d_o, dz, dw, dout, o, z, w, rstd, m.heads, act); });
+        mean_ms(iterations, [&] { ops::gated_rmsnorm_backward(d_o, dz, dw, dout, o, z, w, rstd, heads, act); });
     line("gated_rmsnorm_silu", f, bw,
-         {{"width", value}, {"forward_gbs", gbs(3 * bytes, f)}, {"backward_gbs", gbs(5 * bytes, bw)}});
+         {{"width", value},
+          {"head_width", head_width},
+          {"forward_gbs", gbs(3 * bytes, f)},
+          {"backward_gbs", gbs(5 * bytes, bw)}});
   }
   {  // q/k normalisation
     const double bytes = n * key * e;

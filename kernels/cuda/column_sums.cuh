@@ -2,12 +2,14 @@
 //
 // f is a functor `__device__ float operator()(int64_t r, int64_t j) const` (a row-major matrix
 // that is never stored); `at` maps a column to its place in out (the identity by default), so that
-// columns can be ordered for coalesced reads whatever out's layout. The rows are cut into fixed blocks of
-// kColumnSumRows, independent of the launch: one thread per (block b, column j) sums f over b's rows in row order into
-// partials[b · width + j]; then one thread per column adds Σ_b partials[b · width + j], in block
-// order, to out[at(j)]. No atomics: the result is the same bit for bit on every run.
-// add_group_sums then folds such per-column sums into groups of neighbouring columns (per-head
-// parameter gradients): out[h] += Σ_{k of group h} sums[k], one thread per group, in column order.
+// columns can be ordered for coalesced reads whatever out's layout. The rows are cut into fixed
+// blocks of kColumnSumRows, independent of the launch: one thread per (block b, column j) sums f
+// over b's rows in row order into partials[b · width + j]; then add_partials adds
+// Σ_b partials[b · width + j] to out[at(j)] in a fixed order (kPartialSlices slices of the blocks,
+// each in block order, then the slices in order). No atomics: the result is the same bit for bit
+// on every run. add_group_sums then folds such per-column sums into groups of neighbouring columns
+// (per-head parameter gradients): out[h] += Σ_{k of group h} sums[k], one thread per group, in
+// column order.
 #pragma once
 #include <cstdint>
 
@@ -37,14 +39,27 @@ __global__ void column_partials_kernel(float* partials, int64_t rows, int64_t wi
   }
 }
 
+// The second pass: a block of kPartialColumns columns × kPartialSlices slices; slice k of column j
+// sums the blocks k, k + kPartialSlices, … in order, then the slices are added in order.
+inline constexpr int kPartialColumns = 32, kPartialSlices = 32;
+
 template <class Out, class At>
-__global__ void add_partials_kernel(Out* out, const float* partials, int64_t blocks, int64_t width, At at) {
-  const int64_t j = int64_t{blockIdx.x} * blockDim.x + threadIdx.x;
-  if (j >= width) return;
+__global__ void __launch_bounds__(kPartialColumns* kPartialSlices)
+    add_partials_kernel(Out* out, const float* partials, int64_t blocks, int64_t width, At at) {
+  __shared__ float slices[kPartialSlices][kPartialColumns + 1];
+  const int64_t j = int64_t{blockIdx.x} * kPartialColumns + threadIdx.x;
   float sum = 0.0f;
-  for (int64_t b = 0; b < blocks; ++b) sum += partials[b * width + j];
+  if (j < width) {
+#pragma unroll 8
+    for (int64_t b = threadIdx.y; b < blocks; b += kPartialSlices) sum += partials[b * width + j];
+  }
+  slices[threadIdx.y][threadIdx.x] = sum;
+  __syncthreads();
+  if (threadIdx.y != 0 || j >= width) return;
+  float total = 0.0f;
+  for (int k = 0; k < kPartialSlices; ++k) total += slices[k][threadIdx.x];
   Out& cell = out[at(j)];
-  cell = from_float<Out>(to_float(cell) + sum);
+  cell = from_float<Out>(to_float(cell) + total);
 }
 
 struct SameColumn {
@@ -52,11 +67,12 @@ struct SameColumn {
 };
 
 // The second pass alone, for kernels that write their own block partials: out[at(j)] +=
-// Σ_{b<blocks} partials[b · width + j], in block order.
+// Σ_{b<blocks} partials[b · width + j], in a fixed order (add_partials_kernel's).
 template <class Out, class At = SameColumn>
 void add_partials(Out* out, const float* partials, int64_t blocks, int64_t width, const At& at = At{}) {
-  add_partials_kernel<<<static_cast<unsigned>(ceil_div(width, kThreadsPerBlock)), kThreadsPerBlock>>>(
-      out, partials, blocks, width, at);
+  if (width == 0) return;
+  add_partials_kernel<<<static_cast<unsigned>(ceil_div(width, kPartialColumns)),
+                        dim3(kPartialColumns, kPartialSlices)>>>(out, partials, blocks, width, at);
   check_launch("add_partials_kernel");
 }
 

@@ -12,7 +12,7 @@
 // registers: every x, dout row is read once (plus W−1 rows of overlap at the run's ends) and dpre
 // lives only in registers. A block is 32 channel groups × 8 runs (a warp reads 32·V neighbouring
 // channels of one token); backward, the block adds its 8 runs' dweight and dbias sums in a fixed
-// order into one row of partials per token block, which add_partials_kernel then adds in block
+// order into one row of partials per token block, which add_partials then adds in a fixed
 // order: the parameter gradients are the same bit for bit on every run. V = 4 when C is a multiple
 // of 4 and the tensors are 16-byte aligned, else 1; W ≤ kShortConvMaxWidth (checked by ops::).
 #include <initializer_list>

@@ -1,6 +1,11 @@
 // CUDA normalisations against the CPU reference (f64 on the same inputs), in f32 and bf16: RMSNorm,
 // per-head L2 norm and the gated per-head RMSNorm (none, silu, sigmoid), forward and backward, with
-// dweight accumulated onto a nonzero start, rstd kept in f32, and a repeatable dweight.
+// dweight accumulated onto a nonzero start and rstd kept in f32. The gated norm's shapes cover
+// every path of kernels/cuda/gated_rmsnorm.cu: several groups per warp (widths 5, 8, 64, 128), one
+// group per warp in registers (33, 100, 256, 512, 1024, 2048), groups read twice (301, 2056, 3000,
+// 4096), 16-byte packs and single channels (odd widths), group counts that leave the last block
+// short and blocks of several steps (4099 × 256, 8201 × 2 × 64). Also: d_o or dz aliasing dout
+// gives the same bits as separate outputs, and dweight is the same bit for bit on a second run.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -12,13 +17,13 @@
 namespace linea {
 namespace {
 
+using ops::GateActivation;
 using testing::assert_close;
 using testing::kStatistics;
 using testing::random_values;
 using testing::to_device;
 using testing::to_host;
 using testing::tolerance;
-using ops::GateActivation;
 
 class GpuNorm : public testing::GpuDtypeTest {};
 
@@ -26,7 +31,8 @@ TEST_P(GpuNorm, RmsNorm) {
   const DType dt = GetParam();
   Rng rng(1);
   const double eps = 1e-6;
-  for (auto [n, d] : std::vector<std::pair<int64_t, int64_t>>{{1, 4}, {5, 33}, {130, 256}, {300, 1024}}) {
+  for (auto [n, d] :
+       std::vector<std::pair<int64_t, int64_t>>{{1, 4}, {5, 33}, {130, 256}, {300, 1024}, {20, 2048}, {9, 4096}}) {
     const Tensor x = random_values({n, d}, dt, rng, -2, 2), w = random_values({d}, dt, rng, 0.5, 1.5);
     const Tensor dout = random_values({n, d}, dt, rng), dw0 = random_values({d}, dt, rng);
     Tensor out = Tensor::empty({n, d}, DType::f64), rstd = Tensor::empty({n}, DType::f64);
@@ -72,55 +78,111 @@ TEST_P(GpuNorm, L2Norm) {
   }
 }
 
+struct GatedCase {
+  int64_t n, heads, dv;
+};
+
+// The gated norm's inputs, and its device outputs for them.
+struct GatedRun {
+  Tensor o, z, dout, w, dw0;
+  Tensor out, rstd, d_o, dz, dw;
+};
+
+// Where the device backward writes: into separate tensors, or d_o or dz into dout's storage.
+enum class Alias { none, d_o, dz };
+
+GatedRun gated_inputs(const GatedCase& c, DType dt, Rng& rng) {
+  const Shape s{c.n, c.heads * c.dv};
+  GatedRun r;
+  r.o = random_values(s, dt, rng), r.z = random_values(s, dt, rng, -3, 3), r.dout = random_values(s, dt, rng);
+  r.w = random_values({c.dv}, dt, rng, 0.5, 1.5), r.dw0 = random_values({c.dv}, dt, rng);
+  return r;
+}
+
+// Runs the device forward and backward on r's inputs into r's outputs (as f64 on the host).
+void run_gated_device(GatedRun& r, const GatedCase& c, DType dt, GateActivation act, Alias alias) {
+  const Shape s = r.o.shape();
+  Tensor go = to_device(r.o, dt), gz = to_device(r.z, dt), gw = to_device(r.w, dt), gdw = to_device(r.dw0, dt);
+  Tensor gout = Tensor::empty(s, dt, Device::cuda), grstd = Tensor::empty({c.n, c.heads}, kStatistics, Device::cuda);
+  Tensor gdout = to_device(r.dout, dt);
+  Tensor gdo = alias == Alias::d_o ? gdout : Tensor::empty(s, dt, Device::cuda);
+  Tensor gdz = alias == Alias::dz ? gdout : Tensor::empty(s, dt, Device::cuda);
+  ops::gated_rmsnorm_forward(gout, grstd, go, gz, gw, c.heads, act, 1e-5);
+  ops::gated_rmsnorm_backward(gdo, gdz, gdw, gdout, go, gz, gw, grstd, c.heads, act);
+  r.out = to_host(gout), r.rstd = to_host(grstd), r.d_o = to_host(gdo), r.dz = to_host(gdz), r.dw = to_host(gdw);
+}
+
+bool same_bits(const Tensor& a, const Tensor& b) {
+  return a.nbytes() == b.nbytes() && std::memcmp(a.raw(), b.raw(), a.nbytes()) == 0;
+}
+
 TEST_P(GpuNorm, GatedRmsNorm) {
   const DType dt = GetParam();
   Rng rng(3);
-  struct Case {
-    int64_t n, heads, dv;
-  };
+  const std::vector<GatedCase> cases = {{1, 1, 5},     {9, 2, 64},    {150, 4, 128},  {37, 3, 8},
+                                        {33, 2, 33},   {40, 2, 100},  {61, 3, 256},   {45, 1, 512},
+                                        {11, 1, 1024}, {13, 2, 2048}, {6, 1, 301},    {7, 2, 2056},
+                                        {5, 1, 3000},  {3, 2, 4096},  {4099, 1, 256}, {8201, 2, 64}};
   for (GateActivation act : {GateActivation::none, GateActivation::silu, GateActivation::sigmoid}) {
-    for (const Case c : {Case{1, 1, 5}, Case{9, 2, 64}, Case{150, 4, 128}}) {
-      const Shape s{c.n, c.heads * c.dv};
-      const Tensor o = random_values(s, dt, rng), z = random_values(s, dt, rng, -3, 3),
-                   dout = random_values(s, dt, rng);
-      const Tensor w = random_values({c.dv}, dt, rng, 0.5, 1.5), dw0 = random_values({c.dv}, dt, rng);
+    for (const GatedCase& c : cases) {
+      SCOPED_TRACE("n " + std::to_string(c.n) + " heads " + std::to_string(c.heads) + " dv " + std::to_string(c.dv) +
+                   " act " + std::to_string(static_cast<int>(act)));
+      GatedRun r = gated_inputs(c, dt, rng);
+      const Shape s = r.o.shape();
       Tensor out = Tensor::empty(s, DType::f64), rstd = Tensor::empty({c.n, c.heads}, DType::f64);
-      Tensor d_o = Tensor::empty(s, DType::f64), dz = Tensor::empty(s, DType::f64), dw = dw0.clone();
-      ops::gated_rmsnorm_forward(out, rstd, o, z, w, c.heads, act, 1e-5);
-      ops::gated_rmsnorm_backward(d_o, dz, dw, dout, o, z, w, rstd, c.heads, act);
+      Tensor d_o = Tensor::empty(s, DType::f64), dz = Tensor::empty(s, DType::f64), dw = r.dw0.clone();
+      ops::gated_rmsnorm_forward(out, rstd, r.o, r.z, r.w, c.heads, act, 1e-5);
+      ops::gated_rmsnorm_backward(d_o, dz, dw, r.dout, r.o, r.z, r.w, rstd, c.heads, act);
 
-      Tensor go = to_device(o, dt), gz = to_device(z, dt), gw = to_device(w, dt), gdw = to_device(dw0, dt);
-      Tensor gout = Tensor::empty(s, dt, Device::cuda),
-             grstd = Tensor::empty({c.n, c.heads}, kStatistics, Device::cuda);
-      Tensor gdo = Tensor::empty(s, dt, Device::cuda), gdz = Tensor::empty(s, dt, Device::cuda);
-      ops::gated_rmsnorm_forward(gout, grstd, go, gz, gw, c.heads, act, 1e-5);
-      ops::gated_rmsnorm_backward(gdo, gdz, gdw, to_device(dout, dt), go, gz, gw, grstd, c.heads, act);
-      EXPECT_TRUE(assert_close("out", out, to_host(gout), tolerance(dt)));
-      EXPECT_TRUE(assert_close("rstd", rstd, to_host(grstd), 1e-5));
-      EXPECT_TRUE(assert_close("do", d_o, to_host(gdo), tolerance(dt)));
-      EXPECT_TRUE(assert_close("dweight", dw, to_host(gdw), tolerance(dt)));
+      run_gated_device(r, c, dt, act, Alias::none);
+      EXPECT_TRUE(assert_close("out", out, r.out, tolerance(dt)));
+      EXPECT_TRUE(assert_close("rstd", rstd, r.rstd, 1e-5));
+      EXPECT_TRUE(assert_close("do", d_o, r.d_o, tolerance(dt)));
+      EXPECT_TRUE(assert_close("dweight", dw, r.dw, tolerance(dt)));
       if (act != GateActivation::none) {
-        EXPECT_TRUE(assert_close("dz", dz, to_host(gdz), tolerance(dt)));
+        EXPECT_TRUE(assert_close("dz", dz, r.dz, tolerance(dt)));
       }
     }
   }
 }
 
+// d_o or dz written over dout: the same bits as into separate tensors (in registers and read twice).
+TEST_P(GpuNorm, GatedRmsNormAliasesDout) {
+  const DType dt = GetParam();
+  Rng rng(5);
+  for (const GatedCase c : {GatedCase{70, 4, 128}, GatedCase{9, 1, 301}, GatedCase{5, 2, 2056}}) {
+    for (GateActivation act : {GateActivation::none, GateActivation::silu}) {
+      SCOPED_TRACE("dv " + std::to_string(c.dv) + " act " + std::to_string(static_cast<int>(act)));
+      GatedRun separate = gated_inputs(c, dt, rng);
+      run_gated_device(separate, c, dt, act, Alias::none);
+      for (Alias alias : {Alias::d_o, Alias::dz}) {
+        if (alias == Alias::dz && act == GateActivation::none) continue;
+        GatedRun aliased = separate;
+        run_gated_device(aliased, c, dt, act, alias);
+        EXPECT_TRUE(same_bits(separate.d_o, aliased.d_o));
+        EXPECT_TRUE(same_bits(separate.dw, aliased.dw));
+        if (act != GateActivation::none) {
+          EXPECT_TRUE(same_bits(separate.dz, aliased.dz));
+        }
+      }
+    }
+  }
+}
+
+// dweight twice from the same inputs: the same bits (block partials in registers, and the column
+// sums of groups read twice).
 TEST_P(GpuNorm, WeightGradientIsRepeatable) {
   const DType dt = GetParam();
   Rng rng(4);
-  const int64_t n = 5000, d = 512;
-  Tensor x = to_device(random_values({n, d}, dt, rng), dt), w = to_device(random_values({d}, dt, rng), dt);
-  Tensor dout = to_device(random_values({n, d}, dt, rng), dt);
-  Tensor out = Tensor::empty({n, d}, dt, Device::cuda), rstd = Tensor::empty({n}, kStatistics, Device::cuda);
-  ops::rmsnorm_forward(out, rstd, x, w, 1e-6);
-  auto dweight = [&] {
-    Tensor dx = Tensor::empty({n, d}, dt, Device::cuda), dw = Tensor::zeros({d}, dt, Device::cuda);
-    ops::rmsnorm_backward(dx, dw, dout, x, w, rstd);
-    return dw.clone();
-  };
-  const Tensor first = dweight(), second = dweight();
-  EXPECT_EQ(0, std::memcmp(first.raw(), second.raw(), first.nbytes()));
+  for (const GatedCase c :
+       {GatedCase{5000, 1, 512}, GatedCase{3001, 4, 64}, GatedCase{4099, 1, 256}, GatedCase{700, 2, 2056}}) {
+    SCOPED_TRACE("dv " + std::to_string(c.dv));
+    GatedRun first = gated_inputs(c, dt, rng);
+    run_gated_device(first, c, dt, GateActivation::silu, Alias::none);
+    GatedRun second = first;
+    run_gated_device(second, c, dt, GateActivation::silu, Alias::none);
+    EXPECT_TRUE(same_bits(first.dw, second.dw));
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Dtypes, GpuNorm, ::testing::Values(DType::f32, DType::bf16), testing::dtype_test_name);
