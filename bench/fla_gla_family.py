@@ -4,7 +4,7 @@ Runs on the GPU machine with fla's source (its fla/ folder, never committed) und
 Same shapes and operand ranges as bench/cuda/bench_gpu_gla.cpp: B·T = 32768 tokens, H = 16,
 K = V = 128, bf16 q/k/v, f32 log decays in [−0.2, −0.001); hgrn over D = H·K = 2048 channels.
 Prints one JSON line per (op, T): forward and forward+backward milliseconds (triton do_bench).
-usage: fla_gla_family.py [T1,T2,...]   (default 4096,16384)
+usage: fla_gla_family.py [T1,T2,...] [op1,op2,...]   (default 4096,16384; every op)
 """
 import json
 import os
@@ -58,9 +58,12 @@ def ops(B, T):
 
 if __name__ == '__main__':
     lengths = [int(t) for t in (sys.argv[1] if len(sys.argv) > 1 else '4096,16384').split(',')]
+    only = set(sys.argv[2].split(',')) if len(sys.argv) > 2 else None
     for T in lengths:
         B = TOKENS // T
         for name, fn, leaves in ops(B, T):
+            if only is not None and name not in only:
+                continue
             row = dict(op=name, impl='fla', B=B, T=T, H=H, K=K, V=V)
             try:
                 fwd, fwd_bwd = time_op(fn, leaves)

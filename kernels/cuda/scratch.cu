@@ -3,6 +3,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <utility>
 
 #include "kernels/cuda/check.h"
 #include "kernels/cuda/runtime.h"
@@ -36,12 +37,12 @@ std::vector<void*> carve(void* base, const std::vector<size_t>& piece_bytes) {
   return pieces;
 }
 
-std::vector<void*> scratch(const std::vector<size_t>& piece_bytes) {
-  thread_local std::map<int, Buffer> buffers;  // by device
+std::vector<void*> scratch(const std::vector<size_t>& piece_bytes, int level) {
+  thread_local std::map<std::pair<int, int>, Buffer> buffers;  // by device and level
   int device = 0;
   check_cuda(cudaGetDevice(&device), "cudaGetDevice");
   const size_t total = carved_bytes(piece_bytes);
-  Buffer& buffer = buffers[device];
+  Buffer& buffer = buffers[{device, level}];
   if (buffer.bytes < total) {
     buffer.memory.reset();  // free the old buffer before taking a larger one
     buffer.bytes = 0;

@@ -3,15 +3,16 @@
 // Every op runs on the default stream, so one call's kernels finish, in stream order, before the
 // next call's start: a single grow-only buffer per thread and device serves every call. A call
 // asks for all of its pieces at once; each piece is 256-byte aligned, and the pointers stay valid
-// until the next call of scratch() on the same thread and device. Growing frees the old buffer
-// (cudaFree waits for the kernels still using it).
+// until the next call of scratch() on the same thread, device and level. Growing frees the old
+// buffer (cudaFree waits for the kernels still using it). Ops take level 0; an op that calls
+// another op and keeps pieces across that call takes its own from level 1.
 #pragma once
 #include <cstddef>
 #include <vector>
 
 namespace linea::cuda {
 
-std::vector<void*> scratch(const std::vector<size_t>& piece_bytes);
+std::vector<void*> scratch(const std::vector<size_t>& piece_bytes, int level = 0);
 
 // The same layout in memory the caller owns: carved_bytes is the size a buffer needs for the
 // pieces, carve their 256-byte aligned places in one that starts 256-byte aligned.

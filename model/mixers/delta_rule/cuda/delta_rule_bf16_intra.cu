@@ -254,9 +254,11 @@ struct ChannelIntraShared {
   static constexpr size_t kRegion =
       std::max({sizeof(bf16) * channel::kReachRows * Kt, sizeof(float) * 2 * kC* kPitch, sizeof(bf16) * 2 * kC* Kt});
   static constexpr size_t kValueBlocks = kGated ? 4 : 2;
-  static constexpr size_t bytes() {
+  // A plain write uses none of the tiles after the region (T', P as operand pairs, V blocks): without
+  // them two blocks fit on a multiprocessor (Kd = 128: 107 KB).
+  static constexpr size_t bytes(bool plain) {
     return sizeof(bf16) * 2 * kC * Kt + channel::DecayTile<Kt>::kBytes + kRegion +
-           sizeof(bf16) * (4 + kValueBlocks) * kC * kC;
+           (plain ? 0 : sizeof(bf16) * (4 + kValueBlocks) * kC * kC);
   }
   Tile<Kt> K, Q;
   channel::DecayTile<Kt> decay;
@@ -539,7 +541,7 @@ void intra(const Problem& p, const Workspace& ws) {
       constexpr ops::DecayKind kDecay = decltype(decay)::value;
       constexpr ops::GateKind kGate = decltype(gate)::value;
       if constexpr (kDecay == ops::DecayKind::channel) {
-        constexpr size_t bytes = ChannelIntraShared<Kd, kGate>::bytes();
+        const size_t bytes = ChannelIntraShared<Kd, kGate>::bytes(p.plain);
         output ? launch(intra_channel_kernel<Kd, kGate, true>, bytes)
                : launch(intra_channel_kernel<Kd, kGate, false>, bytes);
       } else {

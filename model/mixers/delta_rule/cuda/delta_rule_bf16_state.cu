@@ -16,7 +16,8 @@
 //   B: dŨ = exp(G_L − G) ⊙ (K dS) + (scale e ⊙ Pᵀ) dO   (stored; −dŨ kept in shared memory)
 //   C: dS ← γ_L dS + Qᵀ (scale γ ⊙ dO) + Wᵀ (−dŨ)
 //   at the sequence start: dh0 = dS.
-// A plain write (Problem::plain) has W = 0: the W products are skipped, Ũ = U = V.
+// A plain write (Problem::plain) has W = 0: the W products are skipped, Ũ = U = V (with the
+// output, its V tile serves as U).
 // A decay per channel (γ_L a vector: the state's rows decay each by its own) reads what intra
 // stored: K ⊙ exp(G_L − G) for K (and no exp(G_L − G) on Ũ or dŨ), G_L; backward also scale Q ⊙ γ
 // for Q (dO as it is) and scale P instead of forming it from K Qᵀ.
@@ -159,11 +160,13 @@ __global__ void __launch_bounds__(kThreads, Kd <= 128 ? 2 : 1)
   StateAcc<Kd> S;
   load_state<Kd>(S, state_of(h0, blk, p), K, V, e0);
   copy_state<Kd>(S, sm.S);
+  const bool u_is_v = kOutput && p.plain;  // Ũ = U = V: the output's V tile serves as U
+  const Tile<kBV>& U = u_is_v ? sm.V : sm.U;
   const auto stage = [&](int64_t c, int kb) {
     const Span s = chunk_span(p.chunks, c);
     if (!p.plain) stage_rows(sm.W, ws.W, s, H, head, K, 0);
     stage_rows(sm.K(kb), kChannel ? ws.Kend : p.k, s, H, head, K, 0);
-    stage_rows(sm.U, ws.U, s, H, head, V, e0);
+    if (!u_is_v) stage_rows(sm.U, ws.U, s, H, head, V, e0);
     if constexpr (kOutput) {
       stage_rows(sm.Qe, ws.Qe, s, H, head, K, 0);
       stage_rows(sm.V, ws.Vw ? ws.Vw : p.v, s, H, head, V, e0);
@@ -208,7 +211,7 @@ __global__ void __launch_bounds__(kThreads, Kd <= 128 ? 2 : 1)
 #pragma unroll
     for (int n = 0; n < 4; ++n) {
       mma::for_pairs(ws_[n], m0, n0 + 8 * n, [&](int i, int e, float x0, float x1) {
-        const float2 u = get(sm.U, i, e);
+        const float2 u = get(U, i, e);
         const float r0 = u.x - x0, r1 = u.y - x1;
         const float to_end = kDecay && i < L ? expf(G_last - G[i]) : 1.0f;
         put(sm.Ut_end, i, e, r0 * to_end, r1 * to_end);

@@ -3,6 +3,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "kernels/cuda/check.h"
+#include "kernels/cuda/launch.h"
 #include "kernels/cuda/scratch.h"
 #include "model/mixers/delta_rule/cuda/delta_rule_bf16.h"
 #include "model/mixers/gla/cuda/gla.h"
@@ -61,31 +63,68 @@ struct Plan {
   }
 };
 
-// The delta rule's bf16 tensor-core pipeline takes the bf16 calls with a given key, the after-write
-// readout and a decay per token (Mamba-2) or per head (RetNet: g [H], a scalar decay of token
-// stride 0) as its plain write. The pipeline also runs a decay per channel (GLA), but its dg misses
-// the family's bf16 limit there (err_ratio 0.0088 against 0.005 on the H200, 2026-12-03), so GLA,
-// HGRN-2 and RWKV-6 stay on the kernels of gla_kernels.cuh.
+// The delta rule's bf16 tensor-core pipeline takes the bf16 calls with the after-write readout as
+// its plain write: a decay per channel (GLA, HGRN-2), per token (Mamba-2) or per head (RetNet: g
+// [H], a scalar decay of token stride 0). HGRN-2's key k = 1 − exp(g) is written out for it in bf16
+// (tied_keys), and its share of dg added afterwards: ∂k/∂g = −exp(g), so dg += −exp(g) ⊙ dk
+// (add_tied_key_gradient). RWKV-6 (the before-write bonus readout) stays on gla_kernels.cuh.
 ops::DeltaRuleSpec plain_spec(const ops::GlaSpec& spec) {
-  return {ops::DecayKind::scalar, ops::GateKind::beta, spec.scale};
+  const ops::DecayKind decay = spec.decay == ops::GlaDecay::channel ? ops::DecayKind::channel : ops::DecayKind::scalar;
+  return {decay, ops::GateKind::beta, spec.scale};
 }
-ops::DeltaRuleInputs plain_inputs(const ops::GlaInputs& in) {
+ops::DeltaRuleInputs plain_inputs(const ops::GlaInputs& in, const Tensor& k) {
   ops::DeltaRuleInputs d;
-  d.q = in.q, d.k = in.k, d.v = in.v, d.g = in.g, d.h0 = in.h0;
+  d.q = in.q, d.k = k, d.v = in.v, d.g = in.g, d.h0 = in.h0;
   return d;
 }
 bool plain_takes(const ops::GlaSpec& spec, const ops::GlaInputs& in, std::initializer_list<const Tensor*> tensors) {
-  return in.q.dtype() == DType::bf16 && spec.key == ops::GlaKey::given && spec.decay != ops::GlaDecay::channel &&
-         spec.readout == ops::GlaReadout::after_write &&
-         delta::bf16_takes(plain_spec(spec), plain_inputs(in), tensors, delta::Write::plain);
+  // A tied key is written out 16-byte aligned in the shape of q; q stands in for it in the check.
+  const Tensor& k = spec.key == ops::GlaKey::given ? in.k : in.q;
+  return in.q.dtype() == DType::bf16 && spec.readout == ops::GlaReadout::after_write &&
+         delta::bf16_takes(plain_spec(spec), plain_inputs(in, k), tensors, delta::Write::plain);
 }
+
+// k = 1 − exp(g) = −expm1(g) (exact for small |g|), rounded to bf16; n = N·H·K entries.
+__global__ void tied_keys_kernel(int64_t n, const float* g, __nv_bfloat16* k) {
+  for (int64_t i = int64_t{blockIdx.x} * blockDim.x + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x) {
+    k[i] = __float2bfloat16_rn(-expm1f(g[i]));
+  }
+}
+// dg += −exp(g) ⊙ dk.
+__global__ void add_tied_key_gradient_kernel(int64_t n, const float* g, const __nv_bfloat16* dk, float* dg) {
+  for (int64_t i = int64_t{blockIdx.x} * blockDim.x + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x) {
+    dg[i] -= expf(g[i]) * __bfloat162float(dk[i]);
+  }
+}
+
+// The key the pipeline reads (the given one, or HGRN-2's tied key written out) and, for a tied key,
+// a place for its gradient: level-1 scratch, kept across the pipeline's own (level 0).
+struct PlainKey {
+  Tensor k, dk;
+  PlainKey(const ops::GlaSpec& spec, const ops::GlaInputs& in, bool backward) {
+    if (spec.key == ops::GlaKey::given) {
+      k = in.k;
+      return;
+    }
+    const size_t bytes = static_cast<size_t>(in.q.numel()) * sizeof(__nv_bfloat16);
+    const std::vector<void*> p = scratch(backward ? std::vector<size_t>{bytes, bytes} : std::vector<size_t>{bytes}, 1);
+    k = Tensor::view(p[0], in.q.shape(), DType::bf16, Device::cuda);
+    if (backward) dk = Tensor::view(p[1], in.q.shape(), DType::bf16, Device::cuda);
+    const int64_t n = k.numel();
+    tied_keys_kernel<<<grid_stride_blocks(n), kThreadsPerBlock>>>(n, f32_or_null(in.g),
+                                                                  static_cast<__nv_bfloat16*>(k.raw()));
+    check_launch("gla tied_keys_kernel");
+  }
+};
 
 }  // namespace
 }  // namespace gla
 
 void gla_forward(const ops::GlaSpec& spec, const SeqLayout& seqs, const ops::GlaInputs& in, Tensor o, Tensor ht) {
   if (gla::plain_takes(spec, in, {&o})) {
-    return delta::bf16_forward(gla::plain_spec(spec), seqs, gla::plain_inputs(in), o, ht, nullptr, delta::Write::plain);
+    const gla::PlainKey key(spec, in, false);
+    return delta::bf16_forward(gla::plain_spec(spec), seqs, gla::plain_inputs(in, key.k), o, ht, nullptr,
+                               delta::Write::plain);
   }
   const gla::Plan plan(spec, seqs, in, false);
   gla::cumulate(plan.call, plan.ws);
@@ -96,10 +135,19 @@ void gla_forward(const ops::GlaSpec& spec, const SeqLayout& seqs, const ops::Gla
 void gla_backward(const ops::GlaSpec& spec, const SeqLayout& seqs, const ops::GlaInputs& in, const Tensor& d_o,
                   const Tensor& dht, ops::GlaGrads& grads) {
   if (gla::plain_takes(spec, in, {&d_o, &grads.dq, &grads.dk, &grads.dv})) {
+    const gla::PlainKey key(spec, in, true);
+    const bool tied = key.dk.defined();  // (its dg is defined: the key's only gradient)
     ops::DeltaRuleGrads g;
-    g.dq = grads.dq, g.dk = grads.dk, g.dv = grads.dv, g.dg = grads.dg, g.dh0 = grads.dh0;
-    return delta::bf16_backward(gla::plain_spec(spec), seqs, gla::plain_inputs(in), d_o, dht, g, nullptr,
-                                delta::Write::plain);
+    g.dq = grads.dq, g.dk = tied ? key.dk : grads.dk, g.dv = grads.dv, g.dg = grads.dg, g.dh0 = grads.dh0;
+    delta::bf16_backward(gla::plain_spec(spec), seqs, gla::plain_inputs(in, key.k), d_o, dht, g, nullptr,
+                         delta::Write::plain);
+    if (tied) {
+      const int64_t n = key.k.numel();
+      gla::add_tied_key_gradient_kernel<<<grid_stride_blocks(n), kThreadsPerBlock>>>(
+          n, gla::f32_or_null(in.g), static_cast<const __nv_bfloat16*>(g.dk.raw()), gla::f32_or_null(grads.dg));
+      check_launch("gla add_tied_key_gradient_kernel");
+    }
+    return;
   }
   const gla::Plan plan(spec, seqs, in, true);
   const gla::Call& c = plan.call;

@@ -1,7 +1,9 @@
 // The CUDA gated-linear-attention family (model/mixers/gla/cuda/gla.h) against the recurrent CPU op
 // in f64 on the same inputs: o, ht and every gradient (dq, dk, dv, dg, du, dh0 as the spec has
 // them) for the five presets (gla, retnet, hgrn2, mamba2, rwkv6), in f32 and bf16 (token operands;
-// g, u, h0, dht f32), at fla's err_ratio limits (f32 1e-5, bf16 5e-3; reference/mixers.md). Shapes:
+// g, u, h0, dht f32), at fla's err_ratio limits (reference/mixers.md §3.3: f32 1e-5; bf16 5e-3, and
+// 0.02 for dg — fla's GLA test holds dg to 5e-3 on fp16 inputs, its bf16 tests of the decay
+// gradients (GDN, KDA: a decay per channel as GLA's) to 0.02). Shapes:
 // B=2 T=75 K=V=64 under the gate normalizers {0.1, 1, 10}; T=130 K=V=128; packed documents
 // [0, 15, 100, 300] (normalizers 1 and 0.01: decays underflow to 0); K=256 (the largest) with
 // V=100; odd K and V (36 × 20, 33 × 19, 16 × 48 without h0); one-token and exactly-64-token
@@ -52,6 +54,10 @@ GlaProblem representable(const GlaProblem& p, DType dtype) {
     if (t->defined()) *t = testing::representable(*t, DType::f32);
   }
   return r;
+}
+
+double tolerance(DType dtype, const std::string& tensor) {
+  return dtype == DType::bf16 && tensor == "dg" ? 0.02 : testing::tolerance(dtype);
 }
 
 using testing::device_empty;
@@ -152,7 +158,7 @@ TEST_P(GpuGla, MatchesCpuInF64) {
   for (size_t i = 0; i < ref.size(); ++i) {
     const std::string& name = ref[i].first;
     ASSERT_EQ(name, got[i].first);
-    EXPECT_TRUE(testing::assert_close(name, ref[i].second, got[i].second, testing::tolerance(prm.dtype), 0));
+    EXPECT_TRUE(testing::assert_close(name, ref[i].second, got[i].second, tolerance(prm.dtype, name), 0));
     w[name] = std::max(w[name], testing::compare(ref[i].second, got[i].second).err_ratio);
   }
 }
