@@ -20,6 +20,7 @@
 #include "tests/testing/json_lines.h"
 #include "tests/testing/synthetic_shards.h"
 #include "tests/testing/temp_dir.h"
+#include "tests/testing/tiny_model.h"
 #include "worker/run_config.h"
 #include "worker/stop_signal.h"
 #include "worker/trainer.h"
@@ -35,24 +36,8 @@ constexpr int64_t kVocab = testing::kSyntheticVocab;
 std::string make_data(const fs::path& dir) { return testing::make_synthetic_data(dir); }
 
 std::string tiny_config(const fs::path& data_dir) {
-  return R"(device = "cpu"
-[run]
-name = "tiny"
-[model]
-d_model = 16
-layers = 2
-vocab = 64
-mixer = "gdn"
-hybrid = "1:1"
-tie_embeddings = false
-[model.linear]
-heads = 2
-d_k = 8
-d_v = 8
-[model.attention]
-heads = 2
-head_dim = 8
-[optimizer]
+  return "device = \"cpu\"\n[run]\nname = \"tiny\"\n" + testing::tiny_hybrid_model(64, "tie_embeddings = false\n") +
+         R"([optimizer]
 kind = "muon"
 lr = 1e-2
 warmup_steps = 3
