@@ -41,10 +41,6 @@ class Mixer {
   virtual Tensor forward_continuing(StepContext& ctx, const Tensor& x, MixerState& state) = 0;
 };
 
-// Whether every sequence of seqs has exactly one token (a decoding step, which takes the
-// recurrent one-token update rather than the chunked forward of a prefill).
-inline bool one_token_each(const SeqLayout& seqs) { return seqs.num_tokens() == seqs.num_seqs(); }
-
 // The state as the family's type T; throws std::logic_error if it is another layer's.
 template <class T>
 T& state_as(MixerState& state) {
@@ -52,5 +48,25 @@ T& state_as(MixerState& state) {
   if (!typed) throw std::logic_error("forward_continuing: a state made by another kind of layer");
   return *typed;
 }
+
+// A mixer whose training forward and decoding path are one function, run(ctx, x, state): from
+// empty states (state null: forward) or continuing a State made by its start_state
+// (forward_continuing). State is complete wherever the layer's class is (its header includes
+// State's): forward_continuing casts to it.
+template <class State>
+class RunMixer : public Mixer {
+ public:
+  Tensor forward(StepContext& ctx, const Tensor& x) final { return run(ctx, x, nullptr); }
+  Tensor forward_continuing(StepContext& ctx, const Tensor& x, MixerState& state) final {
+    return run(ctx, x, &state_as<State>(state));
+  }
+
+ private:
+  virtual Tensor run(StepContext& ctx, const Tensor& x, State* state) = 0;
+};
+
+// Whether every sequence of seqs has exactly one token (a decoding step, which takes the
+// recurrent one-token update rather than the chunked forward of a prefill).
+inline bool one_token_each(const SeqLayout& seqs) { return seqs.num_tokens() == seqs.num_seqs(); }
 
 }  // namespace linea

@@ -111,27 +111,21 @@ Tensor DistributedOptimizer::gradient(const ShardPiece& piece) const {
   return received_.slice(piece.chunk_offset, piece.chunk_offset + piece.numel);
 }
 
-void DistributedOptimizer::pack(const Tensor& flat, int rank, const Tensor& chunks, int64_t chunk_numel,
-                                bool whole_only) const {
+void DistributedOptimizer::copy_pieces(PieceCopy direction, const Tensor& flat, int rank, const Tensor& chunks,
+                                       int64_t chunk_numel, bool whole_only) const {
   const auto& pieces = plan_.pieces(rank);
   const Tensor chunk = chunks.slice(rank * chunk_numel, (rank + 1) * chunk_numel);
 #pragma omp parallel for schedule(dynamic) if (flat.device() == Device::cpu)
   for (size_t i = 0; i < pieces.size(); ++i) {
     const ShardPiece& piece = pieces[i];
     if (whole_only && !piece.whole) continue;
-    chunk.slice(piece.chunk_offset, piece.chunk_offset + piece.numel).copy_from(piece_view(flat, piece));
-  }
-}
-
-void DistributedOptimizer::unpack(const Tensor& chunks, int rank, const Tensor& flat, int64_t chunk_numel,
-                                  bool whole_only) const {
-  const auto& pieces = plan_.pieces(rank);
-  const Tensor chunk = chunks.slice(rank * chunk_numel, (rank + 1) * chunk_numel);
-#pragma omp parallel for schedule(dynamic) if (flat.device() == Device::cpu)
-  for (size_t i = 0; i < pieces.size(); ++i) {
-    const ShardPiece& piece = pieces[i];
-    if (whole_only && !piece.whole) continue;
-    piece_view(flat, piece).copy_from(chunk.slice(piece.chunk_offset, piece.chunk_offset + piece.numel));
+    Tensor in_chunk = chunk.slice(piece.chunk_offset, piece.chunk_offset + piece.numel);
+    Tensor in_flat = piece_view(flat, piece);
+    if (direction == PieceCopy::pack) {
+      in_chunk.copy_from(in_flat);
+    } else {
+      in_flat.copy_from(in_chunk);
+    }
   }
 }
 
@@ -140,7 +134,9 @@ double DistributedOptimizer::reduce_gradients() {
   if (ranks > 1) {
     if (sharded_gradients()) {
       if (plan_.chunk_numel() > 0) {
-        for (int r = 0; r < ranks; ++r) pack(params_.grads(), r, chunks_, plan_.chunk_numel(), false);
+        for (int r = 0; r < ranks; ++r) {
+          copy_pieces(PieceCopy::pack, params_.grads(), r, chunks_, plan_.chunk_numel(), false);
+        }
         dp_.reduce_scatter(chunks_, received_, ReduceOp::avg);
       }
     } else {
@@ -235,10 +231,10 @@ void DistributedOptimizer::step(double lr) {
   const int64_t chunk = zero_ ? plan_.chunk_numel() : plan_.whole_chunk_numel();
   if (ranks > 1 && chunk > 0) {
     const bool whole_only = !zero_;
-    pack(params_.values(), me, chunks_, chunk, whole_only);
+    copy_pieces(PieceCopy::pack, params_.values(), me, chunks_, chunk, whole_only);
     dp_.all_gather(chunks_.slice(me * chunk, (me + 1) * chunk), chunks_.slice(0, ranks * chunk));
     for (int r = 0; r < ranks; ++r) {
-      if (r != me) unpack(chunks_, r, params_.values(), chunk, whole_only);
+      if (r != me) copy_pieces(PieceCopy::unpack, params_.values(), r, chunks_, chunk, whole_only);
     }
   }
   ++step_;

@@ -114,9 +114,11 @@ class DistributedOptimizer {
   Tensor gradient(const ShardPiece& piece) const;  // where this rank's reduced gradient of the piece lives
   std::vector<CheckpointTensor> state_blocks(bool owned_only) const;
   CheckpointTensor block_of(const std::string& name, const Tensor& data, const ShardPiece& piece) const;
-  // Copies pieces between the flat parameter buffer and rank r's chunk of `chunks`.
-  void pack(const Tensor& flat, int rank, const Tensor& chunks, int64_t chunk_numel, bool whole_only) const;
-  void unpack(const Tensor& chunks, int rank, const Tensor& flat, int64_t chunk_numel, bool whole_only) const;
+  // Copies rank r's pieces between the flat parameter buffer and its chunk of `chunks`: into the
+  // chunk (pack) or from it (unpack).
+  enum class PieceCopy { pack, unpack };
+  void copy_pieces(PieceCopy direction, const Tensor& flat, int rank, const Tensor& chunks, int64_t chunk_numel,
+                   bool whole_only) const;
   void update_matrix(Held& h, double lr);
 
   OptimizerConfig config_;

@@ -40,6 +40,7 @@
 #include "coordinator/job_process.h"
 #include "tests/testing/child_process.h"
 #include "tests/testing/coordinator_process.h"
+#include "tests/testing/damaged_checkpoint.h"
 #include "tests/testing/small_file_system.h"
 #include "tests/testing/temp_dir.h"
 #include "tests/testing/tiny_training_job.h"
@@ -82,22 +83,6 @@ struct FaultRecord {
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   return v.empty() ? 0 : v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
-}
-
-// Flips one byte in the second half of every rank file of a committed checkpoint.
-void damage_checkpoint(const fs::path& directory) {
-  for (const auto& entry : fs::directory_iterator(directory)) {
-    if (entry.path().extension() != ".h5") continue;
-    std::fstream f(entry.path(), std::ios::in | std::ios::out | std::ios::binary);
-    f.seekg(0, std::ios::end);
-    const auto size = static_cast<int64_t>(f.tellg());
-    char byte = 0;
-    f.seekg(size - 64);
-    f.read(&byte, 1);
-    f.seekp(size - 64);
-    byte = static_cast<char>(byte ^ 0x5a);
-    f.write(&byte, 1);
-  }
 }
 
 // Writes zeros into DIR/filler until the file system is full.
@@ -214,7 +199,7 @@ class ChaosSoak : public ::testing::Test {
       case Fault::stop_rank: ::kill(victim, SIGSTOP); break;
       case Fault::damage_newest: {
         const auto committed = list_committed_checkpoints(checkpoints(run));
-        damage_checkpoint(committed.back().directory);
+        testing::damage_checkpoint(committed.back().directory);
         ::kill(victim, SIGKILL);
         break;
       }

@@ -28,6 +28,13 @@ inline Tensor random_tensor(const Shape& shape, Rng& rng, double lo = -1.0, doub
 // A copy of the f64 tensor t in dtype dt (f32 or f64), for running one case in both precisions.
 inline Tensor as_dtype(const Tensor& t, DType dt) { return dt == DType::f32 ? to_f32(t) : to_f64(t); }
 
+// f64 CPU tensor of `shape` holding `v` (row-major).
+inline Tensor values(const Shape& shape, const std::vector<double>& v) {
+  Tensor t = Tensor::empty(shape, DType::f64);
+  std::copy(v.begin(), v.end(), t.data<double>());
+  return t;
+}
+
 // i32 CPU tensor holding `values`.
 inline Tensor index_tensor(const std::vector<int32_t>& values) {
   Tensor t = Tensor::empty({static_cast<int64_t>(values.size())}, DType::i32);

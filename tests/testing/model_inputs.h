@@ -1,12 +1,14 @@
-// Inputs of the Model tests (unit/test_model.cpp, mpi/test_tensor_parallel.cpp): a tiny hybrid
-// whose sizes each test picks (softmax attention at layer 1, the other layers the given linear
-// mixer; every layer attention for mixer "attention"), and a batch of packed random documents
-// with next-token targets (−1 at each document's last token, which has nothing to predict).
+// Inputs of the Model tests (unit/test_model*.cpp, mpi/test_tensor_parallel.cpp): a model config
+// parsed from text; a tiny hybrid whose sizes each test picks (softmax attention at layer 1, the
+// other layers the given linear mixer; every layer attention for mixer "attention"), and a batch
+// of packed random documents with next-token targets (−1 at each document's last token, which has
+// nothing to predict).
 #pragma once
 #include <cstdint>
 #include <string>
 #include <vector>
 
+#include "data/config_reader.h"
 #include "kernels/random.h"
 #include "kernels/seq_layout.h"
 #include "model/mixers/attention/attention_config.h"
@@ -23,6 +25,32 @@ struct TinyHybridSizes {
   int64_t linear_heads, d_k, d_v, conv, decay_rank, gate_rank;
   int64_t attention_heads, kv_heads, head_dim;
 };
+
+// Sizes small enough for finite differences over every parameter tensor (unit/test_model.cpp,
+// unit/test_model_routing.cpp). init_std 0.2: large enough that every nonlinearity matters, small
+// enough for central differences.
+inline constexpr TinyHybridSizes kFiniteDifferenceSizes{.d_model = 8,
+                                                        .layers = 3,
+                                                        .vocab = 11,
+                                                        .mlp_hidden = 12,
+                                                        .init_std = 0.2,
+                                                        .linear_heads = 2,
+                                                        .d_k = 4,
+                                                        .d_v = 3,
+                                                        .conv = 3,
+                                                        .decay_rank = 2,
+                                                        .gate_rank = 2,
+                                                        .attention_heads = 2,
+                                                        .kv_heads = 1,
+                                                        .head_dim = 4};
+
+// The ModelConfig of the [model] tables of a config text (with `overrides`), rejecting unknown keys.
+inline ModelConfig parse_model(const std::string& text, const std::vector<std::string>& overrides = {}) {
+  ConfigReader reader = ConfigReader::from_string(text, "test.toml", overrides);
+  ModelConfig config = ModelConfig::parse(reader.section("model"));
+  reader.check_unknown_keys({"model"});
+  return config;
+}
 
 inline ModelConfig tiny_hybrid_config(const std::string& mixer, bool tied, const TinyHybridSizes& s) {
   ModelConfig c;

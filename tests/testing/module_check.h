@@ -58,4 +58,19 @@ inline void check_module(ParameterSet& params, const SeqLayout& seqs, Tensor x, 
   }
 }
 
+// check_module on a random input of `width` features over packed_layout(), drawn from rng.
+inline void check_packed(ParameterSet& params, Rng& rng, int64_t width, const Forward& forward,
+                         const Backward& backward) {
+  const SeqLayout seqs = packed_layout();
+  check_module(params, seqs, random_tensor({seqs.num_tokens(), width}, rng), forward, backward);
+}
+
+// The same for a module with forward(ctx, x) and backward(ctx, x, dy, dx) (a mixer, the MLP).
+template <class Module>
+void check_packed(ParameterSet& params, Rng& rng, int64_t width, Module& module) {
+  check_packed(
+      params, rng, width, [&](StepContext& ctx, const Tensor& x) { return module.forward(ctx, x); },
+      [&](StepContext& ctx, const Tensor& x, const Tensor& dy, Tensor dx) { module.backward(ctx, x, dy, dx); });
+}
+
 }  // namespace linea::testing

@@ -4,6 +4,9 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <initializer_list>
+#include <string>
+#include <vector>
 
 #include "coordinator/results.h"
 #include "coordinator/svg_plot.h"
@@ -264,19 +267,25 @@ TEST_F(SweepTest, ComparisonsNameRunsOfTheSweep) {
   EXPECT_TRUE(bad("[sweep.compare]\nrun = \"mixer-kda\"\n", "sweep.compare"));
 }
 
-// A finished sweep on disk: sweep.json, and per run metrics.jsonl and coordinator.json.
-TEST(SweepResults, SummaryTablesAndPlots) {
-  TempDir dir;
-  const std::string sweep_dir = dir / "s";
-  coordinator::SweepSpec sweep{"s", sweep_dir, "s/b"};
+// Runs s/NAME (config /c.toml) in SWEEP_DIR/NAME for each of `names`.
+std::vector<coordinator::RunSpec> sweep_runs(const std::string& sweep_dir, std::initializer_list<const char*> names) {
   std::vector<coordinator::RunSpec> runs;
-  for (const char* name : {"a", "b"}) {
+  for (const char* name : names) {
     coordinator::RunSpec r;
     r.name = std::string("s/") + name;
     r.config = "/c.toml";
     r.run_dir = sweep_dir + "/" + name;
     runs.push_back(r);
   }
+  return runs;
+}
+
+// A finished sweep on disk: sweep.json, and per run metrics.jsonl and coordinator.json.
+TEST(SweepResults, SummaryTablesAndPlots) {
+  TempDir dir;
+  const std::string sweep_dir = dir / "s";
+  coordinator::SweepSpec sweep{"s", sweep_dir, "s/b"};
+  const std::vector<coordinator::RunSpec> runs = sweep_runs(sweep_dir, {"a", "b"});
   coordinator::write_sweep_manifest(sweep, runs);
   EXPECT_THROW(coordinator::write_sweep_manifest(sweep, runs), std::runtime_error);  // never overwritten
   // Run a: 4 steps at 100..400 tokens/s (median of the second half: 350); b: 4 steps at 200 tokens/s.
@@ -345,14 +354,7 @@ TEST(SweepResults, ComparisonsAgainstMatchedBaselines) {
   TempDir dir;
   const std::string sweep_dir = dir / "s";
   coordinator::SweepSpec sweep{"s", sweep_dir, "s/a", {{"s/b", "s/a", "≈ −0.01 (seed)"}, {"s/c", "s/a", ""}}};
-  std::vector<coordinator::RunSpec> runs;
-  for (const char* name : {"a", "b", "c"}) {
-    coordinator::RunSpec r;
-    r.name = std::string("s/") + name;
-    r.config = "/c.toml";
-    r.run_dir = sweep_dir + "/" + name;
-    runs.push_back(r);
-  }
+  const std::vector<coordinator::RunSpec> runs = sweep_runs(sweep_dir, {"a", "b", "c"});
   coordinator::write_sweep_manifest(sweep, runs);
   write_text(sweep_dir + "/a/metrics.jsonl", "{\"step\": 1, \"loss\": 5, \"val_loss\": 4.5}\n");
   write_text(sweep_dir + "/b/metrics.jsonl", "{\"step\": 1, \"loss\": 5, \"val_loss\": 4.375}\n");

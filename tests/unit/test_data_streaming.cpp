@@ -18,6 +18,7 @@
 #include "tests/testing/json_lines.h"
 #include "tests/testing/synthetic_shards.h"
 #include "tests/testing/temp_dir.h"
+#include "tests/testing/tiny_model.h"
 #include "worker/run_config.h"
 #include "worker/trainer.h"
 
@@ -192,22 +193,7 @@ std::string streaming_run_config(const fs::path& run_dir) {
 [run]
 name = "stream"
 dir = ")" +
-         run_dir.string() +
-         R"("
-[model]
-d_model = 16
-layers = 2
-vocab = 900
-mixer = "gdn"
-hybrid = "1:1"
-[model.linear]
-heads = 2
-d_k = 8
-d_v = 8
-[model.attention]
-heads = 2
-head_dim = 8
-[optimizer]
+         run_dir.string() + "\"\n" + testing::tiny_hybrid_model(900) + R"([optimizer]
 kind = "adamw"
 lr = 3e-3
 warmup_steps = 2

@@ -21,28 +21,13 @@
 #include "tests/testing/kernel_test.h"
 #include "tests/testing/run_command.h"
 #include "tests/testing/temp_dir.h"
+#include "tests/testing/tiny_model.h"
 #include "worker/run_config.h"
 
 namespace linea {
 namespace {
 
-constexpr const char* kConfig = R"(device = "cpu"
-[run]
-name = "tiny"
-[model]
-d_model = 16
-layers = 2
-vocab = 32
-mixer = "gdn"
-hybrid = "1:1"
-[model.linear]
-heads = 2
-d_k = 8
-d_v = 8
-[model.attention]
-heads = 2
-head_dim = 8
-[data]
+const std::string kConfig = "device = \"cpu\"\n[run]\nname = \"tiny\"\n" + testing::tiny_hybrid_model(32) + R"([data]
 vocab_size = 32
 eos_id = 0
 )";

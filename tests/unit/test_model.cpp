@@ -33,25 +33,9 @@ using testing::throws_invalid_argument;
                                        << r.max_abs_err;
 }
 
-// Two linear layers around one softmax layer (attention at layer 1), small enough for finite
-// differences over every parameter tensor. init_std 0.2: large enough that every nonlinearity
-// matters, small enough for central differences.
+// Two linear layers around one softmax layer (attention at layer 1).
 ModelConfig tiny_hybrid(const std::string& mixer, bool tied) {
-  return testing::tiny_hybrid_config(mixer, tied,
-                                     {.d_model = 8,
-                                      .layers = 3,
-                                      .vocab = 11,
-                                      .mlp_hidden = 12,
-                                      .init_std = 0.2,
-                                      .linear_heads = 2,
-                                      .d_k = 4,
-                                      .d_v = 3,
-                                      .conv = 3,
-                                      .decay_rank = 2,
-                                      .gate_rank = 2,
-                                      .attention_heads = 2,
-                                      .kv_heads = 1,
-                                      .head_dim = 4});
+  return testing::tiny_hybrid_config(mixer, tied, testing::kFiniteDifferenceSizes);
 }
 
 using Batch = testing::PackedBatch;

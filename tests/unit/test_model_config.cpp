@@ -19,18 +19,13 @@
 #include "model/model_config.h"
 #include "model/parameter_count.h"
 #include "tests/testing/kernel_test.h"
+#include "tests/testing/model_inputs.h"
 
 namespace linea {
 namespace {
 
+using testing::parse_model;
 using testing::throws_invalid_argument;
-
-ModelConfig parse_model(const std::string& text, const std::vector<std::string>& overrides = {}) {
-  ConfigReader reader = ConfigReader::from_string(text, "test.toml", overrides);
-  ModelConfig config = ModelConfig::parse(reader.section("model"));
-  reader.check_unknown_keys({"model"});
-  return config;
-}
 
 const std::string kSmall = R"(
 [model]

@@ -23,6 +23,7 @@ namespace linea {
 namespace {
 
 using testing::check_module;
+using testing::check_packed;
 using testing::dot;
 using testing::gradient_matches;
 using testing::packed_layout;
@@ -35,10 +36,8 @@ TEST(ModelLayers, Linear) {
   params.finalize();
   Rng rng(1);
   randomize(params, rng, [&](Rng& r) { linear.init(r, 0.5); });
-  const SeqLayout seqs = packed_layout();
-  check_module(
-      params, seqs, random_tensor({seqs.num_tokens(), 6}, rng),
-      [&](StepContext& ctx, const Tensor& x) { return linear.forward(ctx, x); },
+  check_packed(
+      params, rng, 6, [&](StepContext& ctx, const Tensor& x) { return linear.forward(ctx, x); },
       [&](StepContext&, const Tensor& x, const Tensor& dy, Tensor dx) { linear.backward(x, dy, dx, false); });
 }
 
@@ -73,10 +72,8 @@ TEST(ModelLayers, LowRankLinear) {
   params.finalize();
   Rng rng(3);
   randomize(params, rng, [&](Rng& r) { proj.init(r, 0.5); });
-  const SeqLayout seqs = packed_layout();
-  check_module(
-      params, seqs, random_tensor({seqs.num_tokens(), 6}, rng),
-      [&](StepContext& ctx, const Tensor& x) { return proj.forward(ctx, x); },
+  check_packed(
+      params, rng, 6, [&](StepContext& ctx, const Tensor& x) { return proj.forward(ctx, x); },
       [&](StepContext& ctx, const Tensor& x, const Tensor& dy, Tensor dx) { proj.backward(ctx, x, dy, dx, false); });
   EXPECT_NE(params.find("g_proj.0.weight"), nullptr);
   EXPECT_NE(params.find("g_proj.1.bias"), nullptr);
@@ -88,10 +85,8 @@ TEST(ModelLayers, RMSNorm) {
   params.finalize();
   Rng rng(4);
   randomize(params, rng, [&](Rng&) { norm.init(); });
-  const SeqLayout seqs = packed_layout();
-  check_module(
-      params, seqs, random_tensor({seqs.num_tokens(), 6}, rng),
-      [&](StepContext& ctx, const Tensor& x) { return norm.forward(ctx, x); },
+  check_packed(
+      params, rng, 6, [&](StepContext& ctx, const Tensor& x) { return norm.forward(ctx, x); },
       [&](StepContext&, const Tensor& x, const Tensor& dy, Tensor dx) { norm.backward(x, dy, dx); });
 }
 
@@ -101,11 +96,7 @@ TEST(ModelLayers, SwiGLUMLP) {
   params.finalize();
   Rng rng(5);
   randomize(params, rng, [&](Rng& r) { mlp.init(r, 0.5); });
-  const SeqLayout seqs = packed_layout();
-  check_module(
-      params, seqs, random_tensor({seqs.num_tokens(), 6}, rng),
-      [&](StepContext& ctx, const Tensor& x) { return mlp.forward(ctx, x); },
-      [&](StepContext& ctx, const Tensor& x, const Tensor& dy, Tensor dx) { mlp.backward(ctx, x, dy, dx); });
+  check_packed(params, rng, 6, mlp);
 }
 
 TEST(ModelLayers, ShortConvRestartsAtDocumentBoundaries) {
@@ -177,11 +168,7 @@ void check_attention(int64_t window) {
   params.finalize();
   Rng rng(9);
   randomize(params, rng, [&](Rng& r) { layer.init(r, 0.5); });
-  const SeqLayout seqs = packed_layout();
-  check_module(
-      params, seqs, random_tensor({seqs.num_tokens(), 6}, rng),
-      [&](StepContext& ctx, const Tensor& x) { return layer.forward(ctx, x); },
-      [&](StepContext& ctx, const Tensor& x, const Tensor& dy, Tensor dx) { layer.backward(ctx, x, dy, dx); });
+  check_packed(params, rng, 6, layer);
 }
 
 TEST(ModelLayers, AttentionGQA) { check_attention(0); }
@@ -207,11 +194,7 @@ void check_delta_rule(const DeltaRuleConfig& config, const std::vector<std::stri
   for (const std::string& name : expected) EXPECT_NE(params.find("mixer." + name), nullptr) << name;
   Rng rng(10);
   randomize(params, rng, [&](Rng& r) { layer.init(r, 0.5); });
-  const SeqLayout seqs = packed_layout();
-  check_module(
-      params, seqs, random_tensor({seqs.num_tokens(), 6}, rng),
-      [&](StepContext& ctx, const Tensor& x) { return layer.forward(ctx, x); },
-      [&](StepContext& ctx, const Tensor& x, const Tensor& dy, Tensor dx) { layer.backward(ctx, x, dy, dx); });
+  check_packed(params, rng, 6, layer);
 }
 
 TEST(ModelLayers, DeltaNetPlainNorm) {

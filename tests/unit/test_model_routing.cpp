@@ -25,25 +25,14 @@
 namespace linea {
 namespace {
 
+using testing::parse_model;
 using testing::throws_invalid_argument;
 
 // Linear, attention, linear, linear: CLER's first link crosses the softmax layer (0 → 2).
 ModelConfig tiny(const std::string& mixer, RoutingKind kind) {
-  ModelConfig c = testing::tiny_hybrid_config(mixer, false,
-                                              {.d_model = 8,
-                                               .layers = 4,
-                                               .vocab = 11,
-                                               .mlp_hidden = 12,
-                                               .init_std = 0.2,
-                                               .linear_heads = 2,
-                                               .d_k = 4,
-                                               .d_v = 3,
-                                               .conv = 3,
-                                               .decay_rank = 2,
-                                               .gate_rank = 2,
-                                               .attention_heads = 2,
-                                               .kv_heads = 1,
-                                               .head_dim = 4});
+  testing::TinyHybridSizes sizes = testing::kFiniteDifferenceSizes;
+  sizes.layers = 4;
+  ModelConfig c = testing::tiny_hybrid_config(mixer, false, sizes);
   c.routing.kind = kind;
   return c;
 }
@@ -51,13 +40,6 @@ ModelConfig tiny(const std::string& mixer, RoutingKind kind) {
 const std::vector<std::string>& mixers() {
   static const std::vector<std::string> m = {"deltanet", "gdn", "kda", "gdn2"};
   return m;
-}
-
-ModelConfig parse_model(const std::string& text) {
-  ConfigReader reader = ConfigReader::from_string(text, "test.toml");
-  ModelConfig config = ModelConfig::parse(reader.section("model"));
-  reader.check_unknown_keys({"model"});
-  return config;
 }
 
 const std::string kHybrid = R"(

@@ -21,12 +21,7 @@ using testing::gradient_matches;
 using testing::index_tensor;
 using testing::random_tensor;
 using testing::throws_invalid_argument;
-
-Tensor values(const Shape& shape, std::vector<double> v) {
-  Tensor t = Tensor::empty(shape, DType::f64);
-  std::copy(v.begin(), v.end(), t.data<double>());
-  return t;
-}
+using testing::values;
 
 // ---- linear ------------------------------------------------------------------------------------
 

@@ -17,6 +17,7 @@
 #include "tests/testing/routing_training.h"
 #include "tests/testing/synthetic_shards.h"
 #include "tests/testing/temp_dir.h"
+#include "tests/testing/train_in_process.h"
 #include "worker/run_config.h"
 #include "worker/trainer.h"
 
@@ -28,12 +29,6 @@ struct TrainCase {
 };
 
 class RoutingTraining : public ::testing::TestWithParam<TrainCase> {};
-
-double mean_loss(const std::vector<nlohmann::json>& lines, size_t begin, size_t end) {
-  double sum = 0;
-  for (size_t i = begin; i < end; ++i) sum += lines[i]["loss"].get<double>();
-  return sum / double(end - begin);
-}
 
 TEST_P(RoutingTraining, LossFallsOnTheDefaultCorpus) {
   const TrainCase c = GetParam();
@@ -52,13 +47,9 @@ checkpoint_every = -1
 [data]
 path = "default"
 )";
-  const RunConfig config = parse_run_config(text, "t.toml", {"run.dir=" + dir.path().string()});
-  std::ostringstream log;
-  const TrainSummary summary = train(config, log);
-  EXPECT_TRUE(summary.complete);
-  const auto lines = testing::json_lines(dir.path() / "t" / "metrics.jsonl");
+  const auto lines = testing::train_metrics(text, dir.path(), "t");
   ASSERT_EQ(lines.size(), 20u);
-  const double first = mean_loss(lines, 0, 5), last = mean_loss(lines, 15, 20);
+  const double first = testing::mean_loss(lines, 0, 5), last = testing::mean_loss(lines, 15, 20);
   EXPECT_NEAR(lines.front()["loss"].get<double>(), std::log(4096.0), 0.3);
   EXPECT_LT(last, first - 0.5) << c.mixer << " " << c.kind << ": " << first << " → " << last;
   std::cout << "[routing training] " << c.mixer << " " << c.kind << ": mean loss of steps 1–5 " << first

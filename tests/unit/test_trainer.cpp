@@ -16,9 +16,11 @@
 #include "inference/hf_checkpoint.h"
 #include "kernels/device_memory.h"
 #include "model/model.h"
+#include "tests/testing/damaged_checkpoint.h"
 #include "tests/testing/json_lines.h"
 #include "tests/testing/synthetic_shards.h"
 #include "tests/testing/temp_dir.h"
+#include "tests/testing/tiny_model.h"
 #include "worker/run_config.h"
 #include "worker/stop_signal.h"
 #include "worker/trainer.h"
@@ -34,24 +36,8 @@ constexpr int64_t kVocab = testing::kSyntheticVocab;
 std::string make_data(const fs::path& dir) { return testing::make_synthetic_data(dir); }
 
 std::string tiny_config(const fs::path& data_dir) {
-  return R"(device = "cpu"
-[run]
-name = "tiny"
-[model]
-d_model = 16
-layers = 2
-vocab = 64
-mixer = "gdn"
-hybrid = "1:1"
-tie_embeddings = false
-[model.linear]
-heads = 2
-d_k = 8
-d_v = 8
-[model.attention]
-heads = 2
-head_dim = 8
-[optimizer]
+  return "device = \"cpu\"\n[run]\nname = \"tiny\"\n" + testing::tiny_hybrid_model(64, "tie_embeddings = false\n") +
+         R"([optimizer]
 kind = "muon"
 lr = 1e-2
 warmup_steps = 3
@@ -170,37 +156,11 @@ TEST_F(TrainerTest, DamagedNewestCheckpointFallsBackToThePrevious) {
   const fs::path newest = tmp_.path() / "split" / "tiny" / "checkpoints" / checkpoint_directory_name(20);
   const fs::path data_file = newest / "rank-00000.h5";
   ASSERT_TRUE(fs::exists(data_file));
-  {
-    std::fstream f(data_file, std::ios::in | std::ios::out | std::ios::binary);
-    f.seekg(0, std::ios::end);
-    const auto size = static_cast<int64_t>(f.tellg());
-    f.seekp(size - 64);
-    char byte = 0;
-    f.read(&byte, 1);
-    f.seekp(size - 64);
-    byte = static_cast<char>(byte ^ 0x5a);
-    f.write(&byte, 1);
-  }
+  testing::flip_byte_near_end(data_file);
   const TrainSummary resumed = run(config("split"));
   EXPECT_EQ(resumed.start_step, 15) << last_log_;
   EXPECT_TRUE(resumed.complete);
   expect_same_trajectory(metrics("whole"), metrics("split"));
-}
-
-// Flips one byte near the end of every rank file of checkpoint `step` of run `run_dir`.
-void damage_checkpoint(const fs::path& checkpoints, int64_t step) {
-  for (const auto& entry : fs::directory_iterator(checkpoints / checkpoint_directory_name(step))) {
-    if (entry.path().extension() != ".h5") continue;
-    std::fstream f(entry.path(), std::ios::in | std::ios::out | std::ios::binary);
-    f.seekg(0, std::ios::end);
-    const auto size = static_cast<int64_t>(f.tellg());
-    char byte = 0;
-    f.seekg(size - 64);
-    f.read(&byte, 1);
-    f.seekp(size - 64);
-    byte = static_cast<char>(byte ^ 0x5a);
-    f.write(&byte, 1);
-  }
 }
 
 // Every committed checkpoint damaged: resume = "require" says so (not "no committed checkpoint");
@@ -208,7 +168,7 @@ void damage_checkpoint(const fs::path& checkpoints, int64_t step) {
 TEST_F(TrainerTest, EveryCheckpointDamagedIsSaidAndTheOldMetricsAreKept) {
   run(config("all", {"train.stop_at=15"}));
   const fs::path checkpoints = tmp_.path() / "all" / "tiny" / "checkpoints";
-  for (int64_t step : {5, 10, 15}) damage_checkpoint(checkpoints, step);
+  for (int64_t step : {5, 10, 15}) testing::damage_checkpoint(checkpoints / checkpoint_directory_name(step));
   try {
     run(config("all", {"train.resume=require"}));
     ADD_FAILURE() << "resumed from damaged checkpoints";

@@ -2,7 +2,7 @@
 // sequence's state S (h0 → ht) and the short convs continuing their input histories. A decoding
 // step (one token per sequence) takes the recurrent form, S_t = S' + k_t uᵀ per token; a prefill
 // the chunked forward.
-#include "model/mixers/delta_rule/delta_rule_decode_state.h"
+#include "model/mixers/delta_rule/delta_rule_layer.h"
 
 #include <stdexcept>
 
@@ -14,7 +14,7 @@ std::unique_ptr<MixerState> DeltaRuleLayer::start_state(int64_t sequences) const
         "model.routing.kind: decoding a model with cross-layer routing is not supported yet (train and evaluate it by "
         "validation loss, or decode an unrouted model)");
   }
-  auto state = std::make_unique<DecodeState>();
+  auto state = std::make_unique<DeltaRuleDecodeState>();
   state->h = Tensor::zeros({sequences, heads_, config_.d_k, config_.d_v}, o_norm_->compute.dtype());
   if (q_conv_) {
     state->q_conv = q_conv_->start_history(sequences);
@@ -24,12 +24,8 @@ std::unique_ptr<MixerState> DeltaRuleLayer::start_state(int64_t sequences) const
   return state;
 }
 
-Tensor DeltaRuleLayer::forward_continuing(StepContext& ctx, const Tensor& x, MixerState& state) {
-  return run(ctx, x, &state_as<DecodeState>(state));
-}
-
-void DeltaRuleLayer::DecodeState::advance(StepContext& ctx, const ops::DeltaRuleSpec& spec, ops::DeltaRuleInputs in,
-                                          Tensor o) {
+void DeltaRuleDecodeState::advance(StepContext& ctx, const ops::DeltaRuleSpec& spec, ops::DeltaRuleInputs in,
+                                   Tensor o) {
   in.h0 = h;
   Tensor ht = Tensor::empty(h.shape(), h.dtype());
   const auto impl = one_token_each(ctx.seqs) ? ops::DeltaRuleImpl::recurrent : ops::DeltaRuleImpl::chunked;

@@ -3,11 +3,12 @@
 // the number of tokens seen.
 #pragma once
 #include "model/input_history.h"
-#include "model/mixers/delta_rule/delta_rule_layer.h"
+#include "model/mixer.h"
+#include "model/mixers/delta_rule/delta_rule.h"
 
 namespace linea {
 
-struct DeltaRuleLayer::DecodeState final : MixerState {
+struct DeltaRuleDecodeState final : MixerState {
   Tensor h;  // [S, H, K, V]
   InputHistory q_conv, k_conv, v_conv;
 

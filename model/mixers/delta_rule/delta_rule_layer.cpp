@@ -179,7 +179,7 @@ Tensor DeltaRuleLayer::conv_backward(StepContext& ctx, std::optional<ShortConv>&
   return dx;
 }
 
-DeltaRuleLayer::Operands DeltaRuleLayer::operands(StepContext& ctx, DecodeState* state) {
+DeltaRuleLayer::Operands DeltaRuleLayer::operands(StepContext& ctx, DeltaRuleDecodeState* state) {
   const int64_t n = q_in_.dim(0), H = heads_, K = config_.d_k, V = config_.d_v;
   Operands op;
   op.in.q = ctx.temporary({n, H, K});
@@ -213,9 +213,7 @@ DeltaRuleLayer::Operands DeltaRuleLayer::operands(StepContext& ctx, DecodeState*
   return op;
 }
 
-Tensor DeltaRuleLayer::forward(StepContext& ctx, const Tensor& x) { return run(ctx, x, nullptr); }
-
-Tensor DeltaRuleLayer::run(StepContext& ctx, const Tensor& x, DecodeState* state) {
+Tensor DeltaRuleLayer::run(StepContext& ctx, const Tensor& x, DeltaRuleDecodeState* state) {
   const int64_t n = x.dim(0), H = heads_, V = config_.d_v;
   q_in_ = q_proj_.forward(ctx, x);
   k_in_ = k_proj_.forward(ctx, x);

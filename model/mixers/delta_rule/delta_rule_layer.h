@@ -53,36 +53,34 @@
 #include "model/mixer.h"
 #include "model/mixers/delta_rule/delta_rule.h"
 #include "model/mixers/delta_rule/delta_rule_config.h"
+#include "model/mixers/delta_rule/delta_rule_decode_state.h"
 #include "model/routing.h"
 #include "model/short_conv.h"
 #include "model/tensor_parallel.h"
 
 namespace linea {
 
-class DeltaRuleLayer final : public Mixer {
+class DeltaRuleLayer final : public RunMixer<DeltaRuleDecodeState> {
  public:
   // config: resolved (DeltaRuleConfig::resolve); its preset says which mixer the layer is.
   DeltaRuleLayer(ParameterSet& params, const std::string& name, int64_t d_model, const DeltaRuleConfig& config,
                  double norm_eps, const TensorParallel& tp = {}, const LayerRouting* routing = nullptr);
 
   void init(Rng& rng, double std) override;
-  Tensor forward(StepContext& ctx, const Tensor& x) override;
   void backward(StepContext& ctx, const Tensor& x, const Tensor& dy, Tensor dx) override;
   // Decoding (delta_rule_decode.cpp): the state S [S, H, K, V] and the convs' input histories.
   std::unique_ptr<MixerState> start_state(int64_t sequences) const override;
-  Tensor forward_continuing(StepContext& ctx, const Tensor& x, MixerState& state) override;
 
  private:
-  struct DecodeState;
   // forward, from empty states (state null: training) or continuing `state`.
-  Tensor run(StepContext& ctx, const Tensor& x, DecodeState* state);
+  Tensor run(StepContext& ctx, const Tensor& x, DeltaRuleDecodeState* state) override;
   // The delta rule's operands, recomputed from what forward keeps (cheap elementwise work: conv,
   // SiLU, L2 norm, decay gate), in ctx.scratch; with the L2 norms' rstd for their backward.
   struct Operands {
     ops::DeltaRuleInputs in;
     Tensor q_rstd, k_rstd;
   };
-  Operands operands(StepContext& ctx, DecodeState* state = nullptr);
+  Operands operands(StepContext& ctx, DeltaRuleDecodeState* state = nullptr);
   // silu(conv(x)) when the layer has convs, else x (continuing `history` when given); and its backward.
   Tensor conv_forward(StepContext& ctx, std::optional<ShortConv>& conv, const Tensor& x,
                       InputHistory* history = nullptr);

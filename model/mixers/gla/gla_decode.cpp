@@ -42,16 +42,8 @@ std::unique_ptr<MixerState> GlaLayer::start_state(int64_t sequences) const {
   return std::make_unique<GlaDecodeState>(sequences, heads_, shape_.d_k, shape_.d_v, g_norm_->compute.dtype());
 }
 
-Tensor GlaLayer::forward_continuing(StepContext& ctx, const Tensor& x, MixerState& state) {
-  return run(ctx, x, &state_as<GlaDecodeState>(state));
-}
-
 std::unique_ptr<MixerState> Hgrn2Layer::start_state(int64_t sequences) const {
   return std::make_unique<GlaDecodeState>(sequences, heads_, d_k_, d_v_, q_proj_.weight().compute.dtype());
-}
-
-Tensor Hgrn2Layer::forward_continuing(StepContext& ctx, const Tensor& x, MixerState& state) {
-  return run(ctx, x, &state_as<GlaDecodeState>(state));
 }
 
 std::unique_ptr<MixerState> Mamba2Layer::start_state(int64_t sequences) const {
@@ -62,18 +54,10 @@ std::unique_ptr<MixerState> Mamba2Layer::start_state(int64_t sequences) const {
   return state;
 }
 
-Tensor Mamba2Layer::forward_continuing(StepContext& ctx, const Tensor& x, MixerState& state) {
-  return run(ctx, x, &state_as<GlaDecodeState>(state));
-}
-
 std::unique_ptr<MixerState> Rwkv6Layer::start_state(int64_t sequences) const {
   auto state = std::make_unique<GlaDecodeState>(sequences, heads_, d_k_, d_v_, mu_->compute.dtype());
   state->histories.emplace_back(sequences, 1, mu_->compute.dim(0), mu_->compute.dtype());  // the previous x
   return state;
-}
-
-Tensor Rwkv6Layer::forward_continuing(StepContext& ctx, const Tensor& x, MixerState& state) {
-  return run(ctx, x, &state_as<GlaDecodeState>(state));
 }
 
 }  // namespace linea

@@ -100,8 +100,6 @@ Tensor GlaLayer::wide_logits(StepContext& ctx) const {
   return wide;
 }
 
-Tensor GlaLayer::forward(StepContext& ctx, const Tensor& x) { return run(ctx, x, nullptr); }
-
 Tensor GlaLayer::run(StepContext& ctx, const Tensor& x, GlaDecodeState* state) {
   const int64_t n = x.dim(0);
   q_ = q_proj_.forward(ctx, x);

@@ -22,13 +22,12 @@
 #include "model/mixer.h"
 #include "model/mixers/gla/gla.h"
 #include "model/mixers/gla/gla_configs.h"
+#include "model/mixers/gla/gla_decode_state.h"
 #include "model/tensor_parallel.h"
 
 namespace linea {
 
-struct GlaDecodeState;
-
-class GlaLayer final : public Mixer {
+class GlaLayer final : public RunMixer<GlaDecodeState> {
  public:
   GlaLayer(ParameterSet& params, const std::string& name, int64_t d_model, const GlaConfig& config, double norm_eps,
            const TensorParallel& tp);
@@ -36,15 +35,13 @@ class GlaLayer final : public Mixer {
            const TensorParallel& tp);
 
   void init(Rng& rng, double std) override;
-  Tensor forward(StepContext& ctx, const Tensor& x) override;
   void backward(StepContext& ctx, const Tensor& x, const Tensor& dy, Tensor dx) override;
   // Decoding (gla_decode.cpp): the op's state and the layer's input histories (GlaDecodeState).
   std::unique_ptr<MixerState> start_state(int64_t sequences) const override;
-  Tensor forward_continuing(StepContext& ctx, const Tensor& x, MixerState& state) override;
 
  private:
   // forward from zero states (state null: training) or continuing `state`.
-  Tensor run(StepContext& ctx, const Tensor& x, GlaDecodeState* state);
+  Tensor run(StepContext& ctx, const Tensor& x, GlaDecodeState* state) override;
   // What the two mixers share: the heads and widths, GLA's gate or RetNet's RoPE.
   struct Shape {
     bool retnet;

@@ -49,8 +49,6 @@ Hgrn2Layer::Operands Hgrn2Layer::operands(StepContext& ctx) const {
   return op;
 }
 
-Tensor Hgrn2Layer::forward(StepContext& ctx, const Tensor& x) { return run(ctx, x, nullptr); }
-
 Tensor Hgrn2Layer::run(StepContext& ctx, const Tensor& x, GlaDecodeState* state) {
   const int64_t n = x.dim(0);
   q_ = q_proj_.forward(ctx, x);

@@ -23,27 +23,24 @@
 #include "model/mixer_family.h"
 #include "model/mixers/gla/gla.h"
 #include "model/mixers/gla/gla_configs.h"
+#include "model/mixers/gla/gla_decode_state.h"
 #include "model/tensor_parallel.h"
 
 namespace linea {
 
-struct GlaDecodeState;
-
-class Hgrn2Layer final : public Mixer {
+class Hgrn2Layer final : public RunMixer<GlaDecodeState> {
  public:
   Hgrn2Layer(ParameterSet& params, const std::string& name, int64_t d_model, const Hgrn2Config& config, double norm_eps,
              const TensorParallel& tp, const LayerPlace& place);
 
   void init(Rng& rng, double std) override;
-  Tensor forward(StepContext& ctx, const Tensor& x) override;
   void backward(StepContext& ctx, const Tensor& x, const Tensor& dy, Tensor dx) override;
   // Decoding (gla_decode.cpp): the op's state and the layer's input histories (GlaDecodeState).
   std::unique_ptr<MixerState> start_state(int64_t sequences) const override;
-  Tensor forward_continuing(StepContext& ctx, const Tensor& x, MixerState& state) override;
 
  private:
   // forward from zero states (state null: training) or continuing `state`.
-  Tensor run(StepContext& ctx, const Tensor& x, GlaDecodeState* state);
+  Tensor run(StepContext& ctx, const Tensor& x, GlaDecodeState* state) override;
   // The op's q = silu(W_q x), g (with this layer's lower bound) and v, in ctx.scratch.
   struct Operands {
     ops::GlaInputs in;

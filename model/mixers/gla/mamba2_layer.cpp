@@ -87,8 +87,6 @@ Tensor Mamba2Layer::gated(StepContext& ctx, const Tensor& y) const {
   return yz;
 }
 
-Tensor Mamba2Layer::forward(StepContext& ctx, const Tensor& x) { return run(ctx, x, nullptr); }
-
 Tensor Mamba2Layer::run(StepContext& ctx, const Tensor& x, GlaDecodeState* state) {
   const int64_t n = x.dim(0);
   z_ = z_proj_.forward(ctx, x);

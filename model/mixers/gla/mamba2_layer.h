@@ -23,28 +23,25 @@
 #include "model/mixer.h"
 #include "model/mixers/gla/gla.h"
 #include "model/mixers/gla/gla_configs.h"
+#include "model/mixers/gla/gla_decode_state.h"
 #include "model/short_conv.h"
 #include "model/tensor_parallel.h"
 
 namespace linea {
 
-struct GlaDecodeState;
-
-class Mamba2Layer final : public Mixer {
+class Mamba2Layer final : public RunMixer<GlaDecodeState> {
  public:
   Mamba2Layer(ParameterSet& params, const std::string& name, int64_t d_model, const Mamba2Config& config,
               double norm_eps, const TensorParallel& tp);
 
   void init(Rng& rng, double std) override;
-  Tensor forward(StepContext& ctx, const Tensor& x) override;
   void backward(StepContext& ctx, const Tensor& x, const Tensor& dy, Tensor dx) override;
   // Decoding (gla_decode.cpp): the op's state and the layer's input histories (GlaDecodeState).
   std::unique_ptr<MixerState> start_state(int64_t sequences) const override;
-  Tensor forward_continuing(StepContext& ctx, const Tensor& x, MixerState& state) override;
 
  private:
   // forward from zero states (state null: training) or continuing `state`.
-  Tensor run(StepContext& ctx, const Tensor& x, GlaDecodeState* state);
+  Tensor run(StepContext& ctx, const Tensor& x, GlaDecodeState* state) override;
   // The op's operands (and the conv outputs and Δ they come from), in ctx.scratch.
   struct Operands {
     Tensor xc, bc, cc;  // silu(conv(·) + bias) of x, B, C

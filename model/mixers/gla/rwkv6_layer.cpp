@@ -104,8 +104,6 @@ Rwkv6Layer::Normed Rwkv6Layer::group_norm(StepContext& ctx) const {
   return gn;
 }
 
-Tensor Rwkv6Layer::forward(StepContext& ctx, const Tensor& x) { return run(ctx, x, nullptr); }
-
 Tensor Rwkv6Layer::run(StepContext& ctx, const Tensor& x, GlaDecodeState* state) {
   const int64_t n = x.dim(0);
   Lerps l = shift(ctx, x, state ? &state->histories[0] : nullptr);

@@ -28,27 +28,24 @@
 #include "model/mixer.h"
 #include "model/mixers/gla/gla.h"
 #include "model/mixers/gla/gla_configs.h"
+#include "model/mixers/gla/gla_decode_state.h"
 #include "model/tensor_parallel.h"
 
 namespace linea {
 
-struct GlaDecodeState;
-
-class Rwkv6Layer final : public Mixer {
+class Rwkv6Layer final : public RunMixer<GlaDecodeState> {
  public:
   Rwkv6Layer(ParameterSet& params, const std::string& name, int64_t d_model, const Rwkv6Config& config, double norm_eps,
              const TensorParallel& tp);
 
   void init(Rng& rng, double std) override;
-  Tensor forward(StepContext& ctx, const Tensor& x) override;
   void backward(StepContext& ctx, const Tensor& x, const Tensor& dy, Tensor dx) override;
   // Decoding (gla_decode.cpp): the op's state and the layer's input histories (GlaDecodeState).
   std::unique_ptr<MixerState> start_state(int64_t sequences) const override;
-  Tensor forward_continuing(StepContext& ctx, const Tensor& x, MixerState& state) override;
 
  private:
   // forward from zero states (state null: training) or continuing `state`.
-  Tensor run(StepContext& ctx, const Tensor& x, GlaDecodeState* state);
+  Tensor run(StepContext& ctx, const Tensor& x, GlaDecodeState* state) override;
   static constexpr int kLerps = 5;  // r, w, k, v, g
   // The shift δ and x̄ = x + δ ⊙ μ; and the five inputs x_i = x + δ ⊙ m_i of the kept m_i; in
   // ctx.scratch.

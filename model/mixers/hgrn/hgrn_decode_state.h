@@ -1,12 +1,12 @@
 // HgrnLayer's decoding state (hgrn_decode.cpp): the recurrence's h per sequence and channel, a
 // fixed size whatever the number of tokens seen.
 #pragma once
+#include "model/mixer.h"
 #include "model/mixers/hgrn/hgrn.h"
-#include "model/mixers/hgrn/hgrn_layer.h"
 
 namespace linea {
 
-struct HgrnLayer::DecodeState final : MixerState {
+struct HgrnDecodeState final : MixerState {
   Tensor h;  // [S, channels]
 
   size_t bytes() const override { return h.nbytes(); }

@@ -40,9 +40,7 @@ HgrnLayer::Recurrence HgrnLayer::recurrence(StepContext& ctx) const {
   return r;
 }
 
-Tensor HgrnLayer::forward(StepContext& ctx, const Tensor& x) { return run(ctx, x, nullptr); }
-
-Tensor HgrnLayer::run(StepContext& ctx, const Tensor& x, DecodeState* state) {
+Tensor HgrnLayer::run(StepContext& ctx, const Tensor& x, HgrnDecodeState* state) {
   i_ = i_proj_.forward(ctx, x);
   f_ = f_proj_.forward(ctx, x);
   z_ = g_proj_.forward(ctx, x);

@@ -23,26 +23,24 @@
 #include "model/mixer.h"
 #include "model/mixer_family.h"
 #include "model/mixers/hgrn/hgrn_config.h"
+#include "model/mixers/hgrn/hgrn_decode_state.h"
 #include "model/tensor_parallel.h"
 
 namespace linea {
 
-class HgrnLayer final : public Mixer {
+class HgrnLayer final : public RunMixer<HgrnDecodeState> {
  public:
   HgrnLayer(ParameterSet& params, const std::string& name, int64_t d_model, const HgrnConfig& config, double norm_eps,
             const TensorParallel& tp, const LayerPlace& place);
 
   void init(Rng& rng, double std) override;
-  Tensor forward(StepContext& ctx, const Tensor& x) override;
   void backward(StepContext& ctx, const Tensor& x, const Tensor& dy, Tensor dx) override;
   // Decoding (hgrn_decode.cpp): the recurrence's state h per sequence, [S, channels].
   std::unique_ptr<MixerState> start_state(int64_t sequences) const override;
-  Tensor forward_continuing(StepContext& ctx, const Tensor& x, MixerState& state) override;
 
  private:
-  struct DecodeState;
   // forward from zero states (state null: training) or continuing `state`.
-  Tensor run(StepContext& ctx, const Tensor& x, DecodeState* state);
+  Tensor run(StepContext& ctx, const Tensor& x, HgrnDecodeState* state) override;
   // The recurrence's log decay g and input u from the kept projections, in ctx.scratch.
   struct Recurrence {
     Tensor lower_bound, g, u;

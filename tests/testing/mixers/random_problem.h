@@ -1,8 +1,13 @@
 // What the mixer families' random test problems share (delta_rule_problem.h, gla_problem.h): the
 // shape of a problem, two tensor helpers that pass an undefined tensor (an input the mixer does not
-// take) through unchanged, and the named list of a run's defined tensors.
+// take) through unchanged, the named list of a run's defined tensors, and the finite-difference
+// check of an op's gradient of one input.
 #pragma once
+#include <gtest/gtest.h>
+
+#include <algorithm>
 #include <cstdint>
+#include <functional>
 #include <initializer_list>
 #include <string>
 #include <utility>
@@ -10,6 +15,7 @@
 
 #include "kernels/tensor.h"
 #include "tests/testing/assert_close.h"
+#include "tests/testing/finite_difference.h"
 
 namespace linea::testing {
 
@@ -38,6 +44,17 @@ inline std::vector<std::pair<std::string, Tensor>> defined_named(
     if (t->defined()) out.emplace_back(name, *t);
   }
   return out;
+}
+
+// A mixer op's f64 gradient `grad` of `input` against central differences of `loss` (eps 1e-5) on
+// up to `entries` entries. Truncation ~1e-10, rounding ~1e-16·|L|/eps ~1e-9 absolute, which is also
+// the worst relative error of entries near the 1e-6 floor; the gradients are ~1e-2..1.
+inline void expect_gradient_matches(const std::string& name, const std::function<double()>& loss, Tensor input,
+                                    const Tensor& grad, int64_t entries = 48) {
+  const GradCheck g = gradcheck(loss, input, grad, entries, 1e-5);
+  EXPECT_EQ(g.checked, std::min<int64_t>(entries, input.numel())) << name;
+  EXPECT_LT(g.max_abs_err, 1e-7) << name;
+  EXPECT_LT(g.max_rel_err, 1e-4) << name << ": max_abs_err " << g.max_abs_err;
 }
 
 }  // namespace linea::testing

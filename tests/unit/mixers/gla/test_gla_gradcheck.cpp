@@ -46,11 +46,7 @@ TEST_P(GlaGradcheck, EveryInputMatchesFiniteDifferences) {
       continue;
     }
     ASSERT_TRUE(grad.defined()) << name;
-    const testing::GradCheck g = testing::gradcheck(loss, input, grad, 48, 1e-5);
-    EXPECT_EQ(g.checked, std::min<int64_t>(48, input.numel())) << name;
-    // eps = 1e-5: truncation ~1e-10, rounding ~1e-16·|L|/eps ~1e-9 absolute.
-    EXPECT_LT(g.max_abs_err, 1e-7) << name;
-    EXPECT_LT(g.max_rel_err, 1e-4) << name << ": max_abs_err " << g.max_abs_err;
+    testing::expect_gradient_matches(name, loss, input, grad);
     ++checked_inputs;
   }
   // q, v, h0; k unless tied to g; g unless fixed; u for the bonus readout.

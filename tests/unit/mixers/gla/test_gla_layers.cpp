@@ -17,7 +17,7 @@
 namespace linea {
 namespace {
 
-using testing::check_module;
+using testing::check_packed;
 using testing::packed_layout;
 using testing::random_tensor;
 using testing::randomize;
@@ -55,11 +55,7 @@ void check_layer(const std::string& mixer, const std::vector<std::string>& expec
       fill_uniform(p.value, rng, -0.5, 0.5);
     }
   }
-  const SeqLayout seqs = packed_layout();
-  check_module(
-      params, seqs, random_tensor({seqs.num_tokens(), kDModel}, rng),
-      [&](StepContext& ctx, const Tensor& x) { return layer->forward(ctx, x); },
-      [&](StepContext& ctx, const Tensor& x, const Tensor& dy, Tensor dx) { layer->backward(ctx, x, dy, dx); });
+  check_packed(params, rng, kDModel, *layer);
 }
 
 TEST(GlaLayers, Gla) {
@@ -77,11 +73,7 @@ TEST(GlaLayers, GlaWithoutOutputGate) {
   EXPECT_EQ(params.find("mixer.g_proj.weight"), nullptr);
   Rng rng(11);
   randomize(params, rng, [&](Rng& r) { layer->init(r, 0.5); });
-  const SeqLayout seqs = packed_layout();
-  check_module(
-      params, seqs, random_tensor({seqs.num_tokens(), kDModel}, rng),
-      [&](StepContext& ctx, const Tensor& x) { return layer->forward(ctx, x); },
-      [&](StepContext& ctx, const Tensor& x, const Tensor& dy, Tensor dx) { layer->backward(ctx, x, dy, dx); });
+  check_packed(params, rng, kDModel, *layer);
 }
 
 TEST(GlaLayers, RetNet) {

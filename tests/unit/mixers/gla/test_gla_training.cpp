@@ -9,11 +9,9 @@
 #include <sstream>
 #include <string>
 
-#include "tests/testing/json_lines.h"
 #include "tests/testing/mixers/gla_training.h"
 #include "tests/testing/temp_dir.h"
-#include "worker/run_config.h"
-#include "worker/trainer.h"
+#include "tests/testing/train_in_process.h"
 
 namespace linea {
 namespace {
@@ -23,13 +21,6 @@ struct TrainCase {
 };
 
 class GlaTraining : public ::testing::TestWithParam<TrainCase> {};
-
-// The mean loss of metrics lines [begin, end).
-double mean_loss(const std::vector<nlohmann::json>& lines, size_t begin, size_t end) {
-  double sum = 0;
-  for (size_t i = begin; i < end; ++i) sum += lines[i]["loss"].get<double>();
-  return sum / double(end - begin);
-}
 
 TEST_P(GlaTraining, LossFallsOnTheDefaultCorpus) {
   const TrainCase c = GetParam();
@@ -48,13 +39,9 @@ checkpoint_every = -1
 [data]
 path = "default"
 )";
-  const RunConfig config = parse_run_config(text, "t.toml", {"run.dir=" + dir.path().string()});
-  std::ostringstream log;
-  const TrainSummary summary = train(config, log);
-  EXPECT_TRUE(summary.complete);
-  const auto lines = testing::json_lines(dir.path() / "t" / "metrics.jsonl");
+  const auto lines = testing::train_metrics(text, dir.path(), "t");
   ASSERT_EQ(lines.size(), 50u);
-  const double first = mean_loss(lines, 0, 5), last = mean_loss(lines, 45, 50);
+  const double first = testing::mean_loss(lines, 0, 5), last = testing::mean_loss(lines, 45, 50);
   EXPECT_NEAR(lines.front()["loss"].get<double>(), std::log(4096.0), 0.3);
   EXPECT_LT(last, first - 1.0) << c.mixer << " " << c.hybrid << ": " << first << " → " << last;
   RecordProperty("loss_first5", std::to_string(first));

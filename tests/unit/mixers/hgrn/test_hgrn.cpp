@@ -11,6 +11,7 @@
 #include "tests/testing/assert_close.h"
 #include "tests/testing/finite_difference.h"
 #include "tests/testing/kernel_test.h"
+#include "tests/testing/mixers/random_problem.h"
 
 namespace linea {
 namespace {
@@ -113,10 +114,7 @@ TEST_P(Hgrn, EveryInputMatchesFiniteDifferences) {
   const auto L = [&] { return loss(GetParam(), p); };
   for (const auto& [name, input, grad] : {std::tuple{"x", p.in.x, r.grads.dx}, std::tuple{"g", p.in.g, r.grads.dg},
                                           std::tuple{"h0", p.in.h0, r.grads.dh0}}) {
-    const testing::GradCheck g = testing::gradcheck(L, input, grad, 64, 1e-5);
-    EXPECT_EQ(g.checked, std::min<int64_t>(64, input.numel())) << name;
-    EXPECT_LT(g.max_abs_err, 1e-7) << name;
-    EXPECT_LT(g.max_rel_err, 1e-4) << name;
+    testing::expect_gradient_matches(name, L, input, grad, 64);
   }
 }
 
