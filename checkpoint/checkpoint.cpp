@@ -320,8 +320,9 @@ json write_rank_file(const fs::path& path, const CheckpointState& state, int64_t
 }  // namespace
 
 fs::path begin_checkpoint_save(const fs::path& root, int64_t step) {
-  // Training that resumed from an older checkpoint, because this step's was damaged, reaches
-  // this step again: the damaged one is set aside. A sound one is never replaced.
+  // A damaged checkpoint of this step is set aside (e.g. a run with train.resume = "never" over
+  // older checkpoints; the trainer's resume sets aside those it skips itself). A sound one is
+  // never replaced.
   const std::vector<CommittedCheckpoint> existing = list_committed_checkpoints(root);
   const auto same_step =
       std::find_if(existing.begin(), existing.end(), [&](const CommittedCheckpoint& c) { return c.step == step; });

@@ -368,7 +368,9 @@ class TrainingRun {
     schedule_.emplace(c_.optim, c_.train.steps);
   }
 
-  // The newest committed checkpoint that verifies, unless train.resume = "never".
+  // The newest committed checkpoint that verifies, unless train.resume = "never"; the damaged
+  // ones skipped on the way are set aside unless the run stops here (resume = "require" finding
+  // none).
   void resume() {
     summary_.device = std::string(device_name(placement_.device));
     summary_.precision = std::string(dtype_name(placement_.compute));
@@ -376,6 +378,15 @@ class TrainingRun {
     const ResumeAttempt attempt =
         resume_training(checkpoint_root_, world_, *optimizer_, *loader_, out_, c_.model.routing.resume_unrouted);
     const std::optional<ResumedTraining>& resumed = attempt.resumed;
+    if (!resumed && c_.train.resume == ResumeMode::require) {
+      throw_alike<std::runtime_error>(
+          world_, checkpoint_root_.string() + ": train.resume = \"require\" but " +
+                      (attempt.damaged.empty()
+                           ? std::string("there is no committed checkpoint")
+                           : "every committed checkpoint is damaged (" + std::to_string(attempt.damaged.size()) + ": " +
+                                 listed(attempt.damaged) + "; see the warnings above)"));
+    }
+    set_aside_damaged(attempt.damaged);
     if (resumed) {
       model_->params().refresh_compute_values();
       summary_.start_step = resumed->step;
@@ -393,13 +404,6 @@ class TrainingRun {
       out_ << "resumed from " << resumed->directory.string() << " (step " << resumed->step << ", "
            << human_count(double(tokens_)) << " tokens, written as tp " << resumed->layout.tp << " × dp "
            << resumed->layout.dp << ")\n";
-    } else if (c_.train.resume == ResumeMode::require) {
-      throw_alike<std::runtime_error>(
-          world_, checkpoint_root_.string() + ": train.resume = \"require\" but " +
-                      (attempt.damaged.empty()
-                           ? std::string("there is no committed checkpoint")
-                           : "every committed checkpoint is damaged (" + std::to_string(attempt.damaged.size()) + ": " +
-                                 listed(attempt.damaged) + "; see the warnings above)"));
     } else {
       if (attempt.state_overwritten) make_model();  // a damaged checkpoint was partly read: start afresh
       restarting_after_damage_ = !attempt.damaged.empty();
@@ -529,6 +533,23 @@ class TrainingRun {
     for (int n = 2; fs::exists(aside); ++n) aside = run_dir_ / ("metrics.jsonl.before-restart-" + std::to_string(n));
     fs::rename(metrics, aside);
     out_ << "the old metrics.jsonl is kept as " << aside.string() << "\n";
+  }
+
+  // The committed checkpoints the resume skipped as damaged, renamed to step-N.damaged by rank 0
+  // (checkpoint_directory.h; a failure is an error on every rank). Training goes on from an older
+  // one (or from step 0) and metrics.jsonl is cut back to that step, so no later resume may take
+  // one of them up again should it read well by then (the same byte flipped back, a read that
+  // failed once): it would keep the lines logged so far and leave the steps up to its own missing.
+  void set_aside_damaged(const std::vector<fs::path>& damaged) {
+    if (damaged.empty()) return;  // the same list on every rank
+    errors_.run([&] {
+      if (!lead_) return;
+      for (const fs::path& d : damaged) {
+        out_ << "the damaged checkpoint " << d.string() << " is set aside as "
+             << set_aside_damaged_checkpoint(d).string() << "\n";
+      }
+    });
+    errors_.agree("setting the damaged checkpoints aside");
   }
 
   static std::string listed(const std::vector<fs::path>& paths) {

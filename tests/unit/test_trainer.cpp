@@ -163,6 +163,32 @@ TEST_F(TrainerTest, DamagedNewestCheckpointFallsBackToThePrevious) {
   expect_same_trajectory(metrics("whole"), metrics("split"));
 }
 
+// A checkpoint a resume skipped as damaged is set aside: training went on from an older one, and
+// metrics.jsonl was cut back to that one's step, so the skipped one must never be resumed from
+// later, even if it reads well by then (the chaos soak flipped the same byte twice, a flaky disk
+// could fail one read): that resume would keep only the lines logged so far and leave a gap
+// between them and its step.
+TEST_F(TrainerTest, ADamagedCheckpointSkippedOnceIsNeverResumedFrom) {
+  run(config("whole"));
+  run(config("split", {"train.stop_at=20"}));
+  const fs::path checkpoints = tmp_.path() / "split" / "tiny" / "checkpoints";
+  testing::damage_checkpoint(checkpoints / checkpoint_directory_name(20));
+  const TrainSummary fallback = run(config("split", {"train.stop_at=17"}));
+  EXPECT_EQ(fallback.start_step, 15) << last_log_;
+  EXPECT_NE(last_log_.find("set aside as " + (checkpoints / "step-000000020.damaged").string()), std::string::npos)
+      << last_log_;
+  std::vector<int64_t> committed;
+  for (const CommittedCheckpoint& c : list_committed_checkpoints(checkpoints)) committed.push_back(c.step);
+  EXPECT_EQ(committed, (std::vector<int64_t>{10, 15, 17}));
+  // The same byte flipped back: the checkpoint of step 20 reads well again, wherever it is now.
+  const fs::path aside = checkpoints / "step-000000020.damaged";
+  testing::damage_checkpoint(fs::exists(aside) ? aside : checkpoints / checkpoint_directory_name(20));
+  const TrainSummary resumed = run(config("split"));
+  EXPECT_EQ(resumed.start_step, 17) << last_log_;
+  EXPECT_TRUE(resumed.complete);
+  expect_same_trajectory(metrics("whole"), metrics("split"));
+}
+
 // Every committed checkpoint damaged: resume = "require" says so (not "no committed checkpoint");
 // resume = "auto" starts again from step 0, says so, and keeps the old metrics.jsonl aside.
 TEST_F(TrainerTest, EveryCheckpointDamagedIsSaidAndTheOldMetricsAreKept) {
