@@ -71,7 +71,7 @@ TEST(RunTable, RejectsEventsThatDoNotFitTheState) {
 
 TEST(RunTable, SnapshotRecreatesTheTable) {
   RunTable t;
-  coordinator::SweepSpec sweep{"s", "/runs/s", "s/a"};
+  coordinator::SweepSpec sweep{"s", "/runs/s", "s/a", {}};
   t.apply(RunTable::submitted({spec("s/a"), spec("s/b")}, sweep, 1));
   t.apply(RunTable::launched("s/a", 0, 77, 2));
   t.apply(RunTable::exited("s/a", 0, ExitOutcome::hung, "no heartbeat", 5, 6, false, 7));

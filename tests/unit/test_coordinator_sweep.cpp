@@ -284,7 +284,7 @@ std::vector<coordinator::RunSpec> sweep_runs(const std::string& sweep_dir, std::
 TEST(SweepResults, SummaryTablesAndPlots) {
   TempDir dir;
   const std::string sweep_dir = dir / "s";
-  coordinator::SweepSpec sweep{"s", sweep_dir, "s/b"};
+  coordinator::SweepSpec sweep{"s", sweep_dir, "s/b", {}};
   const std::vector<coordinator::RunSpec> runs = sweep_runs(sweep_dir, {"a", "b"});
   coordinator::write_sweep_manifest(sweep, runs);
   EXPECT_THROW(coordinator::write_sweep_manifest(sweep, runs), std::runtime_error);  // never overwritten
