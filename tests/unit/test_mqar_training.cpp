@@ -1,8 +1,10 @@
 // MQAR as a training task (data.path = "mqar:...", data/mqar_batches.h) through the real trainer:
 // every evaluation logs val_acc (the argmax at the query positions, worker/target_accuracy.h), an
 // MQAR run resumes from its checkpoint on exactly the next batch (the same losses as an unbroken
-// run), and a 2-layer GDN at d_model 128 learns it to ≥ 90% at a reduced setting (64 tokens, 4
-// pairs, vocabulary 64: configs/mqar-gdn-cpu.toml at 600 steps; about 35 s on one core).
+// run), and a 2-layer GDN and a 2-layer softmax attention model at d_model 128 learn it to ≥ 90%
+// at a reduced setting (64 tokens, 4 pairs, vocabulary 64: configs/mqar-gdn-cpu.toml at 600 steps,
+// about 35 s on one core; attention at 64 sequences a step without the MLP, 400 steps, 54 s on the
+// loaded 2-core machine).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -74,13 +76,8 @@ TEST(MqarTraining, ResumesOnTheNextBatch) {
   }
 }
 
-// Softmax attention is not asked for: at this setting and budget a 2-layer attention model stays
-// at val_acc ≈ 0.25 (it predicts one of the four values, not the right one: lr 1e-3 and 3e-3, up
-// to 1500 steps), where the GDN passes 0.9.
-TEST(MqarTraining, GatedDeltaNetLearnsRecall) {
-  testing::TempDir dir;
-  const RunConfig config =
-      parse_run_config(mqar_config(dir.path().string(), "gdn", 600), "mqar.toml", {"optimizer.warmup_steps=20"});
+// Trains `config` to its end and expects the last val_acc to be at least 0.9.
+void expect_learns_recall(const RunConfig& config) {
   double last_acc = -1;
   TrainOptions options;
   options.on_step = [&](const nlohmann::json& m) {
@@ -90,7 +87,28 @@ TEST(MqarTraining, GatedDeltaNetLearnsRecall) {
   const TrainSummary summary = train(config, log, options);
   EXPECT_TRUE(summary.complete);
   EXPECT_GE(last_acc, 0.9) << log.str();
-  RecordProperty("val_acc", std::to_string(last_acc));
+  ::testing::Test::RecordProperty("val_acc", std::to_string(last_acc));
+}
+
+TEST(MqarTraining, GatedDeltaNetLearnsRecall) {
+  testing::TempDir dir;
+  const RunConfig config =
+      parse_run_config(mqar_config(dir.path().string(), "gdn", 600), "mqar.toml", {"optimizer.warmup_steps=20"});
+  expect_learns_recall(config);
+}
+
+// Softmax attention needs more sequences a step, or a lower lr, than the GDN: at 16 (64 answers a
+// step) and lr 1e-3 or 3e-3 it stays near chance, val_acc 0.23–0.37 through 2000 steps (it learns
+// which four values are present, not which one belongs to the key); lr 3e-4 gets there by step
+// 1200. At 64 sequences a step and lr 1e-3 it passes 0.9 by step 300
+// (configs/mqar-attention-cpu.toml, with the MLP; docs/studies.md). Here without the MLP, which
+// takes most of the time of a step.
+TEST(MqarTraining, AttentionLearnsRecallAtSixtyFourSequencesAStep) {
+  testing::TempDir dir;
+  const RunConfig config = parse_run_config(mqar_config(dir.path().string(), "attention", 400), "mqar.toml",
+                                            {"optimizer.warmup_steps=20", "model.mlp=false", "model.attention.heads=2",
+                                             "model.attention.head_dim=64", "train.batch_seqs=64"});
+  expect_learns_recall(config);
 }
 
 }  // namespace
