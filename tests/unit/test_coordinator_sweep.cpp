@@ -187,8 +187,8 @@ TEST_F(SweepTest, BadSweepFilesAreErrorsNamingTheKey) {
 
 TEST_F(SweepTest, ExampleSweepsExpand) {
   const std::string source = std::getenv("LINEA_SOURCE_DIR") ? std::getenv("LINEA_SOURCE_DIR") : ".";
-  for (const char* model :
-       {"gdn-340m", "kda-340m", "kda-h-340m", "deltanet-340m", "gdn2-340m", "transformer-340m", "tiny", "deltanet-340m"})
+  for (const char* model : {"gdn-340m", "kda-340m", "kda-h-340m", "deltanet-340m", "gdn2-340m", "transformer-340m",
+                            "tiny", "deltanet-340m"})
     write_text(dir_ / (std::string("configs/models/") + model + ".toml"), "[model]\n");
   for (const char* mixer : {"gla", "retnet", "hgrn", "hgrn2", "mamba2", "rwkv6", "transformer"}) {
     for (const char* size : {"340m", "1.3b"}) {
@@ -196,10 +196,9 @@ TEST_F(SweepTest, ExampleSweepsExpand) {
     }
   }
   const std::vector<std::pair<std::string, size_t>> expected = {
-      {"optimizer-lr-340m", 18}, {"hybrid-ratio-340m", 5}, {"mixers-340m", 6},   {"context-length-340m", 10},
-      {"tiny-smoke", 2},         {"seed001-340m", 31},     {"seed001-1.3b", 31}, {"seed001-reduced", 31},
-      {"routing-340m", 16},      {"routing-reduced", 16},
-      {"mqar-mixers-width", 33}, {"recall-study-reduced", 21}};
+      {"optimizer-lr-340m", 18}, {"hybrid-ratio-340m", 5}, {"mixers-340m", 6},        {"context-length-340m", 10},
+      {"tiny-smoke", 2},         {"seed001-340m", 31},     {"seed001-1.3b", 31},      {"seed001-reduced", 31},
+      {"routing-340m", 16},      {"routing-reduced", 16},  {"mqar-mixers-width", 33}, {"recall-study-reduced", 21}};
   for (const auto& [name, runs] : expected) {
     const std::string path = source + "/configs/sweeps/" + name + ".toml";
     const SweepPlan plan = expand_sweep(read_text(path), path, dir_ / "configs/sweeps", dir_.path());
@@ -332,10 +331,12 @@ TEST(SweepResults, SummaryTablesAndPlots) {
              "{\"task\": \"piqa\", \"samples\": 2, \"acc\": 0.5, \"acc_norm\": 0.25, \"step\": 2}\n"
              "{\"task\": \"niah_single_1\", \"context_length\": 1024, \"samples\": 2, \"score\": 75, \"step\": 3}\n"
              "{\"task\": \"piqa\", \"samples\": 2, \"acc\": 1, \"acc_norm\": 0.75, \"step\": 3}\n");
-  write_text(sweep_dir + "/b/metrics.jsonl", "{\"step\": 1, \"loss\": 2, \"val_acc\": 0.3}\n{\"step\": 2, \"loss\": 1, \"val_acc\": 0.9}\n");
+  write_text(sweep_dir + "/b/metrics.jsonl",
+             "{\"step\": 1, \"loss\": 2, \"val_acc\": 0.3}\n{\"step\": 2, \"loss\": 1, \"val_acc\": 0.9}\n");
   coordinator::write_sweep_results(sweep_dir);
   const std::string with_eval = read_text(sweep_dir + "/summary.md");
-  EXPECT_NE(with_eval.find("| run | niah_single_1@1024 score | piqa acc | piqa acc_norm | val_acc |"), std::string::npos)
+  EXPECT_NE(with_eval.find("| run | niah_single_1@1024 score | piqa acc | piqa acc_norm | val_acc |"),
+            std::string::npos)
       << with_eval;
   EXPECT_NE(with_eval.find("| s/a | 75 | 1 | 0.75 | — |"), std::string::npos) << with_eval;
   EXPECT_NE(with_eval.find("| s/b | — | — | — | 0.9 |"), std::string::npos) << with_eval;
