@@ -25,7 +25,8 @@
 // passes for K = 256), dP, dA, dv and dβ_v in the first only. Warp w takes rows 16 (w % 4).. of every result and the
 // columns (w / 4) N/2.. of its N. Tiles (Kt = 128): Q and K (the pass's columns), T, dX, dÃ, dÃβ, dP̃, and two sets of
 // value-column tiles (v, dO, Ũ, dŨ [64, 64], S0 and dS [Kt, 64]) so that the next columns load during the current ones'
-// products: 200 KB. Reads per chunk and head: q, k, v, dO, Ũ, dŨ, h, dh, T, G, β (dO, Ũ, dŨ once more per extra pass);
+// products: 200 KB. A plain write keeps Q, K, dP̃ and value tiles without v, in key passes of 64: 104 KB, two blocks a
+// multiprocessor. Reads per chunk and head: q, k, v, dO, Ũ, dŨ, h, dh, T, G, β (dO, Ũ, dŨ once more per extra pass);
 // writes dq, dk, dv, dβ, dg.
 #include "kernels/cuda/check.h"
 #include "kernels/cuda/warp_reduce.cuh"
@@ -36,35 +37,44 @@ namespace linea::cuda::delta::bf16path {
 
 namespace {
 
-template <int Kt>
+// The value-column tiles of one set; a plain write stages no v (Ũ is V).
+template <int Kt, bool kPlain>
 struct ValueTiles {
-  Tile<kBV> v, dO, Ut, dUt, S0, dS;  // S0 and dS: Kt rows
-  static constexpr int kElements = 4 * kC * kBV + 2 * Kt * kBV;
+  static constexpr int kRowTiles = kPlain ? 3 : 4;  // dO, Ũ, dŨ (and v)
+  Tile<kBV> dO, Ut, dUt, S0, dS, v;                 // S0 and dS: Kt rows
+  static constexpr int kElements = kRowTiles * kC * kBV + 2 * Kt * kBV;
   __device__ explicit ValueTiles(bf16* p)
-      : v{p},
-        dO{p + kC * kBV},
-        Ut{p + 2 * kC * kBV},
-        dUt{p + 3 * kC * kBV},
-        S0{p + 4 * kC * kBV},
-        dS{p + 4 * kC * kBV + Kt * kBV} {}
+      : dO{p},
+        Ut{p + kC * kBV},
+        dUt{p + 2 * kC * kBV},
+        S0{p + kRowTiles * kC * kBV},
+        dS{p + kRowTiles * kC * kBV + Kt * kBV},
+        v{kPlain ? nullptr : p + 3 * kC * kBV} {}
 };
 
-template <int Kt>
+// Q, K, dP̃, then (not for a plain write, which has no T, X, Y and A) T, dX, dÃ, dÃβ, then the two
+// sets of value tiles.
+template <int Kt, bool kPlain>
 struct GradientShared {
+  static constexpr int kPairTiles = kPlain ? 1 : 5;
   Tile<Kt> Q, K;
-  Tile<kC> T, dX, dA, dAb, dP;
+  Tile<kC> dP, T, dX, dA, dAb;
   bf16* values;  // two ValueTiles, tiles(b)
   __device__ explicit GradientShared(unsigned char* base)
       : Q{reinterpret_cast<bf16*>(base)},
         K{Q.data + kC * Kt},
-        T{K.data + kC * Kt},
-        dX{T.data + kC * kC},
-        dA{dX.data + kC * kC},
-        dAb{dA.data + kC * kC},
-        dP{dAb.data + kC * kC},
-        values{dP.data + kC * kC} {}
-  __device__ ValueTiles<Kt> tiles(int b) const { return ValueTiles<Kt>(values + b * ValueTiles<Kt>::kElements); }
-  static constexpr size_t bytes() { return sizeof(bf16) * (2 * kC * Kt + 5 * kC * kC + 2 * ValueTiles<Kt>::kElements); }
+        dP{K.data + kC * Kt},
+        T{kPlain ? nullptr : dP.data + kC * kC},
+        dX{kPlain ? nullptr : dP.data + 2 * kC * kC},
+        dA{kPlain ? nullptr : dP.data + 3 * kC * kC},
+        dAb{kPlain ? nullptr : dP.data + 4 * kC * kC},
+        values{dP.data + kPairTiles * kC * kC} {}
+  __device__ ValueTiles<Kt, kPlain> tiles(int b) const {
+    return ValueTiles<Kt, kPlain>(values + b * ValueTiles<Kt, kPlain>::kElements);
+  }
+  static constexpr size_t bytes() {
+    return sizeof(bf16) * (2 * kC * Kt + kPairTiles * kC * kC + 2 * ValueTiles<Kt, kPlain>::kElements);
+  }
 };
 
 // Sums x over the 4 lanes of a fragment row (t = 0..3): every lane gets the row's sum.
@@ -73,12 +83,14 @@ __device__ __forceinline__ float row_sum(float x) {
   return x + __shfl_xor_sync(0xffffffffu, x, 2);
 }
 
-template <int Kt, ops::DecayKind kDecayKind, ops::GateKind kGate>
-__global__ void __launch_bounds__(kThreads, 1) gradients_kernel(Problem p, Workspace ws, const bf16* d_o, Outputs out) {
+// kPlain: Problem::plain, whose kernel fits two blocks a multiprocessor (128 registers a thread).
+template <int Kt, ops::DecayKind kDecayKind, ops::GateKind kGate, bool kPlain>
+__global__ void __launch_bounds__(kThreads, kPlain ? 2 : 1)
+    gradients_kernel(Problem p, Workspace ws, const bf16* d_o, Outputs out) {
   constexpr bool kDecay = kDecayKind == ops::DecayKind::scalar, kChannel = kDecayKind == ops::DecayKind::channel;
   constexpr bool kGated = kGate == ops::GateKind::erase_write;
   extern __shared__ __align__(128) unsigned char shared[];
-  const GradientShared<Kt> sm(shared);
+  const GradientShared<Kt, kPlain> sm(shared);
   constexpr int kN = Kt / 16;  // column tiles of a warp's part of a [64, Kt] result
   __shared__ float G[kC], beta[kC];
   // A decay per channel: after step 1 the value tiles' place holds the three reach operands (row
@@ -93,7 +105,7 @@ __global__ void __launch_bounds__(kThreads, 1) gradients_kernel(Problem p, Works
   float* const dG_tile = reinterpret_cast<float*>(reach_k);
   float* const r_tile = dG_tile + kC * DecayTile::kPitch;
   static_assert(!kChannel || 3 * channel::kReachRows * Kt * sizeof(bf16) + DecayTile::kBytes <=
-                                 2 * ValueTiles<Kt>::kElements * sizeof(bf16),
+                                 2 * ValueTiles<Kt, kPlain>::kElements * sizeof(bf16),
                 "the channel decay's tiles fit in the value tiles' place");
   enum { kR, kDbA, kDG, kDbV, kSums };
   __shared__ float sums[kSums][2][kC];  // row sums, one per warp column half
@@ -111,19 +123,19 @@ __global__ void __launch_bounds__(kThreads, 1) gradients_kernel(Problem p, Works
   // Copies value tile b (columns 64 b..) of the pass at key column k0 into set b % 2; v in the
   // first pass only.
   const auto stage_values = [&](int b, int k0, bool first_pass) {
-    const ValueTiles<Kt> t = sm.tiles(b & 1);
+    const ValueTiles<Kt, kPlain> t = sm.tiles(b & 1);
     const int e0 = b * kBV;
-    if (first_pass && !p.plain) stage_rows(t.v, p.v, s, H, head, V, e0);
+    if (first_pass && !kPlain) stage_rows(t.v, p.v, s, H, head, V, e0);
     stage_rows(t.dO, d_o, s, H, head, V, e0);
     stage_rows(t.Ut, ws.Ut, s, H, head, V, e0);
     stage_rows(t.dUt, ws.dUt, s, H, head, V, e0);
     stage_matrix(t.S0, ws.h + state_at + int64_t{k0} * V, Kt, K - k0, V, V, e0);
     stage_matrix(t.dS, ws.dh + state_at + int64_t{k0} * V, Kt, K - k0, V, V, e0);
   };
-  if (!p.plain) stage_matrix(sm.T, ws.T + (chunk * H + head) * kC * kC, kC, kC, kC, kC, 0);
+  if constexpr (!kPlain) stage_matrix(sm.T, ws.T + (chunk * H + head) * kC * kC, kC, kC, kC, kC, 0);
   if (threadIdx.x < kC) {
     const int i = threadIdx.x;
-    beta[i] = kGated || p.plain ? 1.0f : i < L ? __bfloat162float(p.beta[(s.first + i) * H + head]) : 0.0f;
+    beta[i] = kGated || kPlain ? 1.0f : i < L ? __bfloat162float(p.beta[(s.first + i) * H + head]) : 0.0f;
     G[i] = kDecay && i < L ? ws.G[(s.first + i) * H + head] : 0.0f;
   }
   // e_ij (j ≤ i < L: exponent ≤ 0) and γ_i.
@@ -153,13 +165,13 @@ __global__ void __launch_bounds__(kThreads, 1) gradients_kernel(Problem p, Works
     float row_dot = 0.0f;  // a decay per channel: Σ_e S0_de dS_de of the thread's row (below)
     float dQ[kN][4] = {}, dK[kN][4] = {}, dY[kN][4] = {}, dP[4][4] = {}, dA[4][4] = {};
     for (int b = 0; b < value_tiles; ++b) {
-      const ValueTiles<Kt> t = sm.tiles(b & 1);
+      const ValueTiles<Kt, kPlain> t = sm.tiles(b & 1);
       const int e0 = b * kBV;
       mma::wait_copies<0>();
       __syncthreads();
       if (b + 1 < value_tiles) stage_values(b + 1, k0, first);
       mma::commit_copies();
-      if (!p.plain) {
+      if constexpr (!kPlain) {
         float dX[4][4] = {};
         mma::product<mma::Hold::transposed, mma::Hold::as_is>(dX, sm.T, m0, t.dUt, j0, kC);
 #pragma unroll
@@ -190,7 +202,7 @@ __global__ void __launch_bounds__(kThreads, 1) gradients_kernel(Problem p, Works
         uint32_t ado[4], au[4], adx[4];
         mma::a_mk(ado, t.dO, m0, k);
         mma::a_mk(au, t.Ut, m0, k);
-        if (!p.plain) mma::a_mk(adx, sm.dX, m0, k);
+        if constexpr (!kPlain) mma::a_mk(adx, sm.dX, m0, k);
 #pragma unroll
         for (int j = 0; j < kN; j += 2) {
           uint32_t bs0[2][2], bds[2][2];
@@ -199,7 +211,7 @@ __global__ void __launch_bounds__(kThreads, 1) gradients_kernel(Problem p, Works
 #pragma unroll
           for (int h = 0; h < 2; ++h) {
             mma::mma(dQ[j + h], ado, bs0[h]);
-            if (!p.plain) mma::mma(dY[j + h], adx, bs0[h]);
+            if constexpr (!kPlain) mma::mma(dY[j + h], adx, bs0[h]);
             mma::mma(dK[j + h], au, bds[h]);
           }
         }
@@ -211,7 +223,7 @@ __global__ void __launch_bounds__(kThreads, 1) gradients_kernel(Problem p, Works
 #pragma unroll
             for (int h = 0; h < 2; ++h) {
               mma::mma(dP[j + h], ado, bu[h]);
-              if (!p.plain) mma::mma(dA[j + h], adx, bu[h]);
+              if constexpr (!kPlain) mma::mma(dA[j + h], adx, bu[h]);
             }
           }
         }
@@ -244,12 +256,14 @@ __global__ void __launch_bounds__(kThreads, 1) gradients_kernel(Problem p, Works
     if (first) {
 #pragma unroll
       for (int n = 0; n < 4; ++n) {
-        mma::for_pairs(dA[n], m0, j0 + 8 * n, [&](int i, int j, float x0, float x1) {
-          const float a0 = i > j && i < L ? -x0 * pair_decay(i, j) : 0.0f;
-          const float a1 = i > j + 1 && i < L ? -x1 * pair_decay(i, j + 1) : 0.0f;
-          put(sm.dA, i, j, a0, a1);
-          put(sm.dAb, i, j, beta[i] * a0, beta[i] * a1);
-        });
+        if constexpr (!kPlain) {
+          mma::for_pairs(dA[n], m0, j0 + 8 * n, [&](int i, int j, float x0, float x1) {
+            const float a0 = i > j && i < L ? -x0 * pair_decay(i, j) : 0.0f;
+            const float a1 = i > j + 1 && i < L ? -x1 * pair_decay(i, j + 1) : 0.0f;
+            put(sm.dA, i, j, a0, a1);
+            put(sm.dAb, i, j, beta[i] * a0, beta[i] * a1);
+          });
+        }
         mma::for_pairs(dP[n], m0, j0 + 8 * n, [&](int i, int j, float x0, float x1) {
           const float p0 = j < i && i < L ? p.scale * x0 * pair_decay(i, j) : 0.0f;
           const float p1 = j + 1 < i && i < L ? p.scale * x1 * pair_decay(i, j + 1) : 0.0f;
@@ -282,8 +296,10 @@ __global__ void __launch_bounds__(kThreads, 1) gradients_kernel(Problem p, Works
       for (int k = 0; k < kC; k += 16) {
         uint32_t ap[4], aa[4], aab[4], apt[4];
         mma::a_mk(ap, sm.dP, m0, k);
-        mma::a_mk(aa, sm.dA, m0, k);
-        mma::a_km(aab, sm.dAb, m0, k);
+        if constexpr (!kPlain) {
+          mma::a_mk(aa, sm.dA, m0, k);
+          mma::a_km(aab, sm.dAb, m0, k);
+        }
         mma::a_km(apt, sm.dP, m0, k);
 #pragma unroll
         for (int j = 0; j < kN; j += 2) {
@@ -293,7 +309,7 @@ __global__ void __launch_bounds__(kThreads, 1) gradients_kernel(Problem p, Works
 #pragma unroll
           for (int h = 0; h < 2; ++h) {
             mma::mma(dQ[j + h], ap, bk[h]);
-            if (!p.plain) {
+            if constexpr (!kPlain) {
               mma::mma(dek[j + h], aa, bk[h]);
               mma::mma(col[j + h], aab, bk[h]);
             }
@@ -323,7 +339,7 @@ __global__ void __launch_bounds__(kThreads, 1) gradients_kernel(Problem p, Works
       const int block = warp_index() & 3;
       __syncthreads();  // G, dÃ, dÃβ and dP̃
       channel::fill_row_reach<Kt>(reach_k, dt, [&](int j, int d) { return entry(sm.K, j, d); });
-      if (!p.plain) channel::fill_column_reach<Kt>(reach_x, dt, x_entry);
+      if constexpr (!kPlain) channel::fill_column_reach<Kt>(reach_x, dt, x_entry);
       channel::fill_column_reach<Kt>(reach_q, dt, [&](int m, int d) { return entry(sm.Q, m, d); });
       float r_e[kN][4], db_e[kN][4];
 #pragma unroll
@@ -343,7 +359,7 @@ __global__ void __launch_bounds__(kThreads, 1) gradients_kernel(Problem p, Works
       float prow[kN][4] = {}, col[kN][4] = {};  // Σ_{j<i} dP̃_ij k_j e_ij; the column sums of dÃ and dP̃
       const Tile<Kt> rows_k = channel::row_reach<Kt>(reach_k, block);
       const int rows = channel::kBlock * (block + 1), from = channel::kBlock * block;
-      if (!p.plain) {
+      if constexpr (!kPlain) {
         mma::product<mma::Hold::as_is, mma::Hold::as_is>(dek, sm.dA, m0, rows_k, c0, rows);
         mma::product<mma::Hold::transposed, mma::Hold::as_is>(
             col, kGated ? sm.dA : sm.dAb, m0, channel::column_reach<Kt>(reach_x, block), c0, kC - from, from);
@@ -362,12 +378,12 @@ __global__ void __launch_bounds__(kThreads, 1) gradients_kernel(Problem p, Works
             const int first_row = i - i % channel::kBlock;
             for (int j = first_row; j < i; ++j) {
               const float kf = entry(sm.K, j, d) * expf(dt.at(i, d) - dt.at(j, d));
-              row_k += entry(sm.dA, i, j) * kf;
+              if constexpr (!kPlain) row_k += entry(sm.dA, i, j) * kf;
               row_p += entry(sm.dP, i, j) * kf;
             }
             for (int m = i + 1; m < first_row + channel::kBlock; ++m) {
-              column += (entry(dAx, m, i) * x_entry(m, d) + entry(sm.dP, m, i) * entry(sm.Q, m, d)) *
-                        expf(dt.at(m, d) - dt.at(i, d));
+              const float written = kPlain ? 0.0f : entry(dAx, m, i) * x_entry(m, d);
+              column += (written + entry(sm.dP, m, i) * entry(sm.Q, m, d)) * expf(dt.at(m, d) - dt.at(i, d));
             }
           }
           const float k = entry(sm.K, i, d), qv = entry(sm.Q, i, d), b = erase(i, d);
@@ -429,7 +445,7 @@ __global__ void __launch_bounds__(kThreads, 1) gradients_kernel(Problem p, Works
     const int i = threadIdx.x;
     const auto total = [&](int q) { return sums[q][0][i] + sums[q][1][i]; };
     const float dbA_i = total(kDbA);
-    if (!kGated && !p.plain && i < L) out.dbeta[(s.first + i) * H + head] = __float2bfloat16_rn(dbA_i + total(kDbV));
+    if (!kGated && !kPlain && i < L) out.dbeta[(s.first + i) * H + head] = __float2bfloat16_rn(dbA_i + total(kDbV));
     if constexpr (kDecay) {
       float dG_i = total(kDG) + beta[i] * dbA_i;
       if (i == L - 1) {
@@ -453,10 +469,10 @@ __global__ void __launch_bounds__(kThreads, 1) gradients_kernel(Problem p, Works
   }
 }
 
-template <int Kt, ops::DecayKind kDecay, ops::GateKind kGate>
+template <int Kt, ops::DecayKind kDecay, ops::GateKind kGate, bool kPlain>
 void launch(const Problem& p, const Workspace& ws, const bf16* d_o, const Outputs& out) {
-  const auto kernel = gradients_kernel<Kt, kDecay, kGate>;
-  constexpr size_t bytes = GradientShared<Kt>::bytes();
+  const auto kernel = gradients_kernel<Kt, kDecay, kGate, kPlain>;
+  constexpr size_t bytes = GradientShared<Kt, kPlain>::bytes();
   allow_shared_memory(reinterpret_cast<const void*>(kernel), bytes);
   const dim3 grid(static_cast<unsigned>(p.chunks.count), static_cast<unsigned>(p.heads));
   kernel<<<grid, kThreads, bytes>>>(p, ws, d_o, out);
@@ -470,10 +486,14 @@ void gradients(const Problem& p, const Workspace& ws, const bf16* d_o, const Out
   dispatch_kinds(p.decay, p.gate, [&](auto decay, auto gate) {
     constexpr ops::DecayKind kDecay = decltype(decay)::value;
     constexpr ops::GateKind kGate = decltype(gate)::value;
+    if constexpr (kGate == ops::GateKind::beta) {
+      if (p.plain) return launch<64, kDecay, kGate, true>(p, ws, d_o, out);  // key passes of 64: 104 KB
+    }
     if constexpr (kDecay == ops::DecayKind::channel) {  // key passes of 64 (the channel tiles fit)
-      launch<64, kDecay, kGate>(p, ws, d_o, out);
+      launch<64, kDecay, kGate, false>(p, ws, d_o, out);
     } else {
-      p.key_dim <= 64 ? launch<64, kDecay, kGate>(p, ws, d_o, out) : launch<128, kDecay, kGate>(p, ws, d_o, out);
+      p.key_dim <= 64 ? launch<64, kDecay, kGate, false>(p, ws, d_o, out)
+                      : launch<128, kDecay, kGate, false>(p, ws, d_o, out);
     }
   });
 }

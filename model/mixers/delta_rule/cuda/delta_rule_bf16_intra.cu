@@ -12,7 +12,7 @@
 // computed here in f32 (T diag(βγ), T diag(β), W, P) enters these products as a pair hi + lo
 // (hi = bf16(x), lo = bf16(x − hi)): X Y ≈ Xhi Yhi + Xlo Yhi + Xhi Ylo, 16 bits of mantissa.
 // A plain write (Problem::plain: T = I, W = 0, U = V) forms G and, for the output, Q' = scale γ ⊙ Q
-// and R = P only; it reads K, g (and Q).
+// and R = P only; it reads K, g (and Q) and stages only K (and Q).
 // Tiles: K [64, Kd] and V [64, 64] per 64 value columns (bf16, loaded once by cp.async), later W
 // hi and lo over them; Q; A and T [64][65] f32, later P hi and lo over them; T diag(βγ) and
 // T diag(β), hi and lo. Bytes per chunk and head: reads K, V, β, g (and Q); writes G, T (8 KB), W, U
@@ -36,10 +36,24 @@ template <int Kd>
 constexpr size_t rows_elements(int value_blocks) {
   return static_cast<size_t>(kC) * (Kd + value_blocks * kBV > 2 * Kd ? Kd + value_blocks * kBV : 2 * Kd);
 }
+// A plain write stages K and Q only (Q right after K).
 template <int Kd, bool kOutput>
-size_t intra_shared_bytes(int value_blocks) {
+size_t intra_shared_bytes(int value_blocks, bool plain) {
+  if (plain) return sizeof(bf16) * kC * Kd * (kOutput ? 2 : 1);
   return sizeof(bf16) * (rows_elements<Kd>(value_blocks) + (kOutput ? kC * Kd : 0) + 4 * kC * kC) +
          sizeof(float) * 2 * kC * kPitch;
+}
+
+// Stores T (f32 [kC][kPitch] in shared memory) at T_out in bf16 and hands every pair of adjacent
+// entries T_ij, T_i,j+1 to `pair` (the operand pairs made from T's columns).
+template <class Pair>
+__device__ __forceinline__ void store_unit_lower(const float (*T)[kPitch], bf16* T_out, Pair&& pair) {
+  for (int q = threadIdx.x; q < kC * kC / 2; q += blockDim.x) {
+    const int i = q / (kC / 2), j = 2 * (q % (kC / 2));
+    const float t0 = T[i][j], t1 = T[i][j + 1];
+    *reinterpret_cast<uint32_t*>(T_out + i * kC + j) = mma::pack(t0, t1);
+    pair(i, j, t0, t1);
+  }
 }
 
 // hi = bf16(x), lo = bf16(x − hi), for two adjacent entries of a pair of tiles.
@@ -68,7 +82,7 @@ __global__ void __launch_bounds__(kThreads) intra_kernel(Problem p, Workspace ws
   const Span s = chunk_span(p.chunks, chunk);
   const int L = s.len;
   bf16* const rows = reinterpret_cast<bf16*>(shared);
-  const Tile<Kd> Ks{rows}, Qs{rows + rows_elements<Kd>(value_blocks)};
+  const Tile<Kd> Ks{rows}, Qs{rows + (p.plain ? kC * Kd : rows_elements<Kd>(value_blocks))};
   bf16* const values = Ks.data + kC * Kd;  // value block b: [64, 64] at values + b · 64 · 64
   const Tile<Kd> W_hi{rows}, W_lo{rows + kC * Kd};
   const Tile<kC> Tw_hi{Qs.data + (kOutput ? kC * Kd : 0)}, Tw_lo{Tw_hi.data + kC * kC};
@@ -155,15 +169,11 @@ __global__ void __launch_bounds__(kThreads) intra_kernel(Problem p, Workspace ws
   invert_unit_lower<kPitch>(A, T);
 
   // T (stored), T diag(βγ) and T diag(β) as operand pairs.
-  bf16* const T_out = ws.T + (chunk * H + head) * kC * kC;
-  for (int q = threadIdx.x; q < kC * kC / 2; q += blockDim.x) {
-    const int i = q / (kC / 2), j = 2 * (q % (kC / 2));
-    const float t0 = T[i][j], t1 = T[i][j + 1];
-    *reinterpret_cast<uint32_t*>(T_out + i * kC + j) = mma::pack(t0, t1);
+  store_unit_lower(T, ws.T + (chunk * H + head) * kC * kC, [&](int i, int j, float t0, float t1) {
     const float u0 = t0 * beta[j], u1 = t1 * beta[j + 1];
     put_split(Tu_hi, Tu_lo, i, j, u0, u1);
     put_split(Tw_hi, Tw_lo, i, j, u0 * gamma(j), u1 * gamma(j + 1));
-  }
+  });
   __syncthreads();
 
   // W = Tw K: warp rows 16 (w % 4).., key columns (w / 4) Kd/2.. .
@@ -387,13 +397,9 @@ __global__ void __launch_bounds__(kThreads) intra_channel_kernel(Problem p, Work
     invert_unit_lower<kPitch>(A, T);
 
     // T (stored), T' = T diag(β) (or T) as an operand pair.
-    bf16* const T_out = ws.T + (chunk * H + head) * kC * kC;
-    for (int q = threadIdx.x; q < kC * kC / 2; q += blockDim.x) {
-      const int i = q / (kC / 2), j = 2 * (q % (kC / 2));
-      const float t0 = T[i][j], t1 = T[i][j + 1];
-      *reinterpret_cast<uint32_t*>(T_out + i * kC + j) = mma::pack(t0, t1);
+    store_unit_lower(T, ws.T + (chunk * H + head) * kC * kC, [&](int i, int j, float t0, float t1) {
       put_split(sm.Tu_hi, sm.Tu_lo, i, j, t0 * beta[j], t1 * beta[j + 1]);
-    }
+    });
   }
   // P (scaled, j ≤ i): stored for the backward where ws.P is given; for the output, as an operand
   // pair (or R = P itself, for a plain write).
@@ -546,8 +552,8 @@ void intra(const Problem& p, const Workspace& ws) {
                : launch(intra_channel_kernel<Kd, kGate, false>, bytes);
       } else {
         constexpr bool kScalar = kDecay == ops::DecayKind::scalar;
-        output ? launch(intra_kernel<Kd, kScalar, true>, intra_shared_bytes<Kd, true>(value_blocks))
-               : launch(intra_kernel<Kd, kScalar, false>, intra_shared_bytes<Kd, false>(value_blocks));
+        output ? launch(intra_kernel<Kd, kScalar, true>, intra_shared_bytes<Kd, true>(value_blocks, p.plain))
+               : launch(intra_kernel<Kd, kScalar, false>, intra_shared_bytes<Kd, false>(value_blocks, p.plain));
       }
     });
   });
