@@ -4,6 +4,7 @@
 
 #include "kernels/ops.h"
 #include "kernels/random.h"
+#include "model/wide_gates.h"
 
 namespace linea {
 
@@ -24,13 +25,15 @@ LayerLowerBound::LayerLowerBound(ParameterSet& params, const std::string& mixer,
 void LayerLowerBound::init() { fill_constant(gamma_->value, 0.0); }
 
 Tensor LayerLowerBound::forward(StepContext& ctx) const {
-  Tensor lb = ctx.temporary({width_});
-  ops::layer_lower_bound_forward(lb, gamma_->compute, layer_);
+  const GateParameter gamma = gate_parameter(ctx, *gamma_);
+  Tensor lb = ctx.scratch.alloc({width_}, gamma.value.dtype());
+  ops::layer_lower_bound_forward(lb, gamma.value, layer_);
   return lb;
 }
 
-void LayerLowerBound::backward(const Tensor& dlb) const {
-  ops::layer_lower_bound_backward(gamma_->compute_grad, dlb, gamma_->compute, layer_);
+void LayerLowerBound::backward(StepContext& ctx, const Tensor& dlb) const {
+  const GateParameter gamma = gate_parameter(ctx, *gamma_);
+  ops::layer_lower_bound_backward(gamma.grad, dlb, gamma.value, layer_);
 }
 
 }  // namespace linea

@@ -24,10 +24,11 @@ class LayerLowerBound {
 
   bool active() const { return layer_ > 0; }
   void init();  // Γ = 0 (every layer sharing it writes the same zeros)
-  // lb_ℓ: [columns.size] in ctx.scratch.
+  // lb_ℓ: [columns.size] in ctx.scratch, in ctx.statistics_dtype() (f32 in a bf16 step, from the
+  // f32 master Γ: model/wide_gates.h).
   Tensor forward(StepContext& ctx) const;
-  // Accumulates ∂L/∂Γ given dlb = ∂L/∂lb_ℓ.
-  void backward(const Tensor& dlb) const;
+  // Accumulates ∂L/∂Γ given dlb = ∂L/∂lb_ℓ (in lb's dtype; into the master gradient in a bf16 step).
+  void backward(StepContext& ctx, const Tensor& dlb) const;
 
  private:
   int64_t layer_, width_;

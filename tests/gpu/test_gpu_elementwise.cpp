@@ -2,8 +2,9 @@
 // sizes that exercise the 16-byte pack path, its tail, and unaligned storage (a view that starts
 // one element in): add_inplace, SwiGLU, the sigmoid gate, the log forget gate and the decay gate (forward, backward,
 // parameter gradients accumulated deterministically, and the aliasing the CPU ops allow), and the
-// element type conversions convert / add_converted; and the gate and element-wise ops of HGRN, HGRN-2,
-// Mamba-2 and RWKV-6 (not yet run on a GPU).
+// element type conversions convert / add_converted; the gate and element-wise ops of HGRN, HGRN-2,
+// Mamba-2 and RWKV-6; and the column-block copies of the full-width norms under tensor parallelism
+// (ColumnBlocks, not yet run on a GPU).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -401,6 +402,26 @@ TEST_P(GpuElementwise, HeadBroadcasts) {
   EXPECT_TRUE(assert_close("add_scaled_heads y", y, to_host(d_y), tolerance(dt)));
   EXPECT_TRUE(assert_close("add_scaled_heads dx", dxa, to_host(d_dxa), tolerance(dt)));
   EXPECT_TRUE(assert_close("add_scaled_heads dD", dD, to_host(d_dD), tolerance(dt)));
+}
+
+// column_slice / column_place (the full-width norms under tensor parallelism): copies, so exact,
+// also from and into storage that starts one element past an aligned address.
+TEST_P(GpuElementwise, ColumnBlocks) {
+  const DType dt = GetParam();
+  Rng rng(18);
+  for (auto [rows, width] : kShapes) {
+    const int64_t begin = width / 4, count = (width + 1) / 2;
+    const Tensor x = random_values({rows, width}, dt, rng), block = random_values({rows, count}, dt, rng);
+    Tensor slice = host({rows, count}), placed = x.clone();
+    ops::column_slice(slice, x, begin);
+    ops::column_place(placed, block, begin);
+    Tensor d_slice = Tensor::empty({rows, count}, dt, Device::cuda), d_placed = unaligned_device(x, dt);
+    ops::column_slice(d_slice, unaligned_device(x, dt), begin);
+    ops::column_place(d_placed, unaligned_device(block, dt), begin);
+    const Tensor got_slice = to_host(d_slice), got_placed = to_host(d_placed);
+    EXPECT_EQ(0, std::memcmp(slice.raw(), got_slice.raw(), slice.nbytes())) << rows << " x " << width;
+    EXPECT_EQ(0, std::memcmp(placed.raw(), got_placed.raw(), placed.nbytes())) << rows << " x " << width;
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Dtypes, GpuElementwise, ::testing::Values(DType::f32, DType::bf16), testing::dtype_test_name);

@@ -93,8 +93,8 @@ class GlaFamily final : public MixerFamily {
     return std::make_unique<Rwkv6Layer>(params, prefix, d_model, as<Rwkv6Config>(config), norm_eps, tp);
   }
 
-  // The layers keep their activations in the step's dtype (the f32 log decays of a bf16 step are
-  // recomputed in the backward). On CUDA: gla and retnet; the others in f32 steps.
+  // The layers keep their activations in the step's dtype (the f32 gates of a bf16 step are
+  // recomputed in the backward: model/wide_gates.h).
   double wide_values_per_token(const MixerConfig&) const override { return 0; }
   // The CUDA backward's workspaces (model/mixers/gla/cuda/gla.cu): G per token and head (f64); f32 P and
   // dP per chunk and head (C × C), the states entering and the gradients leaving each chunk

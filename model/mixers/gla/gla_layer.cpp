@@ -5,6 +5,7 @@
 #include "kernels/random.h"
 #include "model/mixers/gla/gla_decode_state.h"
 #include "model/mixers/gla/presets.h"
+#include "model/wide_gates.h"
 
 namespace linea {
 
@@ -85,19 +86,10 @@ ops::GlaInputs GlaLayer::operands(StepContext& ctx) const {
     in.q = q_.reshape({n, H, K});
     in.k = k_.reshape({n, H, K});
     Tensor g = ctx.scratch.alloc({n, key_width_}, ctx.statistics_dtype());
-    ops::log_forget_gate_forward(g, wide_logits(ctx), Tensor(), shape_.gate_normalizer);
+    ops::log_forget_gate_forward(g, widened(ctx, gk_), Tensor(), shape_.gate_normalizer);
     in.g = g.reshape({n, H, K});
   }
   return in;
-}
-
-// The log decays are f32 in a bf16 step (the op's gates are; ctx.statistics_dtype()), and their
-// logits gk are made so for the gate.
-Tensor GlaLayer::wide_logits(StepContext& ctx) const {
-  if (gk_.dtype() == ctx.statistics_dtype()) return gk_;
-  Tensor wide = ctx.scratch.alloc(gk_.shape(), ctx.statistics_dtype());
-  ops::convert(wide, gk_);
-  return wide;
 }
 
 Tensor GlaLayer::run(StepContext& ctx, const Tensor& x, GlaDecodeState* state) {
@@ -145,16 +137,11 @@ void GlaLayer::backward(StepContext& ctx, const Tensor& x, const Tensor& dy, Ten
   k_proj_.backward(x, dk, dx, true);
   v_proj_.backward(x, grads.dv.reshape({n, value_width_}), dx, true);
   if (gk_proj_) {
-    const Tensor logits = wide_logits(ctx);
+    const Tensor logits = widened(ctx, gk_);
     Tensor dlogits = ctx.scratch.alloc({n, key_width_}, logits.dtype());
     ops::log_forget_gate_backward(dlogits, Tensor(), grads.dg.reshape({n, key_width_}), logits, Tensor(),
                                   shape_.gate_normalizer);
-    Tensor dgk = dlogits;
-    if (dgk.dtype() != gk_.dtype()) {
-      dgk = ctx.temporary({n, key_width_});
-      ops::convert(dgk, dlogits);
-    }
-    gk_proj_->backward(ctx, x, dgk, dx, true);
+    gk_proj_->backward(ctx, x, narrowed(ctx, dlogits), dx, true);
   }
   if (g_proj_) g_proj_->backward(x, dz, dx, true);
 }

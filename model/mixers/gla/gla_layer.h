@@ -10,7 +10,8 @@
 // Parameter names follow fla (q_proj, k_proj, v_proj, gk_proj.0/1, g_proj, g_norm, o_proj). Under
 // tensor parallelism a rank holds heads tp.shard_heads(H) and everything of them, as the delta rule
 // (the rows of q, k, v, g_proj, gk_proj.1 and its bias, the columns of o_proj); gk_proj.0 and γ are
-// whole, with partial gradients. CPU only: the op has no CUDA kernel yet.
+// whole, with partial gradients. In a bf16 step (CUDA) the log decays are f32, from an f32 copy of
+// the gate logits, and their gradient is rounded back to bf16 (model/wide_gates.h).
 #pragma once
 #include <memory>
 #include <optional>
@@ -55,8 +56,6 @@ class GlaLayer final : public RunMixer<GlaDecodeState> {
            const TensorParallel& tp);
   // The op's q, k (after RoPE for RetNet), v and g, from what forward keeps, in ctx.scratch.
   ops::GlaInputs operands(StepContext& ctx) const;
-  // gk in ctx.statistics_dtype() (the gate's and the op's g are f32 in a bf16 step).
-  Tensor wide_logits(StepContext& ctx) const;
 
   Shape shape_;
   double norm_eps_;

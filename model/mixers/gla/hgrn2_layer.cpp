@@ -3,6 +3,7 @@
 #include "kernels/ops.h"
 #include "model/mixers/gla/gla_decode_state.h"
 #include "model/mixers/gla/presets.h"
+#include "model/wide_gates.h"
 
 namespace linea {
 
@@ -39,10 +40,11 @@ void Hgrn2Layer::init(Rng& rng, double std) {
 Hgrn2Layer::Operands Hgrn2Layer::operands(StepContext& ctx) const {
   const int64_t n = q_.dim(0);
   Operands op;
-  Tensor q = ctx.temporary({n, key_width_}), g = ctx.temporary({n, key_width_});
+  Tensor q = ctx.temporary({n, key_width_}), g = ctx.scratch.alloc({n, key_width_}, ctx.statistics_dtype());
   ops::activation_forward(q, q_, ops::Activation::silu);
   if (lower_bound_ && lower_bound_->active()) op.lower_bound = lower_bound_->forward(ctx);
-  ops::log_forget_gate_forward(g, f_, op.lower_bound, 1.0);
+  op.f = widened(ctx, f_);
+  ops::log_forget_gate_forward(g, op.f, op.lower_bound, 1.0);
   op.in.q = q.reshape({n, heads_, d_k_});
   op.in.g = g.reshape({n, heads_, d_k_});
   op.in.v = i_.reshape({n, heads_, d_v_});
@@ -74,17 +76,17 @@ void Hgrn2Layer::backward(StepContext& ctx, const Tensor& x, const Tensor& dy, T
   ops::GlaGrads grads;
   grads.dq = ctx.temporary({n, heads_, d_k_});
   grads.dv = ctx.temporary({n, heads_, d_v_});
-  grads.dg = ctx.temporary({n, heads_, d_k_});
+  grads.dg = ctx.scratch.alloc({n, heads_, d_k_}, op.in.g.dtype());
   ops::gla_backward(ops::GlaImpl::chunked, spec_, ctx.seqs, op.in, d_o.reshape({n, heads_, d_v_}), Tensor(), grads);
 
-  Tensor dq = ctx.temporary({n, key_width_}), df = ctx.temporary({n, key_width_});
+  Tensor dq = ctx.temporary({n, key_width_}), df = ctx.scratch.alloc({n, key_width_}, op.f.dtype());
   ops::activation_backward(dq, grads.dq.reshape({n, key_width_}), q_, ops::Activation::silu);
-  Tensor dlb = op.lower_bound.defined() ? ctx.temporary(op.lower_bound.shape()) : Tensor();
+  Tensor dlb = op.lower_bound.defined() ? ctx.scratch.alloc(op.lower_bound.shape(), op.f.dtype()) : Tensor();
   if (dlb.defined()) dlb.zero();
-  ops::log_forget_gate_backward(df, dlb, grads.dg.reshape({n, key_width_}), f_, op.lower_bound, 1.0);
-  if (dlb.defined()) lower_bound_->backward(dlb);
+  ops::log_forget_gate_backward(df, dlb, grads.dg.reshape({n, key_width_}), op.f, op.lower_bound, 1.0);
+  if (dlb.defined()) lower_bound_->backward(ctx, dlb);
   q_proj_.backward(x, dq, dx, false);
-  f_proj_.backward(x, df, dx, true);
+  f_proj_.backward(x, narrowed(ctx, df), dx, true);
   i_proj_.backward(x, grads.dv.reshape({n, value_width_}), dx, true);
 }
 

@@ -9,8 +9,8 @@
 // Parameter names follow fla (q_proj, f_proj, i_proj, g_norm, o_proj; the stack's
 // hgrn2.lower_bounds). Under tensor parallelism a rank holds heads tp.shard_heads(H): the rows of
 // q, f, i_proj, the columns of o_proj and of the lower bounds; the norm over all channels gathers
-// them (model/full_width_rms_norm.h). On CUDA in f32 steps only
-// (a bf16 step does not yet hand the op f32 gates).
+// them (model/full_width_rms_norm.h). In a bf16 step (CUDA) g is formed and kept in f32, from an
+// f32 copy of f and the f32 master Γ, and df is rounded back to bf16 (model/wide_gates.h).
 #pragma once
 #include <memory>
 #include <optional>
@@ -41,10 +41,11 @@ class Hgrn2Layer final : public RunMixer<GlaDecodeState> {
  private:
   // forward from zero states (state null: training) or continuing `state`.
   Tensor run(StepContext& ctx, const Tensor& x, GlaDecodeState* state) override;
-  // The op's q = silu(W_q x), g (with this layer's lower bound) and v, in ctx.scratch.
+  // The op's q = silu(W_q x), g (with this layer's lower bound) and v, in ctx.scratch; g, the
+  // lower bound and the gate's input f in ctx.statistics_dtype().
   struct Operands {
     ops::GlaInputs in;
-    Tensor lower_bound;
+    Tensor lower_bound, f;
   };
   Operands operands(StepContext& ctx) const;
 

@@ -5,6 +5,7 @@
 #include "model/decay_gate_init.h"
 #include "model/mixers/gla/gla_decode_state.h"
 #include "model/mixers/gla/presets.h"
+#include "model/wide_gates.h"
 
 namespace linea {
 
@@ -60,9 +61,12 @@ Mamba2Layer::Operands Mamba2Layer::operands(StepContext& ctx, GlaDecodeState* st
   op.xc = conv_forward_continuing(ctx, x_conv_, xs_, state ? &state->histories[0] : nullptr);
   op.bc = conv_forward_continuing(ctx, B_conv_, B_, state ? &state->histories[1] : nullptr);
   op.cc = conv_forward_continuing(ctx, C_conv_, C_, state ? &state->histories[2] : nullptr);
-  op.delta = ctx.temporary({n, H});
-  Tensor g = ctx.temporary({n, H}), v = ctx.temporary({n, inner_});
-  ops::ssd_gate_forward(g, op.delta, dt_, A_log_->compute, dt_bias_->compute);
+  op.dt = widened(ctx, dt_);
+  const GateParameter A_log = gate_parameter(ctx, *A_log_), dt_bias = gate_parameter(ctx, *dt_bias_);
+  Tensor g = ctx.scratch.alloc({n, H}, op.dt.dtype()), delta = ctx.scratch.alloc({n, H}, op.dt.dtype());
+  ops::ssd_gate_forward(g, delta, op.dt, A_log.value, dt_bias.value);
+  op.delta = narrowed(ctx, delta);
+  Tensor v = ctx.temporary({n, inner_});
   ops::scale_heads_forward(v, op.xc, op.delta);
   Tensor q = ctx.temporary({n, H * N}), k = ctx.temporary({n, H * N});
   ops::repeat_heads(q, op.cc, H);
@@ -120,7 +124,7 @@ void Mamba2Layer::backward(StepContext& ctx, const Tensor& x, const Tensor& dy, 
   grads.dq = ctx.temporary({n, H, N});
   grads.dk = ctx.temporary({n, H, N});
   grads.dv = ctx.temporary({n, H, P});
-  grads.dg = ctx.temporary({n, H});
+  grads.dg = ctx.scratch.alloc({n, H}, op.in.g.dtype());
   ops::gla_backward(ops::GlaImpl::chunked, spec_, ctx.seqs, op.in, dskip.reshape({n, H, P}), Tensor(), grads);
   Tensor dxc = ctx.temporary({n, inner_}), ddelta = ctx.temporary({n, H});
   ops::scale_heads_backward(dxc, ddelta, grads.dv.reshape({n, inner_}), op.xc, op.delta);
@@ -128,9 +132,10 @@ void Mamba2Layer::backward(StepContext& ctx, const Tensor& x, const Tensor& dy, 
   Tensor dbc = ctx.temporary({n, N}), dcc = ctx.temporary({n, N});
   ops::sum_heads(dbc, grads.dk.reshape({n, H * N}), H);
   ops::sum_heads(dcc, grads.dq.reshape({n, H * N}), H);
-  Tensor ddt = ctx.temporary({n, H});
-  ops::ssd_gate_backward(ddt, A_log_->compute_grad, dt_bias_->compute_grad, grads.dg, ddelta, dt_, A_log_->compute,
-                         dt_bias_->compute);
+  const GateParameter A_log = gate_parameter(ctx, *A_log_), dt_bias = gate_parameter(ctx, *dt_bias_);
+  Tensor ddt = ctx.scratch.alloc({n, H}, op.dt.dtype());
+  ops::ssd_gate_backward(ddt, A_log.grad, dt_bias.grad, grads.dg, widened(ctx, ddelta), op.dt, A_log.value,
+                         dt_bias.value);
 
   Tensor dxs = ctx.temporary({n, inner_}), dB = ctx.temporary({n, N}), dC = ctx.temporary({n, N});
   x_conv_.backward(ctx, xs_, dxc, dxs);
@@ -140,7 +145,7 @@ void Mamba2Layer::backward(StepContext& ctx, const Tensor& x, const Tensor& dy, 
   x_proj_.backward(x, dxs, dx, true);
   B_proj_.backward(x, dB, dx, true);
   C_proj_.backward(x, dC, dx, true);
-  dt_proj_.backward(x, ddt, dx, true);
+  dt_proj_.backward(x, narrowed(ctx, ddt), dx, true);
 }
 
 }  // namespace linea

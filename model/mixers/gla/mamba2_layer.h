@@ -12,8 +12,9 @@
 // tp.shard_heads(H) of z, x, dt, their conv channels, A_log, dt_bias, D and the columns of out_proj,
 // while B and C (one group for all heads) are whole on every rank with partial gradients. The norm
 // over all of d_in gathers the heads (model/full_width_rms_norm.h). Init as fla: A ~ U(1, 16),
-// dt ∈ [dt_min, dt_max] (≥ dt_floor), D = 1, conv biases 0. On CUDA in f32 steps only
-// (a bf16 step does not yet hand the op f32 gates).
+// dt ∈ [dt_min, dt_max] (≥ dt_floor), D = 1, conv biases 0. In a bf16 step (CUDA) the gate runs in
+// f32 on an f32 copy of dt and the f32 master A_log, dt_bias: g stays f32 for the op, Δ is rounded to
+// bf16 for v = Δ ⊙ x, ∂L/∂Δ widened and ddt rounded back (model/wide_gates.h).
 #pragma once
 #include <memory>
 #include <string>
@@ -45,7 +46,8 @@ class Mamba2Layer final : public RunMixer<GlaDecodeState> {
   // The op's operands (and the conv outputs and Δ they come from), in ctx.scratch.
   struct Operands {
     Tensor xc, bc, cc;  // silu(conv(·) + bias) of x, B, C
-    Tensor delta;       // Δ [N, H]
+    Tensor delta;       // Δ [N, H], in the step's dtype
+    Tensor dt;          // the gate's input dt [N, H], in g's dtype (ctx.statistics_dtype())
     ops::GlaInputs in;  // q = C, k = B per head, v = Δ ⊙ x, g
   };
   Operands operands(StepContext& ctx, GlaDecodeState* state = nullptr);

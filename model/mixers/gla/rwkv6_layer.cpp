@@ -4,6 +4,7 @@
 #include "kernels/random.h"
 #include "model/mixers/gla/gla_decode_state.h"
 #include "model/mixers/gla/presets.h"
+#include "model/wide_gates.h"
 
 namespace linea {
 
@@ -86,13 +87,13 @@ void Rwkv6Layer::lerp_inputs(StepContext& ctx, const Tensor& x, Lerps& l) const 
 ops::GlaInputs Rwkv6Layer::operands(StepContext& ctx) const {
   const int64_t n = r_.dim(0);
   ops::GlaInputs in;
-  Tensor w = ctx.temporary({n, key_width_});
-  ops::exp_decay_forward(w, w_);
+  Tensor w = ctx.scratch.alloc({n, key_width_}, ctx.statistics_dtype());
+  ops::exp_decay_forward(w, widened(ctx, w_));
   in.q = r_.reshape({n, heads_, d_k_});
   in.k = k_.reshape({n, heads_, d_k_});
   in.v = v_.reshape({n, heads_, d_v_});
   in.g = w.reshape({n, heads_, d_k_});
-  in.u = bonus_->compute;
+  in.u = gate_parameter(ctx, *bonus_).value;
   return in;
 }
 
@@ -139,11 +140,11 @@ void Rwkv6Layer::backward(StepContext& ctx, const Tensor& x, const Tensor& dy, T
   grads.dq = ctx.temporary({n, heads_, d_k_});
   grads.dk = ctx.temporary({n, heads_, d_k_});
   grads.dv = ctx.temporary({n, heads_, d_v_});
-  grads.dg = ctx.temporary({n, heads_, d_k_});
-  grads.du = ctx.temporary(bonus_->shape);
+  grads.dg = ctx.scratch.alloc({n, heads_, d_k_}, in.g.dtype());
+  grads.du = ctx.scratch.alloc(bonus_->shape, in.u.dtype());
   ops::gla_backward(ops::GlaImpl::chunked, spec_, ctx.seqs, in, d_o.reshape({n, heads_, d_v_}), Tensor(), grads);
-  ops::add_inplace(bonus_->compute_grad, grads.du);
-  Tensor dw = ctx.temporary({n, key_width_});
+  ops::add_inplace(gate_parameter(ctx, *bonus_).grad, grads.du);
+  Tensor dw = ctx.scratch.alloc({n, key_width_}, in.g.dtype());
   ops::exp_decay_backward(dw, grads.dg.reshape({n, key_width_}), in.g.reshape({n, key_width_}));
 
   // Back through the projections to the five lerped inputs, then through the lerps.
@@ -152,7 +153,7 @@ void Rwkv6Layer::backward(StepContext& ctx, const Tensor& x, const Tensor& dy, T
   std::array<Tensor, kLerps> dinputs;
   for (Tensor& d : dinputs) d = ctx.temporary(x.shape());
   r_proj_.backward(l.inputs[0], grads.dq.reshape({n, key_width_}), dinputs[0], false);
-  w_proj_.backward(ctx, l.inputs[1], dw, dinputs[1], false);
+  w_proj_.backward(ctx, l.inputs[1], narrowed(ctx, dw), dinputs[1], false);
   k_proj_.backward(l.inputs[2], grads.dk.reshape({n, key_width_}), dinputs[2], false);
   v_proj_.backward(l.inputs[3], grads.dv.reshape({n, value_width_}), dinputs[3], false);
   g_proj_.backward(l.inputs[4], dg, dinputs[4], false);

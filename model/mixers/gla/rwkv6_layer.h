@@ -14,8 +14,9 @@
 // parallelism a rank holds heads tp.shard_heads(H): the rows of r, k, v, g, w's second factor and
 // bias, their bonus rows and GroupNorm channels, the columns of o_proj; the token-shift lerps and
 // w's first factor are whole on every rank, with partial gradients. Init: projections N(0, std),
-// μ, the lerps' and w's biases, u = 0 (fla's), GroupNorm γ = 1, β = 0. On CUDA in f32 steps only
-// (a bf16 step does not yet hand the op f32 gates).
+// μ, the lerps' and w's biases, u = 0 (fla's), GroupNorm γ = 1, β = 0. In a bf16 step (CUDA) the
+// decay w and the bonus u are f32 for the op: w from an f32 copy of its logits, u the f32 master
+// bonus (its gradient into the master gradient); dw is rounded back to bf16 (model/wide_gates.h).
 #pragma once
 #include <array>
 #include <memory>
@@ -55,7 +56,8 @@ class Rwkv6Layer final : public RunMixer<GlaDecodeState> {
   };
   Lerps shift(StepContext& ctx, const Tensor& x, InputHistory* history = nullptr) const;
   void lerp_inputs(StepContext& ctx, const Tensor& x, Lerps& l) const;
-  // The op's operands from the kept projections (w = −exp(·)), in ctx.scratch.
+  // The op's operands from the kept projections (w = −exp(·)), in ctx.scratch; w and u in
+  // ctx.statistics_dtype().
   ops::GlaInputs operands(StepContext& ctx) const;
   // GroupNorm(o) and its statistics, in ctx.scratch.
   struct Normed {

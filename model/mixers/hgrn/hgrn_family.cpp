@@ -33,6 +33,8 @@ class HgrnFamily final : public MixerFamily {
     return std::make_unique<HgrnLayer>(params, prefix, d_model, config_as<HgrnConfig>(config), norm_eps, tp, place);
   }
 
+  // The layer keeps its activations in the step's dtype (the f32 gate of a bf16 step is recomputed
+  // in the backward: model/wide_gates.h).
   double wide_values_per_token(const MixerConfig&) const override { return 0; }
   // The CUDA backward's f32 carries (model/mixers/hgrn/cuda/hgrn.cu): five per chunk of 64 tokens
   // and channel.

@@ -3,6 +3,7 @@
 #include "kernels/ops.h"
 #include "model/mixers/hgrn/hgrn.h"
 #include "model/mixers/hgrn/hgrn_decode_state.h"
+#include "model/wide_gates.h"
 
 namespace linea {
 
@@ -33,10 +34,13 @@ void HgrnLayer::init(Rng& rng, double std) {
 HgrnLayer::Recurrence HgrnLayer::recurrence(StepContext& ctx) const {
   Recurrence r;
   if (lower_bound_ && lower_bound_->active()) r.lower_bound = lower_bound_->forward(ctx);
-  r.g = ctx.temporary(f_.shape());
-  ops::log_forget_gate_forward(r.g, f_, r.lower_bound, 1.0);
-  r.u = ctx.temporary(i_.shape());
-  ops::forget_input_forward(r.u, i_, r.g);
+  r.f = widened(ctx, f_);
+  r.i = widened(ctx, i_);
+  r.g = ctx.scratch.alloc(f_.shape(), ctx.statistics_dtype());
+  ops::log_forget_gate_forward(r.g, r.f, r.lower_bound, 1.0);
+  Tensor u = ctx.scratch.alloc(i_.shape(), ctx.statistics_dtype());
+  ops::forget_input_forward(u, r.i, r.g);
+  r.u = narrowed(ctx, u);
   return r;
 }
 
@@ -66,21 +70,23 @@ void HgrnLayer::backward(StepContext& ctx, const Tensor& x, const Tensor& dy, Te
   g_norm_.backward(ctx, h_, z_, dnormed, dh, dz);
 
   // h = hgrn(u, g); u = silu(i) ⊙ (1 − e^g); g = forget gate(f, lb)
+  // (the gate's side in g's dtype, f32 in a bf16 step; di and df rounded back to the step's)
   const Recurrence r = recurrence(ctx);
-  Tensor du = ctx.temporary(shape), dg = ctx.temporary(shape);
+  const DType wide = r.g.dtype();
+  Tensor du = ctx.temporary(shape), dg = ctx.scratch.alloc(shape, wide);
   ops::HgrnGrads grads{du, dg, Tensor()};
   ops::hgrn_backward(ops::HgrnImpl::chunked, ctx.seqs, {r.u, r.g, Tensor()}, dh, Tensor(), grads);
-  Tensor di = ctx.temporary(shape), dg_input = ctx.temporary(shape);
-  ops::forget_input_backward(di, dg_input, du, i_, r.g);
+  Tensor di = ctx.scratch.alloc(shape, wide), dg_input = ctx.scratch.alloc(shape, wide);
+  ops::forget_input_backward(di, dg_input, widened(ctx, du), r.i, r.g);
   ops::add_inplace(dg, dg_input);
-  Tensor df = ctx.temporary(shape);
-  Tensor dlb = r.lower_bound.defined() ? ctx.temporary(r.lower_bound.shape()) : Tensor();
+  Tensor df = ctx.scratch.alloc(shape, wide);
+  Tensor dlb = r.lower_bound.defined() ? ctx.scratch.alloc(r.lower_bound.shape(), wide) : Tensor();
   if (dlb.defined()) dlb.zero();
-  ops::log_forget_gate_backward(df, dlb, dg, f_, r.lower_bound, 1.0);
-  if (dlb.defined()) lower_bound_->backward(dlb);
+  ops::log_forget_gate_backward(df, dlb, dg, r.f, r.lower_bound, 1.0);
+  if (dlb.defined()) lower_bound_->backward(ctx, dlb);
 
-  i_proj_.backward(x, di, dx, false);
-  f_proj_.backward(x, df, dx, true);
+  i_proj_.backward(x, narrowed(ctx, di), dx, false);
+  f_proj_.backward(x, narrowed(ctx, df), dx, true);
   g_proj_.backward(x, dz, dx, true);
 }
 

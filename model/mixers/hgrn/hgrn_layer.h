@@ -10,8 +10,9 @@
 // Parameter names follow fla (i_proj, f_proj, g_proj, g_norm, o_proj; the stack's
 // hgrn.lower_bounds). Channels are independent, so under tensor parallelism a rank holds channels
 // tp.split_evenly(W): the rows of i, f, g_proj, the columns of o_proj and of the lower bounds; the
-// norm over all W channels gathers them (model/full_width_rms_norm.h). On CUDA in f32 steps only
-// (a bf16 step does not yet hand the op f32 gates).
+// norm over all W channels gathers them (model/full_width_rms_norm.h). In a bf16 step (CUDA) the
+// gate runs in f32 on f32 copies of f and i and the f32 master Γ, g stays f32 for the op and u is
+// rounded to bf16 (model/wide_gates.h).
 #pragma once
 #include <memory>
 #include <optional>
@@ -41,9 +42,10 @@ class HgrnLayer final : public RunMixer<HgrnDecodeState> {
  private:
   // forward from zero states (state null: training) or continuing `state`.
   Tensor run(StepContext& ctx, const Tensor& x, HgrnDecodeState* state) override;
-  // The recurrence's log decay g and input u from the kept projections, in ctx.scratch.
+  // The recurrence's log decay g and input u from the kept projections, in ctx.scratch: g, the
+  // lower bound and the gate's inputs f, i in ctx.statistics_dtype(), u in the step's dtype.
   struct Recurrence {
-    Tensor lower_bound, g, u;
+    Tensor lower_bound, f, i, g, u;
   };
   Recurrence recurrence(StepContext& ctx) const;
 

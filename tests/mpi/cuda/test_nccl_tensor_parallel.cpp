@@ -7,7 +7,8 @@
 //   (loss, relative) and err_ratio 1e-4 (each gradient tensor); bf16 compute (bf16 partial sums
 //   summed over TP) within 1e-2 and err_ratio 0.2, the bounds of the GPU-vs-CPU model test
 //   (tests/gpu/test_gpu_model.cpp); the logical gradient norm² within 1e-5 (bf16: 5e-2). Replicated
-//   gradients are the same on every TP rank; evaluate() gives the whole model's loss.
+//   gradients are the same on every TP rank; evaluate() gives the whole model's loss. The same for
+//   hybrids of GLA, RetNet, HGRN, HGRN-2, Mamba-2 and RWKV-6 (not yet run on GPUs).
 // - One DistributedOptimizer step (Muon for the matrices, AdamW for the rest) on the TP shards,
 //   given the shards of the whole model's gradients, moves every parameter, gathered, as the plain
 //   Muon step moves the whole model (update err_ratio 2e-3 for Muon's matrices, whose bf16
@@ -44,17 +45,18 @@ using namespace std::chrono_literals;
 using testing::assert_close;
 using testing::to_f64;
 
-// Splits over R = 2 or 4 ranks: vocabulary 97 unevenly, MLP width 96, 4 GDN heads, 8 attention
-// heads over 4 kv heads (GQA groups of 2, head_dim 64 as the CUDA attention supports) evenly.
-ModelConfig gpu_hybrid() {
-  return testing::tiny_hybrid_config("gdn", /*tied=*/false,
+// Splits over R = 2 or 4 ranks: vocabulary 97 unevenly, MLP width 96, 4 heads of the linear mixer
+// (HGRN: 64 channels; HGRN-2's forget width 16 makes its 4 heads), 8 attention heads over 4 kv heads
+// (GQA groups of 2, head_dim 64 as the CUDA attention supports) evenly.
+ModelConfig gpu_hybrid(const std::string& mixer = "gdn") {
+  return testing::tiny_hybrid_config(mixer, /*tied=*/false,
                                      {.d_model = 64,
                                       .layers = 2,
                                       .vocab = 97,
                                       .mlp_hidden = 96,
                                       .init_std = 0.1,
                                       .linear_heads = 4,
-                                      .d_k = 32,
+                                      .d_k = mixer == "hgrn2" ? 16 : 32,
                                       .d_v = 32,
                                       .conv = 4,
                                       .decay_rank = 16,
@@ -101,14 +103,14 @@ bool same_on_every_rank(const Tensor& t, Communicator& group) {
   return true;
 }
 
-TEST_F(NcclTensorParallel, ModelMatchesTheWholeModel) {
-  const ModelConfig config = gpu_hybrid();
+// The body of the ModelMatchesTheWholeModel tests, for `config`'s hybrid.
+void expect_model_matches_the_whole_model(const ModelConfig& config, Communicator& tp) {
   for (DType compute : {DType::f32, DType::bf16}) {
-    SCOPED_TRACE(std::string("compute ") + std::string(dtype_name(compute)));
+    SCOPED_TRACE(config.mixer + ", compute " + std::string(dtype_name(compute)));
     const double loss_tolerance = compute == DType::bf16 ? 1e-2 : 1e-5;
     const double grad_tolerance = compute == DType::bf16 ? 0.2 : 1e-4;
     Model whole(config, DType::f32, true, {}, Device::cuda, compute);
-    Model model(config, DType::f32, true, TensorParallel::over(tp()), Device::cuda, compute);
+    Model model(config, DType::f32, true, TensorParallel::over(tp), Device::cuda, compute);
     whole.init_parameters(11);
     model.init_parameters(11);
     int64_t sharded = 0;
@@ -131,20 +133,30 @@ TEST_F(NcclTensorParallel, ModelMatchesTheWholeModel) {
     double worst = 0;
     for (const Parameter& p : model.params().params()) {
       const Parameter& w = *whole.params().find(p.name);
-      const Tensor want = to_f64(w.grad), got = gathered(p, p.grad, tp());
+      const Tensor want = to_f64(w.grad), got = gathered(p, p.grad, tp);
       worst = std::max(worst, testing::compare(want, got).err_ratio);
       EXPECT_TRUE(assert_close(p.name + " gradient", want, got, grad_tolerance));
       if (p.shard_dim < 0) {
-        EXPECT_TRUE(same_on_every_rank(p.grad, tp())) << p.name << ": differs across TP";
+        EXPECT_TRUE(same_on_every_rank(p.grad, tp)) << p.name << ": differs across TP";
       }
     }
-    if (tp().rank() == 0) {
-      std::printf("measured TP %d on NCCL, %s compute: loss %.8f (TP 1: %.8f), worst gradient err_ratio %.3g\n",
-                  tp().size(), std::string(dtype_name(compute)).c_str(), loss, whole_loss, worst);
+    if (tp.rank() == 0) {
+      std::printf("measured TP %d on NCCL, %s, %s compute: loss %.8f (TP 1: %.8f), worst gradient err_ratio %.3g\n",
+                  tp.size(), config.mixer.c_str(), std::string(dtype_name(compute)).c_str(), loss, whole_loss, worst);
     }
 
     const double eval = model.evaluate(first.ids, first.targets, first.seqs);
     EXPECT_NEAR(eval, whole.evaluate(first.ids, first.targets, first.seqs), loss_tolerance * whole_loss);
+  }
+}
+
+TEST_F(NcclTensorParallel, ModelMatchesTheWholeModel) { expect_model_matches_the_whole_model(gpu_hybrid(), tp()); }
+
+// The gated-linear-attention family and HGRN (heads or channels split; HGRN's, HGRN-2's and
+// Mamba-2's norms over the full width gather the ranks' columns: ops::column_place / column_slice).
+TEST_F(NcclTensorParallel, GlaFamilyAndHgrnMatchTheWholeModel) {
+  for (const char* mixer : {"gla", "retnet", "hgrn", "hgrn2", "mamba2", "rwkv6"}) {
+    expect_model_matches_the_whole_model(gpu_hybrid(mixer), tp());
   }
 }
 
