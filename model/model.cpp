@@ -15,15 +15,6 @@ ModelConfig resolved(ModelConfig config) {
   return config;
 }
 
-// Cross-layer routing runs on the CPU only so far.
-ModelConfig routable_on(ModelConfig config, Device device) {
-  if (config.routing.enabled() && device == Device::cuda) {
-    throw std::invalid_argument(std::string("Model: model.routing.kind = \"") + routing_kind_name(config.routing.kind) +
-                                "\": cross-layer routing is not yet on CUDA (it runs on the CPU only)");
-  }
-  return config;
-}
-
 TensorParallel validated(TensorParallel tp) {
   tp.validate();
   return tp;
@@ -48,7 +39,7 @@ Tensor on_device(StepContext& ctx, const Tensor& t) {
 
 Model::Model(const ModelConfig& config, DType dtype, bool allocate, TensorParallel tp, Device device,
              std::optional<DType> compute_dtype)
-    : config_(routable_on(resolved(config), device)),
+    : config_(resolved(config)),
       tp_(validated(tp)),
       params_(dtype, device, compute_dtype),
       embedding_(params_, "embedding", config_.vocab, config_.d_model, tp_),

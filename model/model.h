@@ -29,8 +29,7 @@
 // every rank for replicated parameters.
 //
 // Cross-layer routing (config.routing, model/routing.h): the model gives every layer its part and
-// owns the links between CLER's layers; routed models run on the CPU only so far (a CUDA model
-// with model.routing throws).
+// owns the links between CLER's layers; on the CPU and on CUDA alike.
 #pragma once
 #include <deque>
 #include <functional>

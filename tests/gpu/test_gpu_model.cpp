@@ -10,7 +10,10 @@
 // tensor 0.067 DeltaNet, 0.092 GDN, 0.129 KDA, 0.073 GDN-2 — A_log, dt_bias and the first layer's
 // projections, whose gradients come through the most bf16 roundings; the reference runs on the
 // unrounded f32 masters). The bf16 cases of HGRN, HGRN-2, Mamba-2 and RWKV-6 (their gates f32 from
-// f32 copies of the logits and the f32 masters, model/wide_gates.h) have not yet run on a GPU.
+// f32 copies of the logits and the f32 masters, model/wide_gates.h) have not yet run on a GPU. Routed
+// models (model.routing: CLER, CLER-H, CLVR over the softmax layer; every delta-rule mixer, f32 and
+// bf16 steps; not yet run on a GPU) the same way, with the routing parameters drawn away from their
+// zero start so that every routed path carries gradient.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -20,6 +23,7 @@
 
 #include "kernels/ops.h"
 #include "model/model.h"
+#include "model/routing.h"
 #include "tests/gpu/gpu_test.h"
 #include "tests/testing/kernel_test.h"
 #include "tests/testing/model_inputs.h"
@@ -62,16 +66,15 @@ using Batch = testing::PackedBatch;
 // Packed documents of 37, 63, 70 and 30 tokens with next-token targets (−1 at each document's end).
 Batch packed_batch(int64_t vocab, uint64_t seed) { return testing::packed_batch({37, 63, 70, 30}, vocab, seed); }
 
-class GpuModel : public testing::GpuTest, public ::testing::WithParamInterface<Case> {};
-
-TEST_P(GpuModel, MatchesTheCpuInF64) {
-  const auto [mixer, dtype] = GetParam();
-  const ModelConfig config = gpu_hybrid(mixer);
+// Two micro-batches on the GPU (compute dtype `dtype`) against the CPU in f64 from the same
+// masters: the loss, every parameter's gradient and evaluate(); `label` names the case in the log.
+void expect_step_matches_cpu(const ModelConfig& config, DType dtype, const std::string& label) {
   Model cpu(config, DType::f64);
   cpu.init_parameters(7);
   Rng rng(8);
   for (Parameter& p : cpu.params().params()) {
     if (p.role == ParamRole::vector) fill_uniform(p.value, rng, 0.5, 1.5);
+    if (is_routing_parameter(p.name)) fill_normal(p.value, rng, 0, 0.5);
   }
   // The same master weights on both sides: the f64 ones rounded to f32.
   Tensor masters = Tensor::empty({cpu.params().numel()}, DType::f32);
@@ -99,13 +102,20 @@ TEST_P(GpuModel, MatchesTheCpuInF64) {
     worst = std::max(worst, testing::compare(ref, got).err_ratio);
     EXPECT_TRUE(assert_close(p.name, ref, got, grad_tolerance(dtype)));
   }
-  std::printf("%s %s: loss %.8f (cpu f64 %.8f), worst gradient err_ratio %.3g\n", mixer.c_str(),
+  std::printf("%s %s: loss %.8f (cpu f64 %.8f), worst gradient err_ratio %.3g\n", label.c_str(),
               std::string(dtype_name(dtype)).c_str(), loss, ref_loss, worst);
 
   const double eval = gpu.evaluate(first.ids, first.targets, first.seqs);
   EXPECT_NEAR(eval, cpu.evaluate(first.ids, first.targets, first.seqs), loss_tolerance(dtype) * ref_loss);
   const Tensor after = testing::to_host(gpu.params().grads());
   EXPECT_EQ(0, std::memcmp(after.raw(), grads.raw(), grads.nbytes())) << "evaluate() changed the gradients";
+}
+
+class GpuModel : public testing::GpuTest, public ::testing::WithParamInterface<Case> {};
+
+TEST_P(GpuModel, MatchesTheCpuInF64) {
+  const auto [mixer, dtype] = GetParam();
+  expect_step_matches_cpu(gpu_hybrid(mixer), dtype, mixer);
 }
 
 std::vector<Case> all_cases() {
@@ -122,6 +132,48 @@ INSTANTIATE_TEST_SUITE_P(Hybrids, GpuModel, ::testing::ValuesIn(all_cases()),
                          [](const ::testing::TestParamInfo<Case>& info) {
                            return info.param.mixer + "_" + std::string(dtype_name(info.param.dtype));
                          });
+
+struct RoutedCase {
+  std::string mixer;
+  RoutingKind kind;
+  DType dtype;
+  bool projection = false;  // cler: Π a linear map (projection = "linear")
+  bool stop_grad = false;   // cler
+};
+
+std::string routed_case_name(const RoutedCase& c) {
+  return c.mixer + "_" + routing_kind_name(c.kind) + (c.projection ? "_projection" : "") +
+         (c.stop_grad ? "_stop_grad" : "") + "_" + std::string(dtype_name(c.dtype));
+}
+
+class GpuRoutedModel : public testing::GpuTest, public ::testing::WithParamInterface<RoutedCase> {};
+
+// Layers 0 and 2 are delta-rule layers: CLER's link 0 → 2 crosses the softmax layer.
+TEST_P(GpuRoutedModel, MatchesTheCpuInF64) {
+  const RoutedCase c = GetParam();
+  ModelConfig config = gpu_hybrid(c.mixer);
+  config.routing.kind = c.kind;
+  if (c.projection) config.routing.projection = "linear";
+  config.routing.stop_grad = c.stop_grad;
+  expect_step_matches_cpu(config, c.dtype, routed_case_name(c));
+}
+
+std::vector<RoutedCase> routed_cases() {
+  std::vector<RoutedCase> cases;
+  for (DType dtype : {DType::f32, DType::bf16}) {
+    for (const char* mixer : {"deltanet", "gdn", "kda", "gdn2"}) {
+      for (RoutingKind kind : {RoutingKind::cler, RoutingKind::cler_h, RoutingKind::clvr}) {
+        cases.push_back({mixer, kind, dtype});
+      }
+    }
+    cases.push_back({"gdn", RoutingKind::cler, dtype, true, false});
+    cases.push_back({"kda", RoutingKind::cler, dtype, false, true});
+  }
+  return cases;
+}
+
+INSTANTIATE_TEST_SUITE_P(Routing, GpuRoutedModel, ::testing::ValuesIn(routed_cases()),
+                         [](const ::testing::TestParamInfo<RoutedCase>& info) { return routed_case_name(info.param); });
 
 TEST(GpuModelArguments, DeviceTokensAndBf16OnTheCpuAreRejected) {
   EXPECT_THROW(Model(gpu_hybrid("gdn"), DType::f32, true, {}, Device::cpu, DType::bf16), std::invalid_argument);

@@ -291,11 +291,5 @@ TEST(RoutingGradients, ProjectionBetweenLayersOfDifferentShapes) {
   check_routed_gradients(config);
 }
 
-TEST(ModelRouting, CudaIsRefusedNamingTheKey) {
-  ModelConfig config = tiny("gdn", RoutingKind::cler);
-  EXPECT_TRUE(throws_invalid_argument([&] { Model m(config, DType::f32, false, {}, Device::cuda); },
-                                      {"model.routing", "not yet on CUDA"}));
-}
-
 }  // namespace
 }  // namespace linea

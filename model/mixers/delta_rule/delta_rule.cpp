@@ -180,12 +180,6 @@ void backward(DeltaRuleImpl impl, const DeltaRuleSpec& spec, const SeqLayout& se
   }
 }
 
-// The write error r (or its gradient) has no CUDA kernel yet.
-void require_write_error_on_cpu(OpArguments& args, const Expected& x, const Tensor& r, const std::string& name) {
-  args.require(!r.defined() || x.device == Device::cpu, name,
-               "the write error R (cross-layer routing, model.routing) is not yet on CUDA; it runs on the CPU only");
-}
-
 // `saved`: undefined, or at least delta_rule_saved_bytes on q's device where that is not 0.
 void check_saved(OpArguments& args, const DeltaRuleSpec& spec, const SeqLayout& seqs, const DeltaRuleInputs& in,
                  const Expected& x, const Tensor& saved) {
@@ -218,10 +212,9 @@ void delta_rule_forward(DeltaRuleImpl impl, const DeltaRuleSpec& spec, const Seq
   args.typed(o, "o", {d.tokens, d.heads, d.value_dim}, x.operand)
       .optional_typed(ht, "ht", {d.seqs, d.heads, d.key_dim, d.value_dim}, x.state)
       .optional_typed(r, "r", {d.tokens, d.heads, d.value_dim}, x.operand);
-  require_write_error_on_cpu(args, x, r, "r");
   check_saved(args, spec, seqs, in, x, saved);
 #ifdef LINEA_WITH_CUDA
-  if (x.device == Device::cuda) return cuda::delta_rule_forward(spec, seqs, in, o, ht, saved);
+  if (x.device == Device::cuda) return cuda::delta_rule_forward(spec, seqs, in, o, ht, r, saved);
 #endif
   if (x.operand == DType::f32) {
     forward<float>(impl, spec, seqs, in, d, o, ht, r);
@@ -241,12 +234,11 @@ void delta_rule_backward(DeltaRuleImpl impl, const DeltaRuleSpec& spec, const Se
   args.typed(d_o, "d_o", {d.tokens, d.heads, d.value_dim}, dtype)
       .optional_typed(dht, "dht", {d.seqs, d.heads, d.key_dim, d.value_dim}, x.state)
       .optional_typed(dr, "dr", {d.tokens, d.heads, d.value_dim}, dtype);
-  require_write_error_on_cpu(args, x, dr, "dr");
   check_saved(args, spec, seqs, in, x, saved);
   check_operand_set(args, spec, d, x,
                     {grads.dq, grads.dk, grads.dv, grads.dbeta, grads.db, grads.dw, grads.dg, grads.dh0}, "d");
 #ifdef LINEA_WITH_CUDA
-  if (x.device == Device::cuda) return cuda::delta_rule_backward(spec, seqs, in, d_o, dht, grads, saved);
+  if (x.device == Device::cuda) return cuda::delta_rule_backward(spec, seqs, in, d_o, dht, grads, dr, saved);
 #endif
   if (dtype == DType::f32) {
     backward<float>(impl, spec, seqs, in, d, d_o, dht, dr, grads);

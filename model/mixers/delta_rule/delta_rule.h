@@ -60,7 +60,8 @@ size_t delta_rule_saved_bytes(const DeltaRuleSpec& spec, const SeqLayout& seqs, 
 // r: [N, H, V], optional: the write error of every token (reference/mixers.md §5.1), what the
 // prediction from the decayed previous state S' misses, r_t = τ_t − S'ᵀρ_t with ρ = k, τ = v for
 // GateKind::beta (so u = β r, r formed without dividing by β) and ρ = b ⊙ k, τ = w ⊙ v for
-// erase_write (r = u). For cross-layer routing (model/routing.h); CPU only for now.
+// erase_write (r = u). For cross-layer routing (model/routing.h). On CUDA a call with r (or dr)
+// runs the f32 pipeline (on f32 copies of bf16 operands) and saves nothing: leave `saved` undefined.
 void delta_rule_forward(DeltaRuleImpl impl, const DeltaRuleSpec& spec, const SeqLayout& seqs, const DeltaRuleInputs& in,
                         Tensor o, Tensor ht, Tensor r = Tensor(), Tensor saved = Tensor());
 // Gradients of the loss L with ∂L/∂o = d_o, ∂L/∂ht = dht and ∂L/∂r = dr (dht, dr may be undefined

@@ -257,7 +257,8 @@ Tensor DeltaRuleLayer::run(StepContext& ctx, const Tensor& x, DeltaRuleDecodeSta
     state->advance(ctx, spec_, op.in, o_.reshape({n, H, V}));
   } else {
     r_ = needs_write_error() ? ctx.activation({n, value_width_}) : Tensor();
-    const bool saving = ctx.backward_follows && !config_.recompute;
+    // A call with the write error runs the f32 path on CUDA, which saves nothing (ops::delta_rule_forward).
+    const bool saving = ctx.backward_follows && !config_.recompute && !r_.defined();
     const size_t saved_bytes = saving ? ops::delta_rule_saved_bytes(spec_, ctx.seqs, op.in) : 0;
     saved_ = saved_bytes ? ctx.activations.alloc({static_cast<int64_t>((saved_bytes + 1) / 2)}, DType::bf16) : Tensor();
     ops::delta_rule_forward(ops::DeltaRuleImpl::chunked, spec_, ctx.seqs, op.in, o_.reshape({n, H, V}), Tensor(),

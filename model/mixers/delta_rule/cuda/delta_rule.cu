@@ -4,7 +4,8 @@
 // pipeline (model/mixers/delta_rule/cuda/delta_rule_bf16.h); the few it does not take (K or V not
 // a multiple of 8, K > 256 or V > 512, tensors not 16-byte aligned, GDN-2's gates without a decay
 // per channel) run the f32 pipeline on f32 copies of their token operands, their results rounded
-// to bf16 once.
+// to bf16 once. So do the bf16 calls with the write error r (or its gradient dr): only the f32
+// pipeline forms r (delta_rule_write_error.cu).
 #include <cstdint>
 #include <stdexcept>
 #include <string>
@@ -84,7 +85,9 @@ struct Plan {
   Workspace ws{};
   GradWorkspace gws{};
 
-  Plan(const ops::DeltaRuleSpec& spec, const SeqLayout& seqs, const ops::DeltaRuleInputs& in, bool backward)
+  // dr: ∂L/∂r of a backward, or null: with GateKind::beta, the state pass then reads gws.KgNeg.
+  Plan(const ops::DeltaRuleSpec& spec, const SeqLayout& seqs, const ops::DeltaRuleInputs& in, bool backward,
+       const float* dr = nullptr)
       : call(describe_call(spec, in)) {
     const std::vector<int64_t> table = chunk_table(seqs);
     const int64_t chunks = (static_cast<int64_t>(table.size()) - seqs.num_seqs() - 1) / 2;
@@ -106,15 +109,21 @@ struct Plan {
                                  tiles * f,
                                  tiles * f,
                                  states * f};
+    const bool error_rows = dr && spec.gate == ops::GateKind::beta;
     if (backward) {
       for (size_t bytes : {values, states, values, keys, keys, keys, keys, keys, keys, keys})
         sizes.push_back(bytes * f);
+      if (error_rows) sizes.push_back(keys * f);
     }
     const std::vector<void*> p = scratch(sizes);
     call.chunks = place_chunk_table(table, seqs.num_seqs(), p[0]);
     const auto at = [&](size_t i) { return static_cast<float*>(p[i]); };
     ws = {at(1), at(2), at(3), at(4), at(5), at(6), at(7), at(8), at(9)};
     if (backward) gws = {at(10), at(11), at(12), at(13), at(14), at(15), at(16), at(17), at(18), at(19)};
+    if (error_rows) {
+      gws.KgNeg = at(20);
+      gws.dR = dr;
+    }
   }
 };
 
@@ -129,25 +138,32 @@ P* pointer(const Tensor& t) {
 namespace delta {
 namespace {
 
+// r (may be undefined): the write error, after the output.
 void f32_forward(const ops::DeltaRuleSpec& spec, const SeqLayout& seqs, const ops::DeltaRuleInputs& in, Tensor o,
-                 Tensor ht) {
+                 Tensor ht, Tensor r) {
   const Plan plan(spec, seqs, in, false);
   intra_chunk(plan.call, plan.ws);
   state_forward(plan.call, plan.ws, pointer(in.h0), pointer(ht));
   output(plan.call, plan.ws, o.raw());
+  if (r.defined()) write_error(plan.call, plan.ws, pointer(r));
 }
 
+// dr (may be undefined): ∂L/∂r, folded into dŨ (before the state pass), ∂L/∂S0 (in it) and dv, dk,
+// dg (after the chunk gradients).
 void f32_backward(const ops::DeltaRuleSpec& spec, const SeqLayout& seqs, const ops::DeltaRuleInputs& in,
-                  const Tensor& d_o, const Tensor& dht, ops::DeltaRuleGrads& grads) {
-  const Plan plan(spec, seqs, in, true);
+                  const Tensor& d_o, const Tensor& dht, ops::DeltaRuleGrads& grads, const Tensor& dr) {
+  const float* const d_r = pointer<const float>(dr);
+  const Plan plan(spec, seqs, in, true, d_r);
   intra_chunk(plan.call, plan.ws);
   state_forward(plan.call, plan.ws, pointer(in.h0), nullptr);
   written_local(plan.call, plan.ws, d_o.raw(), plan.gws);
+  if (d_r) write_error_local(plan.call, plan.ws, d_r, plan.gws);
   state_backward(plan.call, plan.ws, d_o.raw(), pointer(dht), plan.gws, pointer(grads.dh0));
   const GradientOutputs out{
       grads.dq.raw(),          grads.dk.raw(),          grads.dv.raw(),   pointer<void>(grads.dbeta),
       pointer<void>(grads.db), pointer<void>(grads.dw), pointer(grads.dg)};
   chunk_gradients(plan.call, plan.ws, d_o.raw(), plan.gws, out);
+  if (d_r) write_error_gradients(plan.call, plan.ws, d_r, out);
 }
 
 // An f32 tensor shaped like t (undefined for undefined), and one holding t's values.
@@ -163,14 +179,15 @@ ops::DeltaRuleInputs f32_inputs(const ops::DeltaRuleInputs& in) {
   return c;
 }
 
-// The saved buffer's memory, null where undefined; refused where the bf16 pipeline cannot take
+// The saved buffer's memory, null where undefined; refused where the bf16 pipeline does not take
 // the call (it is the only one that saves).
 void* saved_memory(const Tensor& saved, bool bf16_pipeline, const char* op) {
   if (!saved.defined()) return nullptr;
   if (!bf16_pipeline || reinterpret_cast<uintptr_t>(saved.raw()) % 256 != 0) {
     throw std::invalid_argument(std::string(op) +
                                 ": saved: only a bf16 call with 16-byte aligned tensors (delta_rule_saved_bytes > 0) "
-                                "saves its intermediates, into 256-byte aligned memory");
+                                "and without the write error r or dr saves its intermediates, into 256-byte aligned "
+                                "memory");
   }
   return saved.raw();
 }
@@ -184,27 +201,30 @@ size_t delta_rule_saved_bytes(const ops::DeltaRuleSpec& spec, const SeqLayout& s
 }
 
 void delta_rule_forward(const ops::DeltaRuleSpec& spec, const SeqLayout& seqs, const ops::DeltaRuleInputs& in, Tensor o,
-                        Tensor ht, Tensor saved) {
-  const bool bf16 = in.q.dtype() == DType::bf16 && delta::bf16_takes(spec, in, {&o}, delta::Write::delta);
+                        Tensor ht, Tensor r, Tensor saved) {
+  const bool bf16 =
+      in.q.dtype() == DType::bf16 && !r.defined() && delta::bf16_takes(spec, in, {&o}, delta::Write::delta);
   void* const keep = delta::saved_memory(saved, bf16, "delta_rule_forward");
-  if (in.q.dtype() == DType::f32) return delta::f32_forward(spec, seqs, in, o, ht);
+  if (in.q.dtype() == DType::f32) return delta::f32_forward(spec, seqs, in, o, ht, r);
   if (bf16) return delta::bf16_forward(spec, seqs, in, o, ht, keep, delta::Write::delta);
-  const Tensor o32 = delta::f32_like(o);
-  delta::f32_forward(spec, seqs, delta::f32_inputs(in), o32, ht);
+  const Tensor o32 = delta::f32_like(o), r32 = delta::f32_like(r);
+  delta::f32_forward(spec, seqs, delta::f32_inputs(in), o32, ht, r32);
   ops::convert(o, o32);
+  if (r.defined()) ops::convert(r, r32);
 }
 
 void delta_rule_backward(const ops::DeltaRuleSpec& spec, const SeqLayout& seqs, const ops::DeltaRuleInputs& in,
-                         const Tensor& d_o, const Tensor& dht, ops::DeltaRuleGrads& grads, const Tensor& saved) {
+                         const Tensor& d_o, const Tensor& dht, ops::DeltaRuleGrads& grads, const Tensor& dr,
+                         const Tensor& saved) {
   const bool bf16 =
-      in.q.dtype() == DType::bf16 &&
+      in.q.dtype() == DType::bf16 && !dr.defined() &&
       delta::bf16_takes(spec, in, {&d_o, &grads.dq, &grads.dk, &grads.dv, &grads.db, &grads.dw}, delta::Write::delta);
   const void* const kept = delta::saved_memory(saved, bf16, "delta_rule_backward");
-  if (in.q.dtype() == DType::f32) return delta::f32_backward(spec, seqs, in, d_o, dht, grads);
+  if (in.q.dtype() == DType::f32) return delta::f32_backward(spec, seqs, in, d_o, dht, grads, dr);
   if (bf16) return delta::bf16_backward(spec, seqs, in, d_o, dht, grads, kept, delta::Write::delta);
   ops::DeltaRuleGrads g32 = grads;  // dg and dh0 are f32 already
   for (Tensor* t : {&g32.dq, &g32.dk, &g32.dv, &g32.dbeta, &g32.db, &g32.dw}) *t = delta::f32_like(*t);
-  delta::f32_backward(spec, seqs, delta::f32_inputs(in), delta::f32_copy(d_o), dht, g32);
+  delta::f32_backward(spec, seqs, delta::f32_inputs(in), delta::f32_copy(d_o), dht, g32, delta::f32_copy(dr));
   for (auto [to, from] : {std::pair{&grads.dq, &g32.dq},
                           {&grads.dk, &g32.dk},
                           {&grads.dv, &g32.dv},

@@ -21,12 +21,16 @@ namespace linea::cuda {
 // The bytes of what a forward can save for its backward (ops::delta_rule_saved_bytes): the bf16
 // pipeline's intermediates, 0 for the calls it does not take.
 size_t delta_rule_saved_bytes(const ops::DeltaRuleSpec& spec, const SeqLayout& seqs, const ops::DeltaRuleInputs& in);
-// o: [N, H, V]; ht: [S, H, K, V] or undefined; saved: undefined, or at least delta_rule_saved_bytes.
+// o: [N, H, V]; ht: [S, H, K, V] or undefined; r: [N, H, V], the write error, or undefined (a call
+// with r runs the f32 pipeline, on f32 copies for bf16 operands, and saves nothing); saved:
+// undefined, or at least delta_rule_saved_bytes.
 void delta_rule_forward(const ops::DeltaRuleSpec& spec, const SeqLayout& seqs, const ops::DeltaRuleInputs& in, Tensor o,
-                        Tensor ht, Tensor saved);
-// Gradients of L with ∂L/∂o = d_o and ∂L/∂ht = dht (undefined = zeros), as the CPU op's; from what
-// the forward saved where `saved` is defined.
+                        Tensor ht, Tensor r, Tensor saved);
+// Gradients of L with ∂L/∂o = d_o, ∂L/∂ht = dht and ∂L/∂r = dr (undefined = zeros), as the CPU op's
+// (a call with dr runs the f32 pipeline, as above); from what the forward saved where `saved` is
+// defined.
 void delta_rule_backward(const ops::DeltaRuleSpec& spec, const SeqLayout& seqs, const ops::DeltaRuleInputs& in,
-                         const Tensor& d_o, const Tensor& dht, ops::DeltaRuleGrads& grads, const Tensor& saved);
+                         const Tensor& d_o, const Tensor& dht, ops::DeltaRuleGrads& grads, const Tensor& dr,
+                         const Tensor& saved);
 
 }  // namespace linea::cuda

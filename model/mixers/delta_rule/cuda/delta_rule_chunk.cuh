@@ -16,6 +16,10 @@
 //                   dS ← Diag(γ_L) dS + scale (Q ⊙ γ)ᵀ dO − Wᵀ dŨ, the ∂L/∂(state at chunk end), dh0
 //   chunk_gradients parallel over (chunk, head): every input gradient
 //   (model/mixers/delta_rule/cuda/delta_rule_gradients.cu)
+// The write error r (reference/mixers.md §5.1; model/mixers/delta_rule/cuda/delta_rule_write_error.cu), when
+// asked for: write_error after output; with its gradient dR, write_error_local after written_local
+// (dŨ's part from r, and −K ⊙ γ for state_backward, which then adds −(K ⊙ γ)ᵀ dR to dS), and
+// write_error_gradients after chunk_gradients (dv, dk, dg's parts from r).
 #pragma once
 #include <cuda_runtime.h>
 
@@ -84,9 +88,13 @@ struct Workspace {
 
 // The backward's extra buffers: dUt (∂L/∂Ũ, [N, H, V]), dS (∂L/∂ state at the chunk's end,
 // [NC, H, K, V]), and per-chunk scratch rows dX ([N, H, V]), dW, dY, dG, r, db, dQd (∂L/∂(Q ⊙ γ)),
-// dKe (∂L/∂Kend) ([N, H, K]).
+// dKe (∂L/∂Kend) ([N, H, K]). With the write error's gradient dR of a GateKind::beta call, the
+// state pass adds its term −(K ⊙ γ)ᵀ dR to dS: KgNeg = −K ⊙ γ ([N, H, K], written by
+// write_error_local) and dR ([N, H, V]); both null otherwise.
 struct GradWorkspace {
   float *dUt, *dS, *dX, *dW, *dY, *dG, *r, *db, *dQd, *dKe;
+  float* KgNeg = nullptr;
+  const float* dR = nullptr;
 };
 
 // One chunk of one head: operand access by (row i of the chunk, channel).
@@ -243,5 +251,12 @@ struct GradientOutputs {
 };
 void chunk_gradients(const Call& call, const Workspace& ws, const void* d_o, const GradWorkspace& gws,
                      const GradientOutputs& out);
+// The write error r [N, H, V] (f32), after state_forward (delta_rule_write_error.cu).
+void write_error(const Call& call, const Workspace& ws, float* r);
+// With ∂L/∂r = dr [N, H, V] (f32), after written_local: dŨ += dr (erase_write), or dŨ −= Mᵀ dr and
+// gws.KgNeg = −K ⊙ γ (beta; gws.KgNeg and gws.dR must be set for state_backward).
+void write_error_local(const Call& call, const Workspace& ws, const float* dr, const GradWorkspace& gws);
+// After chunk_gradients, GateKind::beta: adds r's terms to out.dv, out.dk and out.dg.
+void write_error_gradients(const Call& call, const Workspace& ws, const float* dr, const GradientOutputs& out);
 
 }  // namespace linea::cuda::delta

@@ -11,13 +11,15 @@
 //   dS_chunk = dS                                 (stored: ∂L/∂ state at the chunk's end)
 //   dŨ += Kend dS                                 (stored)
 //   dS ← Diag(γ_L) dS + Qgᵀ dO − Wᵀ dŨ,  Qg = scale · Q ⊙ γ;   dh0 = dS at the sequence start
+//   (with the write error's gradient dR of a GateKind::beta call, + KgNegᵀ dR, KgNeg = −K ⊙ γ:
+//   R = V − (K ⊙ γ) S0 − M Ũ, model/mixers/delta_rule/cuda/delta_rule_write_error.cu)
 //
 // Both products of a chunk run on the tensor cores (mma.sync m16n8k8 in 3×TF32 as block_gemm.cuh,
 // f32 accumulate). The state tile [K, BV] stays in f32 registers as the accumulators of the update
 // (warp w owns rows 16w.., and 16(w + 8).. when BV < 64; all BV columns), with a copy in shared
 // memory for the product W S (or Kend dS). A chunk is a few phases, each with one [C, K] row
-// tile (forward: W, then Kend; backward: Kend, Qg, W) and, where the phase needs one, a [C, BV]
-// value tile (U; dŨ; dO) and the row G_L of log decays. The tiles stream through a ring of 2–4
+// tile (forward: W, then Kend; backward: Kend, Qg, KgNeg with dR, W) and, where the phase needs
+// one, a [C, BV] value tile (U; dŨ; dO; dR) and the row G_L of log decays. The tiles stream through a ring of 2–4
 // slots in shared memory by cp.async, as many phases ahead of the computation as the ring has slots
 // beyond the one being read, so that loading overlaps the products. Every sum runs in a fixed
 // order: the result does not depend on scheduling.
@@ -513,32 +515,49 @@ __global__ void __launch_bounds__(kThreads, 1)
   store_state<BV>(acc, block,
                   block.begin < block.end ? block.state_at(gws.dS, block.end - 1) : block.state_at(dh0, block.seq));
   if (block.begin == block.end) return;
-  // Phase 0 of a chunk: Kend and dŨ; phase 1: Qg, dO and G_L; phase 2: W.
+  // Phase 0 of a chunk: Kend and dŨ; phase 1: Qg, dO and G_L; with the write error, phase 2:
+  // KgNeg and dR; last: W.
+  enum Phase { kCombine, kOutput, kWriteError, kWritten };
+  const int per_chunk = gws.dR ? 4 : 3;
+  const auto phase_of = [&](int j) {
+    const int p = j % per_chunk;
+    return p == per_chunk - 1 ? kWritten : static_cast<Phase>(p);
+  };
   run_phases(
-      chunks, static_cast<int>(3 * (block.end - block.begin)), dims.slots, [&](int j) { return block.end - 1 - j / 3; },
+      chunks, static_cast<int>(per_chunk * (block.end - block.begin)), dims.slots,
+      [&](int j) { return block.end - 1 - j / per_chunk; },
       [&](int j, int slot, const Span& s) {
         const int64_t row = s.first * block.H + block.head;
-        if (j % 3 == 0) {
-          block.stage_rows(ws.Kend, row, s, slot);
-          block.stage_values(gws.dUt, row, s, slot);
-        } else if (j % 3 == 1) {
-          block.stage_rows(ws.Qg, row, s, slot);
-          block.stage_values(d_o, row, s, slot);
-          stage_decays<kDecay>(ws.G, s, block.H, block.head, block.K, sm.decays(slot));
-        } else {
-          block.stage_rows(ws.W, row, s, slot);
+        switch (phase_of(j)) {
+          case kCombine:
+            block.stage_rows(ws.Kend, row, s, slot);
+            block.stage_values(gws.dUt, row, s, slot);
+            break;
+          case kOutput:
+            block.stage_rows(ws.Qg, row, s, slot);
+            block.stage_values(d_o, row, s, slot);
+            stage_decays<kDecay>(ws.G, s, block.H, block.head, block.K, sm.decays(slot));
+            break;
+          case kWriteError:
+            block.stage_rows(gws.KgNeg, row, s, slot);
+            block.stage_values(gws.dR, row, s, slot);
+            break;
+          case kWritten: block.stage_rows(ws.W, row, s, slot); break;
         }
       },
       [&](int j, int slot, const Span& s) {
         const int64_t row = s.first * block.H + block.head;
-        if (j % 3 == 0) {
+        const Phase phase = phase_of(j);
+        if (phase == kCombine) {
           combine_rows_times_state<+1, BV>(block, slot, s, row, gws.dUt);  // dŨ += Kend dS
-        } else if (j % 3 == 1) {
+        } else if (phase == kOutput) {
           decay_state<BV, kDecay>(acc, sm.decays(slot), block.K);
+          add_transposed_product<BV>(acc, sm.rows(slot), sm.rp, sm.values(slot), sm.vp, s.len, block.K);
+        } else if (phase == kWriteError) {
           add_transposed_product<BV>(acc, sm.rows(slot), sm.rp, sm.values(slot), sm.vp, s.len, block.K);
         } else {
           add_transposed_product<BV>(acc, sm.rows(slot), sm.rp, sm.Ut, sm.vp, s.len, block.K);
-          const int64_t chunk = block.end - 1 - j / 3;
+          const int64_t chunk = block.end - 1 - j / per_chunk;
           store_state<BV>(acc, block,
                           chunk > block.begin ? block.state_at(gws.dS, chunk - 1) : block.state_at(dh0, block.seq));
         }

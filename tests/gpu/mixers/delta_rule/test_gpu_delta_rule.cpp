@@ -6,8 +6,12 @@
 // (K=256, V=512, 2 heads, T=200); odd K and V (K=36 V=20, K=33 V=19); packed shapes with 144 and
 // 80 (sequence, head) pairs (the state passes' value tiles 64 and 32, with tails); a sequence of
 // 8300 tokens beside one of 100 (the bf16 pipeline's segments of 64 chunks). Also: the
-// backward repeats bit for bit, and `recurrent` or a bf16 g on CUDA is rejected by name. The
-// largest err_ratio per mixer, dtype and tensor is printed at the end.
+// backward repeats bit for bit, and `recurrent` or a bf16 g on CUDA is rejected by name.
+// The write error r (reference/mixers.md §5.1) and every gradient with its upstream dr, on the
+// shapes with h0, odd lengths, packed documents, odd K and V, both value tiles and K = 256, at
+// the f32 pipeline's limits (tests/gpu/gpu_test.h: f32 1e-5, bf16 5e-3; dg 0.02 in bf16): a call
+// with r runs the f32 pipeline, bf16 ones on f32 copies. The largest err_ratio per mixer, dtype
+// and tensor is printed at the end.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -51,7 +55,7 @@ WorstErrRatios* const worst = static_cast<WorstErrRatios*>(::testing::AddGlobalT
 // Token operands representable in `dtype`, the f32 ones (g, h0, dht) in f32.
 DeltaRuleProblem representable(const DeltaRuleProblem& p, DType dtype) {
   DeltaRuleProblem r = p;
-  for (Tensor* t : {&r.in.q, &r.in.k, &r.in.v, &r.in.beta, &r.in.b, &r.in.w, &r.d_o}) {
+  for (Tensor* t : {&r.in.q, &r.in.k, &r.in.v, &r.in.beta, &r.in.b, &r.in.w, &r.d_o, &r.dr}) {
     if (t->defined()) *t = testing::representable(*t, dtype);
   }
   for (Tensor* t : {&r.in.g, &r.in.h0, &r.dht}) {
@@ -66,7 +70,7 @@ Tensor device(const Tensor& host, DType dtype) { return testing::device_copy(hos
 // The problem on the device: token operands in `dtype`, g, h0 and dht in f32.
 DeltaRuleProblem on_device(const DeltaRuleProblem& p, DType dtype) {
   DeltaRuleProblem d = p;
-  for (Tensor* t : {&d.in.q, &d.in.k, &d.in.v, &d.in.beta, &d.in.b, &d.in.w, &d.d_o}) *t = device(*t, dtype);
+  for (Tensor* t : {&d.in.q, &d.in.k, &d.in.v, &d.in.beta, &d.in.b, &d.in.w, &d.d_o, &d.dr}) *t = device(*t, dtype);
   for (Tensor* t : {&d.in.g, &d.in.h0, &d.dht}) *t = device(*t, DType::f32);
   return d;
 }
@@ -78,22 +82,24 @@ Tensor saved_buffer(const DeltaRuleProblem& p) {
   return bytes ? Tensor::empty({static_cast<int64_t>((bytes + 1) / 2)}, DType::bf16, Device::cuda) : Tensor();
 }
 
-// Forward and backward on the device (the backward from what the forward saved, with `save`);
-// results as f64 host tensors.
+// Forward and backward on the device (the backward from what the forward saved, with `save`; the
+// write error r and its gradient dr where the problem has dr); results as f64 host tensors.
 DeltaRuleResult run_on_device(const DeltaRuleProblem& host, DType dtype, bool save = false) {
   const DeltaRuleProblem p = on_device(host, dtype);
   const Tensor saved = save ? saved_buffer(p) : Tensor();
   DeltaRuleResult r;
   r.o = device_empty(p.d_o, dtype);
   r.ht = device_empty(p.dht, DType::f32);
-  ops::delta_rule_forward(DeltaRuleImpl::chunked, p.spec, p.seqs, p.in, r.o, r.ht, Tensor(), saved);
+  r.r = device_empty(p.dr, dtype);
+  ops::delta_rule_forward(DeltaRuleImpl::chunked, p.spec, p.seqs, p.in, r.o, r.ht, r.r, saved);
   r.grads = {device_empty(p.in.q, dtype),      device_empty(p.in.k, dtype),    device_empty(p.in.v, dtype),
              device_empty(p.in.beta, dtype),   device_empty(p.in.b, dtype),    device_empty(p.in.w, dtype),
              device_empty(p.in.g, DType::f32), device_empty(p.dht, DType::f32)};
-  ops::delta_rule_backward(DeltaRuleImpl::chunked, p.spec, p.seqs, p.in, p.d_o, p.dht, r.grads, Tensor(), saved);
+  ops::delta_rule_backward(DeltaRuleImpl::chunked, p.spec, p.seqs, p.in, p.d_o, p.dht, r.grads, p.dr, saved);
   DeltaRuleResult h;
   h.o = testing::to_host(r.o);
   h.ht = testing::to_host(r.ht);
+  if (r.r.defined()) h.r = testing::to_host(r.r);
   ops::DeltaRuleGrads& g = h.grads;
   for (auto [to, from] : {std::pair{&g.dq, &r.grads.dq},
                           {&g.dk, &r.grads.dk},
@@ -187,6 +193,49 @@ TEST_P(GpuDeltaRule, MatchesCpuInF64) {
 
 INSTANTIATE_TEST_SUITE_P(Mixers, GpuDeltaRule, ::testing::ValuesIn(all_params()), param_name);
 
+// The write error's limits: those of the f32 pipeline (bf16: its results rounded once).
+double write_error_tolerance(const std::string& tensor, DType dtype) {
+  if (dtype == DType::bf16 && tensor == "dg") return 0.02;
+  return testing::tolerance(dtype);
+}
+
+// The cases() above with h0 and a gate normalizer of 1 (the state passes' extra phase for dR meets
+// every tiling; the bf16 pipeline's segments do not enter: a call with r never takes it).
+std::vector<Param> write_error_params() {
+  std::vector<Param> params;
+  for (const DeltaRulePreset& m : testing::named_mixers()) {
+    for (size_t c = 0; c < cases().size(); ++c) {
+      if (cases()[c].normalizer != 1.0 || cases()[c].shape.cu_seqlens.back() > 1000) continue;
+      for (DType dtype : {DType::f32, DType::bf16}) params.push_back({m, c, dtype, false});
+    }
+  }
+  return params;
+}
+
+class GpuDeltaRuleWriteError : public testing::GpuTest, public ::testing::WithParamInterface<Param> {};
+
+TEST_P(GpuDeltaRuleWriteError, MatchesCpuInF64) {
+  const Param prm = GetParam();
+  const Case& c = cases()[prm.case_index];
+  const DeltaRuleProblem p = representable(
+      testing::with_write_error(
+          testing::make_delta_rule_problem(prm.mixer.decay, prm.mixer.gate, c.shape, c.normalizer, 91 + prm.case_index),
+          191 + prm.case_index),
+      prm.dtype);
+  const auto ref = testing::run_forward_backward(DeltaRuleImpl::chunked, p).named();
+  const auto got = run_on_device(p, prm.dtype).named();
+  ASSERT_EQ(ref.size(), got.size());
+  auto& w = worst->worst[std::string(prm.mixer.name) + "/" + std::string(dtype_name(prm.dtype)) + "/write_error"];
+  for (size_t i = 0; i < ref.size(); ++i) {
+    const std::string& name = ref[i].first;
+    ASSERT_EQ(name, got[i].first);
+    EXPECT_TRUE(testing::assert_close(name, ref[i].second, got[i].second, write_error_tolerance(name, prm.dtype), 0));
+    w[name] = std::max(w[name], testing::compare(ref[i].second, got[i].second).err_ratio);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Mixers, GpuDeltaRuleWriteError, ::testing::ValuesIn(write_error_params()), param_name);
+
 class GpuDeltaRuleContract : public testing::GpuTest {};
 
 TEST_F(GpuDeltaRuleContract, BackwardRepeatsBitForBit) {
@@ -260,6 +309,15 @@ TEST_F(GpuDeltaRuleContract, SavedIsRefusedWhereNothingIsSaved) {
     EXPECT_NE(std::string(e.what()).find("saved: expected at least " + std::to_string(bytes) + " bytes"),
               std::string::npos)
         << e.what();
+  }
+  // A call with the write error runs the f32 pipeline, which saves nothing.
+  const Tensor enough = saved_buffer(b);
+  Tensor r = Tensor::empty(b.d_o.shape(), DType::bf16, Device::cuda);
+  try {
+    ops::delta_rule_forward(DeltaRuleImpl::chunked, b.spec, b.seqs, b.in, ob, Tensor(), r, enough);
+    ADD_FAILURE() << "a call with the write error took a saved buffer";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("without the write error r or dr"), std::string::npos) << e.what();
   }
 }
 
