@@ -19,10 +19,10 @@
 // (warp w owns rows 16w.., and 16(w + 8).. when BV < 64; all BV columns), with a copy in shared
 // memory for the product W S (or Kend dS). A chunk is a few phases, each with one [C, K] row
 // tile (forward: W, then Kend; backward: Kend, Qg, KgNeg with dR, W) and, where the phase needs
-// one, a [C, BV] value tile (U; dŨ; dO; dR) and the row G_L of log decays. The tiles stream through a ring of 2–4
-// slots in shared memory by cp.async, as many phases ahead of the computation as the ring has slots
-// beyond the one being read, so that loading overlaps the products. Every sum runs in a fixed
-// order: the result does not depend on scheduling.
+// one, a [C, BV] value tile (U; dŨ; dO; dR) and the row G_L of log decays. The tiles stream
+// through a ring of 2–4 slots in shared memory by cp.async, as many phases ahead of the computation
+// as the ring has slots beyond the one being read, so that loading overlaps the products. Every sum
+// runs in a fixed order: the result does not depend on scheduling.
 #include <cuda_pipeline.h>
 
 #include <algorithm>
