@@ -1,5 +1,7 @@
 #include "model/head_norm_output.h"
 
+#include "model/head_projection.h"
+
 namespace linea {
 
 HeadNormOutput::HeadNormOutput(ParameterSet& params, const std::string& norm_name, const std::string& proj_name,
@@ -9,8 +11,7 @@ HeadNormOutput::HeadNormOutput(ParameterSet& params, const std::string& norm_nam
       act_(act),
       eps_(eps),
       norm_(params.declare(norm_name + ".weight", {d_v}, ParamRole::vector, false)),
-      proj_(params, proj_name, heads * d_v, d_model, false, ParamRole::matrix, LinearSplit::inputs,
-            shard.channels(d_v)) {
+      proj_(out_of_heads(params, proj_name, heads, d_v, d_model, shard)) {
   norm_->partial_grad = heads_ < heads;
 }
 

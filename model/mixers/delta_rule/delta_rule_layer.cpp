@@ -6,6 +6,7 @@
 
 #include "kernels/random.h"
 #include "model/decay_gate_init.h"
+#include "model/head_projection.h"
 #include "model/mixers/delta_rule/delta_rule_decode_state.h"
 
 namespace linea {
@@ -31,12 +32,9 @@ DeltaRuleLayer::DeltaRuleLayer(ParameterSet& params, const std::string& name, in
       heads_(shard_.size()),
       key_width_(heads_ * config.d_k),
       value_width_(heads_ * config.d_v),
-      q_proj_(params, name + ".q_proj", d_model, config.heads * config.d_k, false, ParamRole::matrix,
-              LinearSplit::outputs, shard_.channels(config.d_k)),
-      k_proj_(params, name + ".k_proj", d_model, config.heads * config.d_k, false, ParamRole::matrix,
-              LinearSplit::outputs, shard_.channels(config.d_k)),
-      v_proj_(params, name + ".v_proj", d_model, config.heads * config.d_v, false, ParamRole::matrix,
-              LinearSplit::outputs, shard_.channels(config.d_v)),
+      q_proj_(into_heads(params, name + ".q_proj", d_model, config.heads, config.d_k, shard_)),
+      k_proj_(into_heads(params, name + ".k_proj", d_model, config.heads, config.d_k, shard_)),
+      v_proj_(into_heads(params, name + ".v_proj", d_model, config.heads, config.d_v, shard_)),
       b_proj_(params, name + ".b_proj", d_model, erase_write(config) ? config.heads * config.d_k : config.heads, false,
               erase_write(config) ? ParamRole::matrix : ParamRole::gate, LinearSplit::outputs,
               shard_.channels(erase_write(config) ? config.d_k : 1)),
@@ -44,8 +42,7 @@ DeltaRuleLayer::DeltaRuleLayer(ParameterSet& params, const std::string& name, in
               config.output_activation(), norm_eps) {
   const int64_t full_keys = config.heads * config.d_k, full_values = config.heads * config.d_v;
   if (spec_.gate == ops::GateKind::erase_write) {
-    w_proj_.emplace(params, name + ".w_proj", d_model, full_values, false, ParamRole::matrix, LinearSplit::outputs,
-                    shard_.channels(config.d_v));
+    w_proj_.emplace(into_heads(params, name + ".w_proj", d_model, config.heads, config.d_v, shard_));
   }
   if (spec_.decay == ops::DecayKind::scalar) {
     a_proj_.emplace(params, name + ".a_proj", d_model, config.heads, false, ParamRole::gate, LinearSplit::outputs,
@@ -66,8 +63,7 @@ DeltaRuleLayer::DeltaRuleLayer(ParameterSet& params, const std::string& name, in
     v_conv_.emplace(params, name + ".v_conv1d", full_values, config.conv, shard_.channels(config.d_v));
   }
   if (output_act_ == ops::GateActivation::silu) {
-    g_proj_.emplace(params, name + ".g_proj", d_model, full_values, false, ParamRole::matrix, LinearSplit::outputs,
-                    shard_.channels(config.d_v));
+    g_proj_.emplace(into_heads(params, name + ".g_proj", d_model, config.heads, config.d_v, shard_));
   } else if (output_act_ == ops::GateActivation::sigmoid) {
     g_proj_lowrank_.emplace(params, name + ".g_proj", d_model, config.gate_rank, full_values, true,
                             LinearSplit::outputs, shard_.channels(config.d_v));
@@ -97,9 +93,9 @@ DeltaRuleLayer::DeltaRuleLayer(ParameterSet& params, const std::string& name, in
     cler_h_norm_->partial_grad = heads_ < config.heads;
   }
   if (routing_.sends && (routing_.kind == RoutingKind::cler_h || routing_.kind == RoutingKind::clvr)) {
-    routed_proj_.emplace(params, name + (routing_.kind == RoutingKind::cler_h ? ".cler_h_proj" : ".clvr_proj"),
-                         full_values, d_model, false, ParamRole::matrix, LinearSplit::inputs,
-                         shard_.channels(config.d_v));
+    routed_proj_.emplace(out_of_heads(params,
+                                      name + (routing_.kind == RoutingKind::cler_h ? ".cler_h_proj" : ".clvr_proj"),
+                                      config.heads, config.d_v, d_model, shard_));
   }
 }
 

@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "kernels/random.h"
+#include "model/head_projection.h"
 #include "model/mixers/gla/gla_decode_state.h"
 #include "model/mixers/gla/presets.h"
 #include "model/wide_gates.h"
@@ -33,12 +34,9 @@ GlaLayer::GlaLayer(ParameterSet& params, const std::string& name, int64_t d_mode
       heads_(shard_.size()),
       key_width_(heads_ * s.d_k),
       value_width_(heads_ * s.d_v),
-      q_proj_(params, name + ".q_proj", d_model, s.heads * s.d_k, false, ParamRole::matrix, LinearSplit::outputs,
-              shard_.channels(s.d_k)),
-      k_proj_(params, name + ".k_proj", d_model, s.heads * s.d_k, false, ParamRole::matrix, LinearSplit::outputs,
-              shard_.channels(s.d_k)),
-      v_proj_(params, name + ".v_proj", d_model, s.heads * s.d_v, false, ParamRole::matrix, LinearSplit::outputs,
-              shard_.channels(s.d_v)),
+      q_proj_(into_heads(params, name + ".q_proj", d_model, s.heads, s.d_k, shard_)),
+      k_proj_(into_heads(params, name + ".k_proj", d_model, s.heads, s.d_k, shard_)),
+      v_proj_(into_heads(params, name + ".v_proj", d_model, s.heads, s.d_v, shard_)),
       output_(params, name + ".g_norm", name + ".o_proj", s.heads, s.d_v, d_model, shard_,
               s.output_gate ? ops::GateActivation::silu : ops::GateActivation::none, norm_eps) {
   if (!s.retnet) {
@@ -46,8 +44,7 @@ GlaLayer::GlaLayer(ParameterSet& params, const std::string& name, int64_t d_mode
                      shard_.channels(s.d_k));
   }
   if (s.output_gate) {
-    g_proj_.emplace(params, name + ".g_proj", d_model, s.heads * s.d_v, false, ParamRole::matrix, LinearSplit::outputs,
-                    shard_.channels(s.d_v));
+    g_proj_.emplace(into_heads(params, name + ".g_proj", d_model, s.heads, s.d_v, shard_));
   }
 }
 

@@ -1,6 +1,7 @@
 #include "model/mixers/gla/hgrn2_layer.h"
 
 #include "kernels/ops.h"
+#include "model/head_projection.h"
 #include "model/mixers/gla/gla_decode_state.h"
 #include "model/mixers/gla/presets.h"
 #include "model/wide_gates.h"
@@ -16,12 +17,9 @@ Hgrn2Layer::Hgrn2Layer(ParameterSet& params, const std::string& name, int64_t d_
       heads_(shard_.size()),
       key_width_(heads_ * d_k_),
       value_width_(heads_ * d_v_),
-      q_proj_(params, name + ".q_proj", d_model, c.heads * d_k_, false, ParamRole::matrix, LinearSplit::outputs,
-              shard_.channels(d_k_)),
-      f_proj_(params, name + ".f_proj", d_model, c.heads * d_k_, false, ParamRole::matrix, LinearSplit::outputs,
-              shard_.channels(d_k_)),
-      i_proj_(params, name + ".i_proj", d_model, c.heads * d_v_, false, ParamRole::matrix, LinearSplit::outputs,
-              shard_.channels(d_v_)),
+      q_proj_(into_heads(params, name + ".q_proj", d_model, c.heads, d_k_, shard_)),
+      f_proj_(into_heads(params, name + ".f_proj", d_model, c.heads, d_k_, shard_)),
+      i_proj_(into_heads(params, name + ".i_proj", d_model, c.heads, d_v_, shard_)),
       output_(params, name + ".g_norm", name + ".o_proj", c.heads * d_v_, d_model, shard_.channels(d_v_),
               ops::GateActivation::none, norm_eps, tp) {
   if (c.lower_bound) lower_bound_.emplace(params, c.mixer, place, c.heads * d_k_, shard_.channels(d_k_));

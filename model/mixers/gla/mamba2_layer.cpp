@@ -3,6 +3,7 @@
 #include "kernels/ops.h"
 #include "kernels/random.h"
 #include "model/decay_gate_init.h"
+#include "model/head_projection.h"
 #include "model/mixers/gla/gla_decode_state.h"
 #include "model/mixers/gla/presets.h"
 #include "model/wide_gates.h"
@@ -16,10 +17,8 @@ Mamba2Layer::Mamba2Layer(ParameterSet& params, const std::string& name, int64_t 
       shard_(tp.shard_heads(c.heads, "model.mamba2 heads (expand · d_model / head_dim)")),
       heads_(shard_.size()),
       inner_(heads_ * c.head_dim),
-      z_proj_(params, name + ".z_proj", d_model, c.inner, false, ParamRole::matrix, LinearSplit::outputs,
-              shard_.channels(c.head_dim)),
-      x_proj_(params, name + ".x_proj", d_model, c.inner, false, ParamRole::matrix, LinearSplit::outputs,
-              shard_.channels(c.head_dim)),
+      z_proj_(into_heads(params, name + ".z_proj", d_model, c.heads, c.head_dim, shard_)),
+      x_proj_(into_heads(params, name + ".x_proj", d_model, c.heads, c.head_dim, shard_)),
       B_proj_(params, name + ".B_proj", d_model, c.state_size, false),
       C_proj_(params, name + ".C_proj", d_model, c.state_size, false),
       dt_proj_(params, name + ".dt_proj", d_model, c.heads, false, ParamRole::gate, LinearSplit::outputs, shard_.heads),
