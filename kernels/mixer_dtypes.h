@@ -1,4 +1,4 @@
-// The dtypes of a mixer op's arguments (the gated-linear-attention family, HGRN), fixed by its first
+// The dtypes of a mixer op's arguments (the delta rule, the gated-linear-attention family, HGRN), fixed by its first
 // token operand: on the CPU every argument has that operand's dtype, f32 or f64; on CUDA the token
 // operands (and their gradients) have it, f32 or bf16, and the gates, log decays and states are
 // f32. mixer_dtypes() checks the operand and throws std::invalid_argument "OP: NAME: expected …"

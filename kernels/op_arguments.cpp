@@ -25,6 +25,14 @@ void OpArguments::fail(std::string_view name, const std::string& message) const 
   throw std::invalid_argument(op_ + ": " + std::string(name) + ": " + message);
 }
 
+void OpArguments::layout(const SeqLayout& seqs, int64_t tokens) const {
+  try {
+    seqs.validate(tokens);
+  } catch (const std::invalid_argument& e) {
+    fail("seqs", e.what());
+  }
+}
+
 void OpArguments::check_shape(const Tensor& t, std::string_view name, const Shape& shape) const {
   if (!shape_matches(t.shape(), shape)) {
     fail(name, "expected shape " + pattern_string(shape) + ", got " + shape_string(t.shape()));

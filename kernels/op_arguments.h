@@ -19,6 +19,7 @@
 #include <string>
 #include <string_view>
 
+#include "kernels/seq_layout.h"
 #include "kernels/tensor.h"
 
 namespace linea::ops {
@@ -49,6 +50,9 @@ class OpArguments {
   // equal parts; returns the part's width. `heads_name` names where the head count came from.
   int64_t head_width(const Tensor& t, std::string_view name, int64_t heads,
                      std::string_view heads_name = "heads") const;
+
+  // Checks that `seqs` is a layout of `tokens` tokens (SeqLayout::validate); a failure names "seqs".
+  void layout(const SeqLayout& seqs, int64_t tokens) const;
 
   // Throws "OP: NAME: MESSAGE" unless ok.
   void require(bool ok, std::string_view name, const std::string& message) const {

@@ -20,11 +20,7 @@ void check_conv_arguments(OpArguments& args, const Tensor& x, const Tensor& weig
       !args.on_cuda() || weight.dim(1) <= cuda::kShortConvMaxWidth, "weight",
       "expected a kernel width ≤ " + std::to_string(cuda::kShortConvMaxWidth) + " on CUDA, got " + weight.describe());
 #endif
-  try {
-    seqs.validate(x.dim(0));
-  } catch (const std::invalid_argument& e) {
-    args.fail("seqs", e.what());
-  }
+  args.layout(seqs, x.dim(0));
 }
 }  // namespace
 

@@ -9,20 +9,10 @@
 
 namespace linea::ops {
 
-namespace {
-void check_layout(const OpArguments& args, const SeqLayout& seqs, const Tensor& x) {
-  try {
-    seqs.validate(x.dim(0));
-  } catch (const std::invalid_argument& e) {
-    args.fail("seqs", e.what());
-  }
-}
-}  // namespace
-
 void token_shift_forward(Tensor delta, const Tensor& x, const SeqLayout& seqs) {
   OpArguments args("token_shift_forward");
   args.floating(x, "x", {kAnyDim, kAnyDim}).floating(delta, "delta", x.shape());
-  check_layout(args, seqs, x);
+  args.layout(seqs, x.dim(0));
   args.require(delta.raw() != x.raw(), "delta", "must not share storage with x");
 #ifdef LINEA_WITH_CUDA
   if (args.on_cuda()) return cuda::token_shift_forward(delta, x, seqs);
@@ -36,7 +26,7 @@ void token_shift_forward(Tensor delta, const Tensor& x, const SeqLayout& seqs) {
 void token_shift_backward(Tensor dx, const Tensor& ddelta, const SeqLayout& seqs) {
   OpArguments args("token_shift_backward");
   args.floating(ddelta, "ddelta", {kAnyDim, kAnyDim}).floating(dx, "dx", ddelta.shape());
-  check_layout(args, seqs, ddelta);
+  args.layout(seqs, ddelta.dim(0));
   args.require(dx.raw() != ddelta.raw(), "dx", "must not share storage with ddelta");
 #ifdef LINEA_WITH_CUDA
   if (args.on_cuda()) return cuda::token_shift_backward(dx, ddelta, seqs);

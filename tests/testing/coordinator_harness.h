@@ -1,6 +1,7 @@
 // Helpers for the coordinator's tests: a temporary directory, a token file, a Coordinator serving on
 // a loopback port in a background thread, a raw socket for malformed traffic, polling with a
-// deadline, and the path of the fake worker (tests/helpers/coordinator_fake_worker.cpp).
+// deadline (wait_for_end: until a run has ended), and the path of the fake worker
+// (tests/helpers/coordinator_fake_worker.cpp).
 #pragma once
 #include <gtest/gtest.h>
 #include <sys/socket.h>
@@ -117,6 +118,28 @@ inline bool wait_until(const std::function<bool()>& done, std::chrono::milliseco
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
   return done();
+}
+
+// Whether a run's status (null while the run is not listed) says it ended: completed, failed or
+// cancelled.
+inline bool ended(const nlohmann::json& status) {
+  const std::string state = status.is_null() ? "" : status.value("state", "");
+  return state == "completed" || state == "failed" || state == "cancelled";
+}
+
+// Polls run `run`'s status until it ended or `limit` passes (a test failure then); returns the last
+// status read.
+inline nlohmann::json wait_for_end(const CoordinatorThread& server, const std::string& run,
+                                   std::chrono::milliseconds limit) {
+  nlohmann::json status;
+  EXPECT_TRUE(wait_until(
+      [&] {
+        status = server.run_status(run);
+        return ended(status);
+      },
+      limit))
+      << "run " << run << " did not end: " << status.dump();
+  return status;
 }
 
 // A run of the fake worker: writes into DIR/runs/NAME; `settings` are extra "fake.*" overrides.

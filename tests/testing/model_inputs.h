@@ -1,4 +1,4 @@
-// Inputs of the Model tests (unit/test_model*.cpp, mpi/test_tensor_parallel.cpp): a model config
+// Inputs of the Model tests (unit/test_model*.cpp, unit/inference/, mpi/test_tensor_parallel.cpp): a model config
 // parsed from text; a tiny hybrid whose sizes each test picks (softmax attention at layer 1, the
 // other layers the given linear mixer; every layer attention for mixer "attention"), and a batch
 // of packed random documents with next-token targets (−1 at each document's last token, which has
@@ -43,6 +43,24 @@ inline constexpr TinyHybridSizes kFiniteDifferenceSizes{.d_model = 8,
                                                         .attention_heads = 2,
                                                         .kv_heads = 1,
                                                         .head_dim = 4};
+
+// The inference tests' tiny hybrid (unit/inference/): three layers of width 16, small enough to
+// decode and score exhaustively; a test changes the fields its contract needs (vocab, init_std,
+// widths).
+inline constexpr TinyHybridSizes kInferenceSizes{.d_model = 16,
+                                                 .layers = 3,
+                                                 .vocab = 23,
+                                                 .mlp_hidden = 24,
+                                                 .init_std = 0.3,
+                                                 .linear_heads = 2,
+                                                 .d_k = 8,
+                                                 .d_v = 8,
+                                                 .conv = 4,
+                                                 .decay_rank = 4,
+                                                 .gate_rank = 4,
+                                                 .attention_heads = 4,
+                                                 .kv_heads = 2,
+                                                 .head_dim = 4};
 
 // The ModelConfig of the [model] tables of a config text (with `overrides`), rejecting unknown keys.
 inline ModelConfig parse_model(const std::string& text, const std::vector<std::string>& overrides = {}) {

@@ -210,14 +210,8 @@ TEST(Recovery, CoordinatorKilledMidSweepLosesNoRunAndRunsNoneTwice) {
   // Its jobs live on without it; a new coordinator on the same state directory takes over.
   CoordinatorThread second(options);
   for (const std::string& name : names) {
-    nlohmann::json s;
-    ASSERT_TRUE(wait_until(
-        [&] {
-          s = second.run_status(name);
-          return s["state"] == "completed";
-        },
-        20s))
-        << name << ": " << s.dump();
+    const nlohmann::json s = wait_for_end(second, name, 20s);
+    ASSERT_EQ(s["state"], "completed") << name << ": " << s.dump();
     EXPECT_EQ(completions(dir, name), 1) << name << " finished " << completions(dir, name) << " times";
     const coordinator::MetricsLog log = coordinator::read_metrics_log(dir / ("runs/" + name + "/metrics.jsonl"));
     EXPECT_TRUE(log.finished);
@@ -257,14 +251,8 @@ TEST(Recovery, ARestartedCoordinatorAdoptsTheJobsItFinds) {
 
   options.port = port;
   CoordinatorThread second(options);
-  nlohmann::json s;
-  ASSERT_TRUE(wait_until(
-      [&] {
-        s = second.run_status("long");
-        return s["state"] == "completed";
-      },
-      20s))
-      << s.dump();
+  const nlohmann::json s = wait_for_end(second, "long", 20s);
+  ASSERT_EQ(s["state"], "completed") << s.dump();
   EXPECT_EQ(s["attempt"], 0) << "relaunched instead of adopted";
   EXPECT_EQ(s["accounting"]["adoptions"], 1);
   EXPECT_EQ(s["accounting"]["interruptions"], 0);
@@ -285,14 +273,8 @@ TEST(Recovery, ShutdownStopsJobsAndTheNextCoordinatorResumesThem) {
     first.stop();  // returns once the job is down and the state is saved
   }
   CoordinatorThread second(options);
-  nlohmann::json s;
-  ASSERT_TRUE(wait_until(
-      [&] {
-        s = second.run_status("long");
-        return s["state"] == "completed";
-      },
-      15s))
-      << s.dump();
+  const nlohmann::json s = wait_for_end(second, "long", 15s);
+  ASSERT_EQ(s["state"], "completed") << s.dump();
   EXPECT_EQ(s["accounting"]["interruptions"], 1);
   EXPECT_EQ(s["accounting"]["restarts"], 0);
   EXPECT_EQ(s["attempt"], 1);

@@ -215,14 +215,8 @@ TEST(CoordinatorIdleConnections, StarveNeitherStatusNorHeartbeats) {
     std::this_thread::sleep_for(100ms);
   }
   EXPECT_EQ(answered, 30);
-  nlohmann::json status;
-  ASSERT_TRUE(wait_until(
-      [&] {
-        status = server.run_status("busy");
-        return status.value("state", "") == "completed";
-      },
-      20s))
-      << status.dump();
+  const nlohmann::json status = wait_for_end(server, "busy", 20s);
+  ASSERT_EQ(status["state"], "completed") << status.dump();
   EXPECT_EQ(status["accounting"]["restarts"], 0) << status.dump();  // never silent for 2 s
 
   RawConnection silent(server.endpoint().port);

@@ -22,23 +22,6 @@ using namespace std::chrono_literals;
 
 double fake_loss(int64_t step) { return 2.0 + 8.0 * std::exp(-static_cast<double>(step) / 20.0); }
 
-bool ended(const nlohmann::json& status) {
-  const std::string state = status.is_null() ? "" : status.value("state", "");
-  return state == "completed" || state == "failed" || state == "cancelled";
-}
-
-nlohmann::json wait_for_end(const CoordinatorThread& server, const std::string& run, std::chrono::milliseconds limit) {
-  nlohmann::json status;
-  EXPECT_TRUE(wait_until(
-      [&] {
-        status = server.run_status(run);
-        return ended(status);
-      },
-      limit))
-      << "run " << run << " did not end: " << status.dump();
-  return status;
-}
-
 // From the fake worker's raw metrics lines: the time from attempt 0's last logged step (it died right
 // after) to attempt 1's first logged step (its first heartbeat follows at once): death → training again.
 double death_to_training_again_s(const TempDir& dir, const std::string& run) {

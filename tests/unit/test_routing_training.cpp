@@ -6,7 +6,6 @@
 // first resumed step's loss is the unrouted run's exactly); a routed run resumes bit-exactly.
 #include <gtest/gtest.h>
 
-#include <cmath>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -34,26 +33,10 @@ TEST_P(RoutingTraining, LossFallsOnTheDefaultCorpus) {
   const TrainCase c = GetParam();
   testing::TempDir dir;
   const std::string text =
-      "device = \"cpu\"\n[run]\nname = \"t\"\n" + testing::routed_model(c.mixer, c.kind, 4096) + R"([optimizer]
-kind = "muon"
-lr = 1e-2
-warmup_steps = 3
-[train]
-steps = 20
-batch_seqs = 4
-seq_len = 64
-eval_every = 0
-checkpoint_every = -1
-[data]
-path = "default"
-)";
+      testing::default_corpus_config({testing::routed_model(c.mixer, c.kind, 4096), "muon", "1e-2", 3, 20, 4});
   const auto lines = testing::train_metrics(text, dir.path(), "t");
   ASSERT_EQ(lines.size(), 20u);
-  const double first = testing::mean_loss(lines, 0, 5), last = testing::mean_loss(lines, 15, 20);
-  EXPECT_NEAR(lines.front()["loss"].get<double>(), std::log(4096.0), 0.3);
-  EXPECT_LT(last, first - 0.5) << c.mixer << " " << c.kind << ": " << first << " → " << last;
-  std::cout << "[routing training] " << c.mixer << " " << c.kind << ": mean loss of steps 1–5 " << first
-            << ", of steps 16–20 " << last << "\n";
+  testing::expect_loss_falls(lines, 0.5, "[routing training] " + c.mixer + " " + c.kind);
 }
 
 std::vector<TrainCase> all_cases() {

@@ -29,11 +29,7 @@ int64_t check_attention_shape(OpArguments& args, const AttentionShape& shape, co
   args.require(std::isfinite(shape.scale), "shape", "scale must be finite");
   args.require(!q.defined() || q.ndim() == 2, "q", "must be 2-D [N, Hq·Dh], got " + q.describe());
   args.floating(q, "q", {kAnyDim, shape.q_heads * shape.head_dim});
-  try {
-    seqs.validate(q.dim(0));
-  } catch (const std::invalid_argument& e) {
-    args.fail("seqs", e.what());
-  }
+  args.layout(seqs, q.dim(0));
   return q.dim(0);
 }
 

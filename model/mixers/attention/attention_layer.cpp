@@ -2,6 +2,8 @@
 
 #include <cmath>
 
+#include "model/head_projection.h"
+
 namespace linea {
 
 AttentionLayer::AttentionLayer(ParameterSet& params, const std::string& name, int64_t d_model,
@@ -12,14 +14,10 @@ AttentionLayer::AttentionLayer(ParameterSet& params, const std::string& name, in
       shape_{
           q_heads_.size(), kv_heads_.size(), config.head_dim, config.window, 1.0 / std::sqrt(double(config.head_dim)),
           config.backend},
-      q_proj_(params, name + ".q_proj", d_model, config.heads * config.head_dim, false, ParamRole::matrix,
-              LinearSplit::outputs, q_heads_.channels(config.head_dim)),
-      k_proj_(params, name + ".k_proj", d_model, config.kv_heads * config.head_dim, false, ParamRole::matrix,
-              LinearSplit::outputs, kv_heads_.channels(config.head_dim)),
-      v_proj_(params, name + ".v_proj", d_model, config.kv_heads * config.head_dim, false, ParamRole::matrix,
-              LinearSplit::outputs, kv_heads_.channels(config.head_dim)),
-      o_proj_(params, name + ".o_proj", config.heads * config.head_dim, d_model, false, ParamRole::matrix,
-              LinearSplit::inputs, q_heads_.channels(config.head_dim)) {}
+      q_proj_(into_heads(params, name + ".q_proj", d_model, config.heads, config.head_dim, q_heads_)),
+      k_proj_(into_heads(params, name + ".k_proj", d_model, config.kv_heads, config.head_dim, kv_heads_)),
+      v_proj_(into_heads(params, name + ".v_proj", d_model, config.kv_heads, config.head_dim, kv_heads_)),
+      o_proj_(out_of_heads(params, name + ".o_proj", config.heads, config.head_dim, d_model, q_heads_)) {}
 
 void AttentionLayer::init(Rng& rng, double std) {
   q_proj_.init(rng, std);

@@ -2,9 +2,10 @@
 // for tensors on a CUDA device, to model/mixers/delta_rule/cuda/delta_rule.h (chunked only).
 #include "model/mixers/delta_rule/delta_rule.h"
 
-#include <stdexcept>
 #include <string>
 
+#include "kernels/head_mixer_dims.h"
+#include "kernels/mixer_dtypes.h"
 #include "kernels/op_arguments.h"
 #include "model/mixers/delta_rule/cpu/delta_rule_chunked.h"
 #include "model/mixers/delta_rule/cpu/delta_rule_recurrent.h"
@@ -16,41 +17,10 @@ namespace linea::ops {
 
 namespace {
 
-struct Dims {
-  int64_t tokens = 0, heads = 0, key_dim = 0, value_dim = 0, seqs = 0;
-};
-
-// The dtypes and device every argument of one call must have. On the CPU everything has q's dtype
-// (f32 or f64); on CUDA the token operands have q's dtype (f32 or bf16), the log decays g, dg and
-// the states h0, ht, dht, dh0 are f32.
-struct Expected {
-  Device device = Device::cpu;
-  DType operand = DType::f32, decay = DType::f32, state = DType::f32;
-};
+using Dims = HeadMixerDims;
 
 // The largest key dimension of the CUDA kernels (model/mixers/delta_rule/cuda/delta_rule_chunk.cuh).
 constexpr int64_t kMaxCudaKeyDim = 256;
-
-Expected expected_types(const OpArguments& args, const std::string& op, DeltaRuleImpl impl, const Tensor& q) {
-  Expected x{q.device(), q.dtype(), q.dtype(), q.dtype()};
-  if (q.device() == Device::cpu) {
-    args.require(q.dtype() == DType::f32 || q.dtype() == DType::f64, "q",
-                 "expected f32 or f64 on the CPU, got " + q.describe());
-    return x;
-  }
-#ifndef LINEA_WITH_CUDA
-  (void)impl;
-  throw std::runtime_error(op + ": q is on " + std::string(device_name(q.device())) +
-                           " but this build has no CUDA backend (configure with -DLINEA_CUDA=ON)");
-#else
-  (void)op;
-  args.require(impl == DeltaRuleImpl::chunked, "impl", "recurrent has no CUDA implementation; use chunked");
-  args.require(q.dtype() == DType::f32 || q.dtype() == DType::bf16, "q",
-               "expected f32 or bf16 on cuda, got " + q.describe());
-  x.decay = x.state = DType::f32;
-  return x;
-#endif
-}
 
 Shape decay_shape(const DeltaRuleSpec& spec, const Dims& d) {
   if (spec.decay == DecayKind::scalar) return {d.tokens, d.heads};
@@ -63,7 +33,7 @@ struct OperandSet {
   const Tensor &q, &k, &v, &beta, &b, &w, &g, &h0;
 };
 
-void check_operand_set(OpArguments& args, const DeltaRuleSpec& spec, const Dims& d, const Expected& x,
+void check_operand_set(OpArguments& args, const DeltaRuleSpec& spec, const Dims& d, const MixerDtypes& x,
                        const OperandSet& s, const std::string& prefix) {
   const DType dtype = x.operand;
   args.typed(s.q, prefix + "q", {d.tokens, d.heads, d.key_dim}, dtype)
@@ -81,26 +51,16 @@ void check_operand_set(OpArguments& args, const DeltaRuleSpec& spec, const Dims&
   if (spec.decay == DecayKind::none) {
     args.absent(s.g, prefix + "g", "for DecayKind::none");
   } else {
-    args.typed(s.g, prefix + "g", decay_shape(spec, d), x.decay);
+    args.typed(s.g, prefix + "g", decay_shape(spec, d), x.gate);
   }
-  args.optional_typed(s.h0, prefix + "h0", {d.seqs, d.heads, d.key_dim, d.value_dim}, x.state);
+  args.optional_typed(s.h0, prefix + "h0", {d.seqs, d.heads, d.key_dim, d.value_dim}, x.gate);
 }
 
 Dims check_inputs(OpArguments& args, const std::string& op, DeltaRuleImpl impl, const DeltaRuleSpec& spec,
-                  const SeqLayout& seqs, const DeltaRuleInputs& in, Expected& x) {
-  args.require(in.q.defined() && in.q.ndim() == 3, "q", "expected [N, H, K], got " + in.q.describe());
-  args.require(in.v.defined() && in.v.ndim() == 3, "v", "expected [N, H, V], got " + in.v.describe());
-  x = expected_types(args, op, impl, in.q);
-  Dims d{in.q.dim(0), in.q.dim(1), in.q.dim(2), in.v.dim(2), seqs.num_seqs()};
-  args.require(d.heads >= 1 && d.key_dim >= 1 && d.value_dim >= 1, "q", "H, K and V must be positive");
-  args.require(
-      x.device != Device::cuda || d.key_dim <= kMaxCudaKeyDim, "q",
-      "the CUDA kernels take K ≤ " + std::to_string(kMaxCudaKeyDim) + ", got K = " + std::to_string(d.key_dim));
-  try {
-    seqs.validate(d.tokens);
-  } catch (const std::invalid_argument& e) {
-    args.fail("seqs", e.what());
-  }
+                  const SeqLayout& seqs, const DeltaRuleInputs& in, MixerDtypes& x) {
+  const Dims d = check_head_mixer_dims(args, op, in.q, in.v, seqs, kMaxCudaKeyDim, x);
+  args.require(x.device != Device::cuda || impl == DeltaRuleImpl::chunked, "impl",
+               "recurrent has no CUDA implementation; use chunked");
   check_operand_set(args, spec, d, x, {in.q, in.k, in.v, in.beta, in.b, in.w, in.g, in.h0}, "");
   return d;
 }
@@ -182,7 +142,7 @@ void backward(DeltaRuleImpl impl, const DeltaRuleSpec& spec, const SeqLayout& se
 
 // `saved`: undefined, or at least delta_rule_saved_bytes on q's device where that is not 0.
 void check_saved(OpArguments& args, const DeltaRuleSpec& spec, const SeqLayout& seqs, const DeltaRuleInputs& in,
-                 const Expected& x, const Tensor& saved) {
+                 const MixerDtypes& x, const Tensor& saved) {
   if (!saved.defined()) return;
   const size_t bytes = delta_rule_saved_bytes(spec, seqs, in);
   args.require(bytes > 0, "saved", "this call saves nothing (delta_rule_saved_bytes = 0): leave it undefined");
@@ -207,20 +167,16 @@ void delta_rule_forward(DeltaRuleImpl impl, const DeltaRuleSpec& spec, const Seq
                         Tensor o, Tensor ht, Tensor r, Tensor saved) {
   const std::string op = "delta_rule_forward";
   OpArguments args(op);
-  Expected x;
+  MixerDtypes x;
   const Dims d = check_inputs(args, op, impl, spec, seqs, in, x);
   args.typed(o, "o", {d.tokens, d.heads, d.value_dim}, x.operand)
-      .optional_typed(ht, "ht", {d.seqs, d.heads, d.key_dim, d.value_dim}, x.state)
+      .optional_typed(ht, "ht", {d.seqs, d.heads, d.key_dim, d.value_dim}, x.gate)
       .optional_typed(r, "r", {d.tokens, d.heads, d.value_dim}, x.operand);
   check_saved(args, spec, seqs, in, x, saved);
 #ifdef LINEA_WITH_CUDA
   if (x.device == Device::cuda) return cuda::delta_rule_forward(spec, seqs, in, o, ht, r, saved);
 #endif
-  if (x.operand == DType::f32) {
-    forward<float>(impl, spec, seqs, in, d, o, ht, r);
-  } else {
-    forward<double>(impl, spec, seqs, in, d, o, ht, r);
-  }
+  dispatch_cpu(x.operand, [&](auto zero) { forward<decltype(zero)>(impl, spec, seqs, in, d, o, ht, r); });
 }
 
 void delta_rule_backward(DeltaRuleImpl impl, const DeltaRuleSpec& spec, const SeqLayout& seqs,
@@ -228,11 +184,11 @@ void delta_rule_backward(DeltaRuleImpl impl, const DeltaRuleSpec& spec, const Se
                          const Tensor& dr, const Tensor& saved) {
   const std::string op = "delta_rule_backward";
   OpArguments args(op);
-  Expected x;
+  MixerDtypes x;
   const Dims d = check_inputs(args, op, impl, spec, seqs, in, x);
   const DType dtype = x.operand;
   args.typed(d_o, "d_o", {d.tokens, d.heads, d.value_dim}, dtype)
-      .optional_typed(dht, "dht", {d.seqs, d.heads, d.key_dim, d.value_dim}, x.state)
+      .optional_typed(dht, "dht", {d.seqs, d.heads, d.key_dim, d.value_dim}, x.gate)
       .optional_typed(dr, "dr", {d.tokens, d.heads, d.value_dim}, dtype);
   check_saved(args, spec, seqs, in, x, saved);
   check_operand_set(args, spec, d, x,
@@ -240,11 +196,7 @@ void delta_rule_backward(DeltaRuleImpl impl, const DeltaRuleSpec& spec, const Se
 #ifdef LINEA_WITH_CUDA
   if (x.device == Device::cuda) return cuda::delta_rule_backward(spec, seqs, in, d_o, dht, grads, dr, saved);
 #endif
-  if (dtype == DType::f32) {
-    backward<float>(impl, spec, seqs, in, d, d_o, dht, dr, grads);
-  } else {
-    backward<double>(impl, spec, seqs, in, d, d_o, dht, dr, grads);
-  }
+  dispatch_cpu(dtype, [&](auto zero) { backward<decltype(zero)>(impl, spec, seqs, in, d, d_o, dht, dr, grads); });
 }
 
 }  // namespace linea::ops

@@ -2,9 +2,9 @@
 // sequence's state S (h0 → ht) and the short convs continuing their input histories. A decoding
 // step (one token per sequence) takes the recurrent form, S_t = S' + k_t uᵀ per token; a prefill
 // the chunked forward.
-#include "model/mixers/delta_rule/delta_rule_layer.h"
-
 #include <stdexcept>
+
+#include "model/mixers/delta_rule/delta_rule_layer.h"
 
 namespace linea {
 
@@ -15,7 +15,7 @@ std::unique_ptr<MixerState> DeltaRuleLayer::start_state(int64_t sequences) const
         "validation loss, or decode an unrouted model)");
   }
   auto state = std::make_unique<DeltaRuleDecodeState>();
-  state->h = Tensor::zeros({sequences, heads_, config_.d_k, config_.d_v}, o_norm_->compute.dtype());
+  state->h = Tensor::zeros({sequences, heads_, config_.d_k, config_.d_v}, output_.compute_dtype());
   if (q_conv_) {
     state->q_conv = q_conv_->start_history(sequences);
     state->k_conv = k_conv_->start_history(sequences);

@@ -6,6 +6,7 @@
 
 #include "kernels/random.h"
 #include "model/decay_gate_init.h"
+#include "model/head_projection.h"
 #include "model/mixers/delta_rule/delta_rule_decode_state.h"
 
 namespace linea {
@@ -31,23 +32,17 @@ DeltaRuleLayer::DeltaRuleLayer(ParameterSet& params, const std::string& name, in
       heads_(shard_.size()),
       key_width_(heads_ * config.d_k),
       value_width_(heads_ * config.d_v),
-      q_proj_(params, name + ".q_proj", d_model, config.heads * config.d_k, false, ParamRole::matrix,
-              LinearSplit::outputs, shard_.channels(config.d_k)),
-      k_proj_(params, name + ".k_proj", d_model, config.heads * config.d_k, false, ParamRole::matrix,
-              LinearSplit::outputs, shard_.channels(config.d_k)),
-      v_proj_(params, name + ".v_proj", d_model, config.heads * config.d_v, false, ParamRole::matrix,
-              LinearSplit::outputs, shard_.channels(config.d_v)),
+      q_proj_(into_heads(params, name + ".q_proj", d_model, config.heads, config.d_k, shard_)),
+      k_proj_(into_heads(params, name + ".k_proj", d_model, config.heads, config.d_k, shard_)),
+      v_proj_(into_heads(params, name + ".v_proj", d_model, config.heads, config.d_v, shard_)),
       b_proj_(params, name + ".b_proj", d_model, erase_write(config) ? config.heads * config.d_k : config.heads, false,
               erase_write(config) ? ParamRole::matrix : ParamRole::gate, LinearSplit::outputs,
               shard_.channels(erase_write(config) ? config.d_k : 1)),
-      o_norm_(params.declare(name + ".o_norm.weight", {config.d_v}, ParamRole::vector, false)),
-      o_proj_(params, name + ".o_proj", config.heads * config.d_v, d_model, false, ParamRole::matrix,
-              LinearSplit::inputs, shard_.channels(config.d_v)) {
+      output_(params, name + ".o_norm", name + ".o_proj", config.heads, config.d_v, d_model, shard_,
+              config.output_activation(), norm_eps) {
   const int64_t full_keys = config.heads * config.d_k, full_values = config.heads * config.d_v;
-  o_norm_->partial_grad = heads_ < config.heads;
   if (spec_.gate == ops::GateKind::erase_write) {
-    w_proj_.emplace(params, name + ".w_proj", d_model, full_values, false, ParamRole::matrix, LinearSplit::outputs,
-                    shard_.channels(config.d_v));
+    w_proj_.emplace(into_heads(params, name + ".w_proj", d_model, config.heads, config.d_v, shard_));
   }
   if (spec_.decay == ops::DecayKind::scalar) {
     a_proj_.emplace(params, name + ".a_proj", d_model, config.heads, false, ParamRole::gate, LinearSplit::outputs,
@@ -68,8 +63,7 @@ DeltaRuleLayer::DeltaRuleLayer(ParameterSet& params, const std::string& name, in
     v_conv_.emplace(params, name + ".v_conv1d", full_values, config.conv, shard_.channels(config.d_v));
   }
   if (output_act_ == ops::GateActivation::silu) {
-    g_proj_.emplace(params, name + ".g_proj", d_model, full_values, false, ParamRole::matrix, LinearSplit::outputs,
-                    shard_.channels(config.d_v));
+    g_proj_.emplace(into_heads(params, name + ".g_proj", d_model, config.heads, config.d_v, shard_));
   } else if (output_act_ == ops::GateActivation::sigmoid) {
     g_proj_lowrank_.emplace(params, name + ".g_proj", d_model, config.gate_rank, full_values, true,
                             LinearSplit::outputs, shard_.channels(config.d_v));
@@ -99,9 +93,9 @@ DeltaRuleLayer::DeltaRuleLayer(ParameterSet& params, const std::string& name, in
     cler_h_norm_->partial_grad = heads_ < config.heads;
   }
   if (routing_.sends && (routing_.kind == RoutingKind::cler_h || routing_.kind == RoutingKind::clvr)) {
-    routed_proj_.emplace(params, name + (routing_.kind == RoutingKind::cler_h ? ".cler_h_proj" : ".clvr_proj"),
-                         full_values, d_model, false, ParamRole::matrix, LinearSplit::inputs,
-                         shard_.channels(config.d_v));
+    routed_proj_.emplace(out_of_heads(params,
+                                      name + (routing_.kind == RoutingKind::cler_h ? ".cler_h_proj" : ".clvr_proj"),
+                                      config.heads, config.d_v, d_model, shard_));
   }
 }
 
@@ -125,8 +119,7 @@ void DeltaRuleLayer::init(Rng& rng, double std) {
   }
   if (g_proj_) g_proj_->init(rng, std);
   if (g_proj_lowrank_) g_proj_lowrank_->init(rng, std);
-  fill_constant(o_norm_->value, 1.0);
-  o_proj_.init(rng, std);
+  output_.init(rng, std);
   // Routing starts as the baseline exactly, and draws nothing from rng.
   if (cler_lambda_) fill_constant(cler_lambda_->value, cler_proj_ ? 1.0 : 0.0);
   if (cler_proj_) fill_constant(cler_proj_->weight().value, 0.0);
@@ -270,10 +263,7 @@ Tensor DeltaRuleLayer::run(StepContext& ctx, const Tensor& x, DeltaRuleDecodeSta
   }
 
   z_ = g_proj_ ? g_proj_->forward(ctx, x) : g_proj_lowrank_ ? g_proj_lowrank_->forward(ctx, x) : Tensor();
-  Tensor y = ctx.temporary({n, value_width_});
-  Tensor o_rstd = ctx.scratch.alloc({n, H}, ctx.statistics_dtype());
-  ops::gated_rmsnorm_forward(y, o_rstd, o_, z_, o_norm_->compute, H, output_act_, norm_eps_);
-  Tensor out = o_proj_.forward(ctx, y);
+  Tensor out = output_.forward(ctx, o_, z_);
   if (routed_proj_) {
     // out += W_E RMSNorm(r) γ_E (CLER-H) or W_V ṽ (CLVR)
     Tensor rstd;
@@ -287,16 +277,7 @@ Tensor DeltaRuleLayer::run(StepContext& ctx, const Tensor& x, DeltaRuleDecodeSta
 
 void DeltaRuleLayer::backward(StepContext& ctx, const Tensor& x, const Tensor& dy, Tensor dx) {
   const int64_t n = dy.dim(0), H = heads_, K = config_.d_k, V = config_.d_v;
-  // y = norm(o) ⊙ act(z) again: o_proj's weight gradient reads it, the norm's backward its rstd.
-  Tensor y = ctx.temporary({n, value_width_});
-  Tensor o_rstd = ctx.scratch.alloc({n, H}, ctx.statistics_dtype());
-  ops::gated_rmsnorm_forward(y, o_rstd, o_, z_, o_norm_->compute, H, output_act_, norm_eps_);
-  Tensor dnormed = ctx.temporary({n, value_width_});
-  o_proj_.backward(y, dy, dnormed, false);
-  Tensor d_o = ctx.temporary({n, value_width_});
-  Tensor dz = z_.defined() ? ctx.temporary({n, value_width_}) : Tensor();
-  ops::gated_rmsnorm_backward(d_o, dz, o_norm_->compute_grad, dnormed, o_, z_, o_norm_->compute, o_rstd, H,
-                              output_act_);
+  const auto [d_o, dz] = output_.backward(ctx, o_, z_, dy);
 
   const Operands op = operands(ctx);
   ops::DeltaRuleGrads grads;

@@ -48,6 +48,7 @@
 #include <string>
 
 #include "kernels/ops.h"
+#include "model/head_norm_output.h"
 #include "model/linear.h"
 #include "model/low_rank_linear.h"
 #include "model/mixer.h"
@@ -110,8 +111,7 @@ class DeltaRuleLayer final : public RunMixer<DeltaRuleDecodeState> {
   std::optional<ShortConv> q_conv_, k_conv_, v_conv_;
   std::optional<Linear> g_proj_;                 // full-rank output gate (DeltaNet, GDN)
   std::optional<LowRankLinear> g_proj_lowrank_;  // low-rank output gate with bias (KDA, GDN-2)
-  Parameter* o_norm_;
-  Linear o_proj_;
+  HeadNormOutput output_;                        // o_norm and o_proj
 
   LayerRouting routing_;
   Parameter* cler_lambda_ = nullptr;   // CLER receiver

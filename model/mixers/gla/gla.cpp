@@ -2,10 +2,10 @@
 // (model/mixers/gla/cpu/gla_*) or, for tensors on a CUDA device, to model/mixers/gla/cuda/gla.h.
 #include "model/mixers/gla/gla.h"
 
-#include <stdexcept>
 #include <string>
 #include <vector>
 
+#include "kernels/head_mixer_dims.h"
 #include "kernels/mixer_dtypes.h"
 #include "kernels/op_arguments.h"
 #include "model/mixers/gla/cpu/gla_chunked.h"
@@ -18,9 +18,13 @@ namespace linea::ops {
 
 namespace {
 
-struct Dims {
-  int64_t tokens = 0, heads = 0, key_dim = 0, value_dim = 0, seqs = 0;
-};
+using Dims = HeadMixerDims;
+
+#ifdef LINEA_WITH_CUDA
+constexpr int64_t kMaxCudaKeyDim = cuda::kGlaMaxKeyDim;
+#else
+constexpr int64_t kMaxCudaKeyDim = 0;  // no CUDA tensor passes mixer_dtypes in this build
+#endif
 
 Shape decay_shape(const GlaSpec& spec, const Dims& d) {
   switch (spec.decay) {
@@ -61,23 +65,9 @@ void check_operand_set(OpArguments& args, const GlaSpec& spec, const Dims& d, co
 
 Dims check_inputs(OpArguments& args, const std::string& op, const GlaSpec& spec, const SeqLayout& seqs,
                   const GlaInputs& in, MixerDtypes& x) {
-  args.require(in.q.defined() && in.q.ndim() == 3, "q", "expected [N, H, K], got " + in.q.describe());
-  args.require(in.v.defined() && in.v.ndim() == 3, "v", "expected [N, H, V], got " + in.v.describe());
-  x = mixer_dtypes(args, op, in.q, "q");
-  const Dims d{in.q.dim(0), in.q.dim(1), in.q.dim(2), in.v.dim(2), seqs.num_seqs()};
-  args.require(d.heads >= 1 && d.key_dim >= 1 && d.value_dim >= 1, "q", "H, K and V must be positive");
-#ifdef LINEA_WITH_CUDA
-  args.require(
-      x.device != Device::cuda || d.key_dim <= cuda::kGlaMaxKeyDim, "q",
-      "the CUDA kernels take K ≤ " + std::to_string(cuda::kGlaMaxKeyDim) + ", got K = " + std::to_string(d.key_dim));
-#endif
+  const Dims d = check_head_mixer_dims(args, op, in.q, in.v, seqs, kMaxCudaKeyDim, x);
   args.require(spec.key == GlaKey::given || spec.decay == GlaDecay::channel, "spec",
                "a key tied to the decay (k = 1 − exp(g)) needs a per-channel decay");
-  try {
-    seqs.validate(d.tokens);
-  } catch (const std::invalid_argument& e) {
-    args.fail("seqs", e.what());
-  }
   check_operand_set(args, spec, d, x, {in.q, in.k, in.v, in.g, in.u, in.h0}, "", false);
   return d;
 }

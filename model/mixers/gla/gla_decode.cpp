@@ -39,7 +39,7 @@ Tensor conv_forward_continuing(StepContext& ctx, ShortConv& conv, const Tensor& 
 }
 
 std::unique_ptr<MixerState> GlaLayer::start_state(int64_t sequences) const {
-  return std::make_unique<GlaDecodeState>(sequences, heads_, shape_.d_k, shape_.d_v, g_norm_->compute.dtype());
+  return std::make_unique<GlaDecodeState>(sequences, heads_, shape_.d_k, shape_.d_v, output_.compute_dtype());
 }
 
 std::unique_ptr<MixerState> Hgrn2Layer::start_state(int64_t sequences) const {

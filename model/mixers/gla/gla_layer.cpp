@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "kernels/random.h"
+#include "model/head_projection.h"
 #include "model/mixers/gla/gla_decode_state.h"
 #include "model/mixers/gla/presets.h"
 #include "model/wide_gates.h"
@@ -28,29 +29,22 @@ GlaLayer::GlaLayer(ParameterSet& params, const std::string& name, int64_t d_mode
 GlaLayer::GlaLayer(ParameterSet& params, const std::string& name, int64_t d_model, const Shape& s, double norm_eps,
                    const TensorParallel& tp)
     : shape_(s),
-      norm_eps_(norm_eps),
       spec_(ops::gla_mixer_spec(s.retnet ? ops::GlaMixer::retnet : ops::GlaMixer::gla, s.d_k)),
       shard_(tp.shard_heads(s.heads, kHeadsKey)),
       heads_(shard_.size()),
       key_width_(heads_ * s.d_k),
       value_width_(heads_ * s.d_v),
-      q_proj_(params, name + ".q_proj", d_model, s.heads * s.d_k, false, ParamRole::matrix, LinearSplit::outputs,
-              shard_.channels(s.d_k)),
-      k_proj_(params, name + ".k_proj", d_model, s.heads * s.d_k, false, ParamRole::matrix, LinearSplit::outputs,
-              shard_.channels(s.d_k)),
-      v_proj_(params, name + ".v_proj", d_model, s.heads * s.d_v, false, ParamRole::matrix, LinearSplit::outputs,
-              shard_.channels(s.d_v)),
-      g_norm_(params.declare(name + ".g_norm.weight", {s.d_v}, ParamRole::vector, false)),
-      o_proj_(params, name + ".o_proj", s.heads * s.d_v, d_model, false, ParamRole::matrix, LinearSplit::inputs,
-              shard_.channels(s.d_v)) {
-  g_norm_->partial_grad = heads_ < s.heads;
+      q_proj_(into_heads(params, name + ".q_proj", d_model, s.heads, s.d_k, shard_)),
+      k_proj_(into_heads(params, name + ".k_proj", d_model, s.heads, s.d_k, shard_)),
+      v_proj_(into_heads(params, name + ".v_proj", d_model, s.heads, s.d_v, shard_)),
+      output_(params, name + ".g_norm", name + ".o_proj", s.heads, s.d_v, d_model, shard_,
+              s.output_gate ? ops::GateActivation::silu : ops::GateActivation::none, norm_eps) {
   if (!s.retnet) {
     gk_proj_.emplace(params, name + ".gk_proj", d_model, s.gate_rank, s.heads * s.d_k, true, LinearSplit::outputs,
                      shard_.channels(s.d_k));
   }
   if (s.output_gate) {
-    g_proj_.emplace(params, name + ".g_proj", d_model, s.heads * s.d_v, false, ParamRole::matrix, LinearSplit::outputs,
-                    shard_.channels(s.d_v));
+    g_proj_.emplace(into_heads(params, name + ".g_proj", d_model, s.heads, s.d_v, shard_));
   }
 }
 
@@ -60,8 +54,7 @@ void GlaLayer::init(Rng& rng, double std) {
   v_proj_.init(rng, std);
   if (gk_proj_) gk_proj_->init(rng, std);
   if (g_proj_) g_proj_->init(rng, std);
-  fill_constant(g_norm_->value, 1.0);
-  o_proj_.init(rng, std);
+  output_.init(rng, std);
 }
 
 ops::GlaInputs GlaLayer::operands(StepContext& ctx) const {
@@ -101,24 +94,12 @@ Tensor GlaLayer::run(StepContext& ctx, const Tensor& x, GlaDecodeState* state) {
   z_ = g_proj_ ? g_proj_->forward(ctx, x) : Tensor();
   o_ = ctx.activation({n, value_width_});
   gla_forward_continuing(ctx, spec_, operands(ctx), o_.reshape({n, heads_, shape_.d_v}), state);
-  Tensor y = ctx.temporary({n, value_width_});
-  Tensor rstd = ctx.scratch.alloc({n, heads_}, ctx.statistics_dtype());
-  const ops::GateActivation act = z_.defined() ? ops::GateActivation::silu : ops::GateActivation::none;
-  ops::gated_rmsnorm_forward(y, rstd, o_, z_, g_norm_->compute, heads_, act, norm_eps_);
-  return o_proj_.forward(ctx, y);
+  return output_.forward(ctx, o_, z_);
 }
 
 void GlaLayer::backward(StepContext& ctx, const Tensor& x, const Tensor& dy, Tensor dx) {
   const int64_t n = dy.dim(0), H = heads_, K = shape_.d_k, V = shape_.d_v;
-  const ops::GateActivation act = z_.defined() ? ops::GateActivation::silu : ops::GateActivation::none;
-  Tensor y = ctx.temporary({n, value_width_});
-  Tensor rstd = ctx.scratch.alloc({n, H}, ctx.statistics_dtype());
-  ops::gated_rmsnorm_forward(y, rstd, o_, z_, g_norm_->compute, H, act, norm_eps_);
-  Tensor dnormed = ctx.temporary({n, value_width_});
-  o_proj_.backward(y, dy, dnormed, false);
-  Tensor d_o = ctx.temporary({n, value_width_});
-  Tensor dz = z_.defined() ? ctx.temporary({n, value_width_}) : Tensor();
-  ops::gated_rmsnorm_backward(d_o, dz, g_norm_->compute_grad, dnormed, o_, z_, g_norm_->compute, rstd, H, act);
+  const auto [d_o, dz] = output_.backward(ctx, o_, z_, dy);
 
   const ops::GlaInputs in = operands(ctx);
   ops::GlaGrads grads;

@@ -18,6 +18,7 @@
 #include <string>
 
 #include "kernels/ops.h"
+#include "model/head_norm_output.h"
 #include "model/linear.h"
 #include "model/low_rank_linear.h"
 #include "model/mixer.h"
@@ -58,15 +59,13 @@ class GlaLayer final : public RunMixer<GlaDecodeState> {
   ops::GlaInputs operands(StepContext& ctx) const;
 
   Shape shape_;
-  double norm_eps_;
   ops::GlaSpec spec_;
   HeadShard shard_;
   int64_t heads_, key_width_, value_width_;  // of this rank
   Linear q_proj_, k_proj_, v_proj_;
   std::optional<LowRankLinear> gk_proj_;  // GLA
   std::optional<Linear> g_proj_;          // the output gate
-  Parameter* g_norm_;
-  Linear o_proj_;
+  HeadNormOutput output_;                 // g_norm and o_proj
 
   // Kept by forward: the projections, the op's output.
   Tensor q_, k_, v_, gk_, z_, o_;

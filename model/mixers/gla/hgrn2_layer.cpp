@@ -1,6 +1,7 @@
 #include "model/mixers/gla/hgrn2_layer.h"
 
 #include "kernels/ops.h"
+#include "model/head_projection.h"
 #include "model/mixers/gla/gla_decode_state.h"
 #include "model/mixers/gla/presets.h"
 #include "model/wide_gates.h"
@@ -16,15 +17,11 @@ Hgrn2Layer::Hgrn2Layer(ParameterSet& params, const std::string& name, int64_t d_
       heads_(shard_.size()),
       key_width_(heads_ * d_k_),
       value_width_(heads_ * d_v_),
-      q_proj_(params, name + ".q_proj", d_model, c.heads * d_k_, false, ParamRole::matrix, LinearSplit::outputs,
-              shard_.channels(d_k_)),
-      f_proj_(params, name + ".f_proj", d_model, c.heads * d_k_, false, ParamRole::matrix, LinearSplit::outputs,
-              shard_.channels(d_k_)),
-      i_proj_(params, name + ".i_proj", d_model, c.heads * d_v_, false, ParamRole::matrix, LinearSplit::outputs,
-              shard_.channels(d_v_)),
-      g_norm_(params, name + ".g_norm", c.heads * d_v_, shard_.channels(d_v_), ops::GateActivation::none, norm_eps, tp),
-      o_proj_(params, name + ".o_proj", c.heads * d_v_, d_model, false, ParamRole::matrix, LinearSplit::inputs,
-              shard_.channels(d_v_)) {
+      q_proj_(into_heads(params, name + ".q_proj", d_model, c.heads, d_k_, shard_)),
+      f_proj_(into_heads(params, name + ".f_proj", d_model, c.heads, d_k_, shard_)),
+      i_proj_(into_heads(params, name + ".i_proj", d_model, c.heads, d_v_, shard_)),
+      output_(params, name + ".g_norm", name + ".o_proj", c.heads * d_v_, d_model, shard_.channels(d_v_),
+              ops::GateActivation::none, norm_eps, tp) {
   if (c.lower_bound) lower_bound_.emplace(params, c.mixer, place, c.heads * d_k_, shard_.channels(d_k_));
 }
 
@@ -32,8 +29,7 @@ void Hgrn2Layer::init(Rng& rng, double std) {
   q_proj_.init(rng, std);
   f_proj_.init(rng, std);
   i_proj_.init(rng, std);
-  g_norm_.init();
-  o_proj_.init(rng, std);
+  output_.init(rng, std);
   if (lower_bound_) lower_bound_->init();
 }
 
@@ -58,19 +54,12 @@ Tensor Hgrn2Layer::run(StepContext& ctx, const Tensor& x, GlaDecodeState* state)
   i_ = i_proj_.forward(ctx, x);
   o_ = ctx.activation({n, value_width_});
   gla_forward_continuing(ctx, spec_, operands(ctx).in, o_.reshape({n, heads_, d_v_}), state);
-  Tensor y = ctx.temporary({n, value_width_});
-  g_norm_.forward(ctx, o_, Tensor(), y);
-  return o_proj_.forward(ctx, y);
+  return output_.forward(ctx, o_, Tensor());
 }
 
 void Hgrn2Layer::backward(StepContext& ctx, const Tensor& x, const Tensor& dy, Tensor dx) {
   const int64_t n = dy.dim(0);
-  Tensor y = ctx.temporary({n, value_width_});
-  g_norm_.forward(ctx, o_, Tensor(), y);
-  Tensor dnormed = ctx.temporary({n, value_width_});
-  o_proj_.backward(y, dy, dnormed, false);
-  Tensor d_o = ctx.temporary({n, value_width_});
-  g_norm_.backward(ctx, o_, Tensor(), dnormed, d_o, Tensor());
+  const Tensor d_o = output_.backward(ctx, o_, Tensor(), dy).dx;
 
   const Operands op = operands(ctx);
   ops::GlaGrads grads;

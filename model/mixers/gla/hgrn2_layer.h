@@ -16,7 +16,7 @@
 #include <optional>
 #include <string>
 
-#include "model/full_width_rms_norm.h"
+#include "model/full_width_norm_output.h"
 #include "model/layer_lower_bound.h"
 #include "model/linear.h"
 #include "model/mixer.h"
@@ -54,8 +54,7 @@ class Hgrn2Layer final : public RunMixer<GlaDecodeState> {
   HeadShard shard_;
   int64_t heads_, key_width_, value_width_;  // of this rank
   Linear q_proj_, f_proj_, i_proj_;
-  FullWidthRMSNorm g_norm_;
-  Linear o_proj_;
+  FullWidthNormOutput output_;  // g_norm and o_proj
   std::optional<LayerLowerBound> lower_bound_;
 
   Tensor q_, f_, i_, o_;  // kept by forward: the projections, the op's output

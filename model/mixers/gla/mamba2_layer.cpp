@@ -3,6 +3,7 @@
 #include "kernels/ops.h"
 #include "kernels/random.h"
 #include "model/decay_gate_init.h"
+#include "model/head_projection.h"
 #include "model/mixers/gla/gla_decode_state.h"
 #include "model/mixers/gla/presets.h"
 #include "model/wide_gates.h"
@@ -16,10 +17,8 @@ Mamba2Layer::Mamba2Layer(ParameterSet& params, const std::string& name, int64_t 
       shard_(tp.shard_heads(c.heads, "model.mamba2 heads (expand · d_model / head_dim)")),
       heads_(shard_.size()),
       inner_(heads_ * c.head_dim),
-      z_proj_(params, name + ".z_proj", d_model, c.inner, false, ParamRole::matrix, LinearSplit::outputs,
-              shard_.channels(c.head_dim)),
-      x_proj_(params, name + ".x_proj", d_model, c.inner, false, ParamRole::matrix, LinearSplit::outputs,
-              shard_.channels(c.head_dim)),
+      z_proj_(into_heads(params, name + ".z_proj", d_model, c.heads, c.head_dim, shard_)),
+      x_proj_(into_heads(params, name + ".x_proj", d_model, c.heads, c.head_dim, shard_)),
       B_proj_(params, name + ".B_proj", d_model, c.state_size, false),
       C_proj_(params, name + ".C_proj", d_model, c.state_size, false),
       dt_proj_(params, name + ".dt_proj", d_model, c.heads, false, ParamRole::gate, LinearSplit::outputs, shard_.heads),
@@ -29,9 +28,8 @@ Mamba2Layer::Mamba2Layer(ParameterSet& params, const std::string& name, int64_t 
       A_log_(params.declare(name + ".A_log", {c.heads}, ParamRole::gate, false, 0, shard_.heads)),
       dt_bias_(params.declare(name + ".dt_bias", {c.heads}, ParamRole::gate, false, 0, shard_.heads)),
       D_(params.declare(name + ".D", {c.heads}, ParamRole::gate, false, 0, shard_.heads)),
-      norm_(params, name + ".norm", c.inner, shard_.channels(c.head_dim), ops::GateActivation::none, norm_eps, tp),
-      out_proj_(params, name + ".out_proj", c.inner, d_model, false, ParamRole::matrix, LinearSplit::inputs,
-                shard_.channels(c.head_dim)) {
+      output_(params, name + ".norm", name + ".out_proj", c.inner, d_model, shard_.channels(c.head_dim),
+              ops::GateActivation::none, norm_eps, tp) {
   // B and C serve every head: each rank's backward gives the part through its own heads.
   const bool partial = heads_ < c.heads;
   B_proj_.weight().partial_grad = C_proj_.weight().partial_grad = partial;
@@ -51,8 +49,7 @@ void Mamba2Layer::init(Rng& rng, double std) {
   init_a_log(*A_log_, rng, 1.0);
   init_dt_bias(*dt_bias_, rng, config_.dt_min, config_.dt_max, config_.dt_floor);
   fill_constant(D_->value, 1.0);
-  norm_.init();
-  out_proj_.init(rng, std);
+  output_.init(rng, std);
 }
 
 Mamba2Layer::Operands Mamba2Layer::operands(StepContext& ctx, GlaDecodeState* state) {
@@ -101,21 +98,14 @@ Tensor Mamba2Layer::run(StepContext& ctx, const Tensor& x, GlaDecodeState* state
   const Operands op = operands(ctx, state);
   o_ = ctx.activation({n, inner_});
   gla_forward_continuing(ctx, spec_, op.in, o_.reshape({n, heads_, config_.head_dim}), state);
-  Tensor normed = ctx.temporary({n, inner_});
-  norm_.forward(ctx, gated(ctx, skip(ctx, op)), Tensor(), normed);
-  return out_proj_.forward(ctx, normed);
+  return output_.forward(ctx, gated(ctx, skip(ctx, op)), Tensor());
 }
 
 void Mamba2Layer::backward(StepContext& ctx, const Tensor& x, const Tensor& dy, Tensor dx) {
   const int64_t n = dy.dim(0), H = heads_, P = config_.head_dim, N = config_.state_size;
   const Operands op = operands(ctx);
   const Tensor y = skip(ctx, op), yz = gated(ctx, y);
-  Tensor normed = ctx.temporary({n, inner_});
-  norm_.forward(ctx, yz, Tensor(), normed);
-  Tensor dnormed = ctx.temporary({n, inner_});
-  out_proj_.backward(normed, dy, dnormed, false);
-  Tensor dyz = ctx.temporary({n, inner_});
-  norm_.backward(ctx, yz, Tensor(), dnormed, dyz, Tensor());
+  const Tensor dyz = output_.backward(ctx, yz, Tensor(), dy).dx;
   Tensor dz = ctx.temporary({n, inner_}), dskip = ctx.temporary({n, inner_});
   ops::swiglu_backward(dz, dskip, dyz, z_, y);
 

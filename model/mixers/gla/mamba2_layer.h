@@ -19,7 +19,7 @@
 #include <memory>
 #include <string>
 
-#include "model/full_width_rms_norm.h"
+#include "model/full_width_norm_output.h"
 #include "model/linear.h"
 #include "model/mixer.h"
 #include "model/mixers/gla/gla.h"
@@ -62,8 +62,7 @@ class Mamba2Layer final : public RunMixer<GlaDecodeState> {
   Linear z_proj_, x_proj_, B_proj_, C_proj_, dt_proj_;
   ShortConv x_conv_, B_conv_, C_conv_;
   Parameter *A_log_, *dt_bias_, *D_;
-  FullWidthRMSNorm norm_;
-  Linear out_proj_;
+  FullWidthNormOutput output_;  // norm and out_proj
 
   Tensor z_, xs_, B_, C_, dt_, o_;  // kept by forward: the projections (xs_: the x of xBC), the op's output
 };

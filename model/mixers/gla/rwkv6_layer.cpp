@@ -2,6 +2,7 @@
 
 #include "kernels/ops.h"
 #include "kernels/random.h"
+#include "model/head_projection.h"
 #include "model/mixers/gla/gla_decode_state.h"
 #include "model/mixers/gla/presets.h"
 #include "model/wide_gates.h"
@@ -19,14 +20,10 @@ Rwkv6Layer::Rwkv6Layer(ParameterSet& params, const std::string& name, int64_t d_
       key_width_(heads_ * d_k_),
       value_width_(heads_ * d_v_),
       mu_(params.declare(name + ".x_mu", {d_model}, ParamRole::gate, false)),
-      r_proj_(params, name + ".r_proj", d_model, c.widths.heads * d_k_, false, ParamRole::matrix, LinearSplit::outputs,
-              shard_.channels(d_k_)),
-      k_proj_(params, name + ".k_proj", d_model, c.widths.heads * d_k_, false, ParamRole::matrix, LinearSplit::outputs,
-              shard_.channels(d_k_)),
-      v_proj_(params, name + ".v_proj", d_model, c.widths.heads * d_v_, false, ParamRole::matrix, LinearSplit::outputs,
-              shard_.channels(d_v_)),
-      g_proj_(params, name + ".g_proj", d_model, c.widths.heads * d_v_, false, ParamRole::matrix, LinearSplit::outputs,
-              shard_.channels(d_v_)),
+      r_proj_(into_heads(params, name + ".r_proj", d_model, c.widths.heads, d_k_, shard_)),
+      k_proj_(into_heads(params, name + ".k_proj", d_model, c.widths.heads, d_k_, shard_)),
+      v_proj_(into_heads(params, name + ".v_proj", d_model, c.widths.heads, d_v_, shard_)),
+      g_proj_(into_heads(params, name + ".g_proj", d_model, c.widths.heads, d_v_, shard_)),
       w_proj_(params, name + ".w_proj", d_model, c.decay_rank, c.widths.heads * d_k_, true, LinearSplit::outputs,
               shard_.channels(d_k_), ops::Activation::tanh),
       bonus_(params.declare(name + ".bonus", {c.widths.heads, d_k_}, ParamRole::gate, false, 0, shard_.heads)),
@@ -34,8 +31,7 @@ Rwkv6Layer::Rwkv6Layer(ParameterSet& params, const std::string& name, int64_t d_
                                   shard_.channels(d_v_))),
       norm_bias_(params.declare(name + ".g_norm.bias", {c.widths.heads * d_v_}, ParamRole::vector, false, 0,
                                 shard_.channels(d_v_))),
-      o_proj_(params, name + ".o_proj", c.widths.heads * d_v_, d_model, false, ParamRole::matrix, LinearSplit::inputs,
-              shard_.channels(d_v_)) {
+      o_proj_(out_of_heads(params, name + ".o_proj", c.widths.heads, d_v_, d_model, shard_)) {
   // The shift lerps run whole on every rank, for inputs that feed only this rank's heads.
   const bool partial = heads_ < c.widths.heads;
   mu_->partial_grad = partial;

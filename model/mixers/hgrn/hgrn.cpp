@@ -2,7 +2,6 @@
 // tensors on a CUDA device, to model/mixers/hgrn/cuda/hgrn.h.
 #include "model/mixers/hgrn/hgrn.h"
 
-#include <stdexcept>
 #include <string>
 
 #include "kernels/mixer_dtypes.h"
@@ -27,11 +26,7 @@ Dims check_inputs(OpArguments& args, const std::string& op, const SeqLayout& seq
   x = mixer_dtypes(args, op, in.x, "x");
   const Dims d{in.x.dim(0), in.x.dim(1), seqs.num_seqs()};
   args.require(d.channels >= 1, "x", "D must be positive");
-  try {
-    seqs.validate(d.tokens);
-  } catch (const std::invalid_argument& e) {
-    args.fail("seqs", e.what());
-  }
+  args.layout(seqs, d.tokens);
   args.typed(in.x, "x", {d.tokens, d.channels}, x.operand);
   args.typed(in.g, "g", {d.tokens, d.channels}, x.gate);
   args.optional_typed(in.h0, "h0", {d.seqs, d.channels}, x.gate);

@@ -6,7 +6,7 @@ namespace linea {
 
 std::unique_ptr<MixerState> HgrnLayer::start_state(int64_t sequences) const {
   auto state = std::make_unique<HgrnDecodeState>();
-  state->h = Tensor::zeros({sequences, channels_.size}, o_proj_.weight().compute.dtype());
+  state->h = Tensor::zeros({sequences, channels_.size}, output_.compute_dtype());
   return state;
 }
 

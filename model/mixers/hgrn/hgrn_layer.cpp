@@ -16,9 +16,8 @@ HgrnLayer::HgrnLayer(ParameterSet& params, const std::string& name, int64_t d_mo
               channels_),
       g_proj_(params, name + ".g_proj", d_model, config.width, false, ParamRole::matrix, LinearSplit::outputs,
               channels_),
-      g_norm_(params, name + ".g_norm", config.width, channels_, ops::GateActivation::silu, norm_eps, tp),
-      o_proj_(params, name + ".o_proj", config.width, d_model, false, ParamRole::matrix, LinearSplit::inputs,
-              channels_) {
+      output_(params, name + ".g_norm", name + ".o_proj", config.width, d_model, channels_, ops::GateActivation::silu,
+              norm_eps, tp) {
   if (config.lower_bound) lower_bound_.emplace(params, config.mixer, place, config.width, channels_);
 }
 
@@ -26,8 +25,7 @@ void HgrnLayer::init(Rng& rng, double std) {
   i_proj_.init(rng, std);
   f_proj_.init(rng, std);
   g_proj_.init(rng, std);
-  g_norm_.init();
-  o_proj_.init(rng, std);
+  output_.init(rng, std);
   if (lower_bound_) lower_bound_->init();
 }
 
@@ -55,19 +53,12 @@ Tensor HgrnLayer::run(StepContext& ctx, const Tensor& x, HgrnDecodeState* state)
   } else {
     ops::hgrn_forward(ops::HgrnImpl::chunked, ctx.seqs, {r.u, r.g, Tensor()}, h_, Tensor());
   }
-  Tensor y = ctx.temporary(h_.shape());
-  g_norm_.forward(ctx, h_, z_, y);
-  return o_proj_.forward(ctx, y);
+  return output_.forward(ctx, h_, z_);
 }
 
 void HgrnLayer::backward(StepContext& ctx, const Tensor& x, const Tensor& dy, Tensor dx) {
   const Shape shape = h_.shape();
-  Tensor y = ctx.temporary(shape);
-  g_norm_.forward(ctx, h_, z_, y);
-  Tensor dnormed = ctx.temporary(shape);
-  o_proj_.backward(y, dy, dnormed, false);
-  Tensor dh = ctx.temporary(shape), dz = ctx.temporary(shape);
-  g_norm_.backward(ctx, h_, z_, dnormed, dh, dz);
+  const auto [dh, dz] = output_.backward(ctx, h_, z_, dy);
 
   // h = hgrn(u, g); u = silu(i) ⊙ (1 − e^g); g = forget gate(f, lb)
   // (the gate's side in g's dtype, f32 in a bf16 step; di and df rounded back to the step's)

@@ -18,7 +18,7 @@
 #include <optional>
 #include <string>
 
-#include "model/full_width_rms_norm.h"
+#include "model/full_width_norm_output.h"
 #include "model/layer_lower_bound.h"
 #include "model/linear.h"
 #include "model/mixer.h"
@@ -51,8 +51,7 @@ class HgrnLayer final : public RunMixer<HgrnDecodeState> {
 
   ShardRange channels_;  // this rank's of the W
   Linear i_proj_, f_proj_, g_proj_;
-  FullWidthRMSNorm g_norm_;
-  Linear o_proj_;
+  FullWidthNormOutput output_;  // g_norm and o_proj
   std::optional<LayerLowerBound> lower_bound_;
 
   // Kept by forward: the three projections and the recurrence's output.

@@ -20,25 +20,8 @@
 namespace linea {
 namespace {
 
-testing::TinyHybridSizes sizes() {
-  return {.d_model = 16,
-          .layers = 3,
-          .vocab = 23,
-          .mlp_hidden = 24,
-          .init_std = 0.3,
-          .linear_heads = 2,
-          .d_k = 8,
-          .d_v = 8,
-          .conv = 4,
-          .decay_rank = 4,
-          .gate_rank = 4,
-          .attention_heads = 4,
-          .kv_heads = 2,
-          .head_dim = 4};
-}
-
 ModelConfig config_for(const std::string& mixer, bool hybrid, int64_t window) {
-  ModelConfig c = testing::tiny_hybrid_config(mixer, false, sizes());
+  ModelConfig c = testing::tiny_hybrid_config(mixer, false, testing::kInferenceSizes);
   if (!hybrid && mixer != "attention") {
     c.hybrid = "pure";
     c.attention_layers.clear();

@@ -25,22 +25,10 @@ namespace linea {
 namespace {
 
 ModelConfig tiny(const std::string& mixer, bool tied, int64_t d_k = 8) {
-  ModelConfig c = testing::tiny_hybrid_config(mixer, tied,
-                                              {.d_model = 16,
-                                               .layers = 3,
-                                               .vocab = 23,
-                                               .mlp_hidden = 24,
-                                               .init_std = 0.3,
-                                               .linear_heads = 2,
-                                               .d_k = d_k,
-                                               .d_v = 8,
-                                               .conv = 4,
-                                               .decay_rank = 8,
-                                               .gate_rank = 8,
-                                               .attention_heads = 4,
-                                               .kv_heads = 2,
-                                               .head_dim = 4});
-  return c;
+  testing::TinyHybridSizes sizes = testing::kInferenceSizes;
+  sizes.d_k = d_k;
+  sizes.decay_rank = sizes.gate_rank = 8;
+  return testing::tiny_hybrid_config(mixer, tied, sizes);
 }
 
 Tensor all_logits(Model& model) {

@@ -24,21 +24,10 @@ using inference::ScoreRequest;
 using inference::TokenIds;
 
 ModelConfig tiny(const std::string& mixer) {
-  return testing::tiny_hybrid_config(mixer, true,
-                                     {.d_model = 16,
-                                      .layers = 3,
-                                      .vocab = 19,
-                                      .mlp_hidden = 24,
-                                      .init_std = 0.5,
-                                      .linear_heads = 2,
-                                      .d_k = 8,
-                                      .d_v = 8,
-                                      .conv = 4,
-                                      .decay_rank = 4,
-                                      .gate_rank = 4,
-                                      .attention_heads = 4,
-                                      .kv_heads = 2,
-                                      .head_dim = 4});
+  testing::TinyHybridSizes sizes = testing::kInferenceSizes;
+  sizes.vocab = 19;
+  sizes.init_std = 0.5;
+  return testing::tiny_hybrid_config(mixer, true, sizes);
 }
 
 // The logits after `tokens` (one full forward), the last row.
