@@ -1,19 +1,19 @@
 // The whole Model on the GPU against the CPU in f64: tiny hybrids (two linear layers around a
 // softmax-attention layer) of every delta-rule mixer and of GLA, RetNet, HGRN, HGRN-2, Mamba-2 and
-// RWKV-6, in f32 and bf16 steps, on packed documents, with the same master weights (rounded to f32).
-// Two micro-batches (loss_scale ½ each) accumulate into the gradients, so the bf16 path's
-// conversion of each micro-batch's gradients into the f32 ones is exercised; evaluate() gives the
-// same loss and leaves the gradients alone. Tolerances (fla's err_ratio, tests/testing/assert_close.h):
-// f32 loss within 1e-5 relative and every parameter gradient within err_ratio 1e-4 (measured on an
-// H200: ≤ 3e-6); bf16 (bf16 weights and activations, f32 statistics, gates and master gradients)
-// loss within 1e-2 relative (measured ≤ 4e-4) and gradients within err_ratio 0.2 (measured: worst
-// tensor 0.067 DeltaNet, 0.092 GDN, 0.129 KDA, 0.073 GDN-2 — A_log, dt_bias and the first layer's
-// projections, whose gradients come through the most bf16 roundings; the reference runs on the
-// unrounded f32 masters). The bf16 cases of HGRN, HGRN-2, Mamba-2 and RWKV-6 (their gates f32 from
-// f32 copies of the logits and the f32 masters, model/wide_gates.h) have not yet run on a GPU. Routed
-// models (model.routing: CLER, CLER-H, CLVR over the softmax layer; every delta-rule mixer, f32 and
-// bf16 steps; not yet run on a GPU) the same way, with the routing parameters drawn away from their
-// zero start so that every routed path carries gradient.
+// RWKV-6, in f32 and bf16 steps (RWKV-6: f32 only, its layer refuses bf16 steps), on packed
+// documents, with the same master weights (rounded to f32). Two micro-batches (loss_scale ½ each)
+// accumulate into the gradients, so the bf16 path's conversion of each micro-batch's gradients into
+// the f32 ones is exercised; evaluate() gives the same loss and leaves the gradients alone.
+// Tolerances (fla's err_ratio, tests/testing/assert_close.h): f32 loss within 1e-5 relative and every
+// parameter gradient within err_ratio 1e-4 (measured on an H200: ≤ 3e-6; RWKV-6 6.7e-5); bf16 (bf16
+// weights and activations, f32 statistics, gates and master gradients) loss within 1e-2 relative
+// (measured ≤ 6e-4) and gradients within err_ratio 0.2 (measured on an H200, 2026-12-03: worst tensor
+// 0.043 DeltaNet, 0.072 GDN, 0.073 KDA, 0.060 GDN-2, 0.061 GLA, 0.066 RetNet, 0.031 HGRN, 0.026
+// HGRN-2, 0.070 Mamba-2 — A_log, dt_bias and the first layer's projections, whose gradients come
+// through the most bf16 roundings; the reference runs on the unrounded f32 masters). Routed models
+// (model.routing: CLER, CLER-H, CLVR over the softmax layer; every delta-rule mixer, f32 and bf16
+// steps; all pass on an H200) the same way, with the routing parameters drawn away from their zero
+// start so that every routed path carries gradient.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -121,10 +121,11 @@ TEST_P(GpuModel, MatchesTheCpuInF64) {
 std::vector<Case> all_cases() {
   std::vector<Case> cases;
   for (DType dtype : {DType::f32, DType::bf16}) {
-    for (const char* mixer : {"deltanet", "gdn", "kda", "gdn2", "gla", "retnet", "hgrn", "hgrn2", "mamba2", "rwkv6"}) {
+    for (const char* mixer : {"deltanet", "gdn", "kda", "gdn2", "gla", "retnet", "hgrn", "hgrn2", "mamba2"}) {
       cases.push_back({mixer, dtype});
     }
   }
+  cases.push_back({"rwkv6", DType::f32});  // bf16 steps refused (model/mixers/gla/rwkv6_layer.cpp)
   return cases;
 }
 
