@@ -17,7 +17,7 @@
 // entry by entry in a fixed order, the products on block_gemm: results repeat bit for bit.
 #include "kernels/chunk/cuda/block_gemm.cuh"
 #include "kernels/cuda/check.h"
-#include "kernels/cuda/launch.h"
+#include "kernels/cuda/ops.h"
 #include "kernels/cuda/warp_reduce.cuh"
 #include "model/mixers/delta_rule/cuda/delta_rule_chunk.cuh"
 
@@ -95,13 +95,6 @@ __global__ void __launch_bounds__(kThreads)
   for_each_batched<4>(
       L * K, [&](int p) { return -c.k(p / K, p % K) * c.gamma(p / K, p % K); },
       [&](int p, float kg) { gws.KgNeg[c.key(p / K, p % K)] = kg; });
-}
-
-// dŨ += dR (erase_write: r = Ũ), over all n entries.
-__global__ void add_kernel(float* to, const float* from, int64_t n) {
-  for (int64_t p = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; p < n; p += int64_t{gridDim.x} * blockDim.x) {
-    to[p] += from[p];
-  }
 }
 
 struct Outputs {
@@ -200,9 +193,9 @@ void write_error(const Call& call, const Workspace& ws, float* r) {
 void write_error_local(const Call& call, const Workspace& ws, const float* dr, const GradWorkspace& gws) {
   if (call.chunks.count == 0) return;
   if (call.gate == ops::GateKind::erase_write) {
-    const int64_t n = value_entries(call);
-    add_kernel<<<grid_stride_blocks(n), kThreadsPerBlock>>>(gws.dUt, dr, n);
-    check_launch("delta_rule write error add_kernel");
+    const Shape entries{value_entries(call)};  // dŨ += dR (r = Ũ)
+    add_inplace(Tensor::view(gws.dUt, entries, DType::f32, Device::cuda),
+                Tensor::view(const_cast<float*>(dr), entries, DType::f32, Device::cuda));
     return;
   }
   dispatch_kinds(call, [&](auto decay, auto gate) {
