@@ -78,6 +78,11 @@ inline Operands operands(const Call& c) {
           c.scale};
 }
 
+// The grid of the kernels with one block per (chunk, head).
+inline dim3 chunk_grid(const Call& c) {
+  return dim3(static_cast<unsigned>(c.chunks.count), static_cast<unsigned>(c.heads));
+}
+
 // f32 buffers between the kernels. Per token and head ("rows", [N, H, ·]): G ([N, H] for a scalar
 // decay, [N, H, K] per channel), U, Ut (= Ũ), W, Kend (= K ⊙ exp(G_L − G)), Qg (= scale · Q ⊙ γ).
 // Per chunk and head: T, P ([NC, H, C, C], row-major, only i, j < L meaningful) and S (the state

@@ -319,9 +319,8 @@ void chunk_gradients(const Call& call, const Workspace& ws, const void* d_o, con
                         static_cast<float*>(out.db),
                         static_cast<float*>(out.dw),
                         out.dg};
-    const dim3 grid(static_cast<unsigned>(call.chunks.count), static_cast<unsigned>(call.heads));
-    kernel<<<grid, kThreads, kGradientSharedBytes>>>(operands(call), call.chunks, ws, static_cast<const float*>(d_o),
-                                                     gws, typed);
+    kernel<<<chunk_grid(call), kThreads, kGradientSharedBytes>>>(operands(call), call.chunks, ws,
+                                                                 static_cast<const float*>(d_o), gws, typed);
     check_launch("delta_rule chunk_gradients_kernel");
   });
 }

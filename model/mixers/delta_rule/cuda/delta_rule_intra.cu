@@ -189,11 +189,10 @@ __global__ void __launch_bounds__(kThreads) intra_chunk_kernel(Operands x, Chunk
 void intra_chunk(const Call& call, const Workspace& ws) {
   if (call.chunks.count == 0) return;
   dispatch_kinds(call, [&](auto decay, auto gate) {
-    const dim3 grid(static_cast<unsigned>(call.chunks.count), static_cast<unsigned>(call.heads));
     const auto kernel = intra_chunk_kernel<decltype(decay)::value, decltype(gate)::value>;
     constexpr size_t bytes = sizeof(float) * 2 * kChunk * (kChunk + 1);
     allow_shared_memory(reinterpret_cast<const void*>(kernel), bytes);
-    kernel<<<grid, kThreads, bytes>>>(operands(call), call.chunks, ws);
+    kernel<<<chunk_grid(call), kThreads, bytes>>>(operands(call), call.chunks, ws);
     check_launch("delta_rule intra_chunk_kernel");
   });
 }

@@ -40,10 +40,6 @@ __global__ void __launch_bounds__(kThreads)
       [&](int i, int e, float s) { gws.dUt[c.value(i, e)] = x.scale * s; }, tiles);
 }
 
-dim3 chunk_grid(const Call& call) {
-  return dim3(static_cast<unsigned>(call.chunks.count), static_cast<unsigned>(call.heads));
-}
-
 }  // namespace
 
 void output(const Call& call, const Workspace& ws, void* o) {

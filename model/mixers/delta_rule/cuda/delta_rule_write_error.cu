@@ -167,10 +167,6 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
-dim3 chunk_grid(const Call& call) {
-  return dim3(static_cast<unsigned>(call.chunks.count), static_cast<unsigned>(call.heads));
-}
-
 int64_t value_entries(const Call& call) { return call.tokens * call.heads * int64_t{call.value_dim}; }
 
 }  // namespace
