@@ -34,6 +34,11 @@ void allow_shared_memory(const void* kernel, size_t bytes) {
   }
   check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)),
              "cudaFuncSetAttribute(max dynamic shared memory)");
+  // The whole carveout for shared memory: these kernels stage their operands there (cp.async.cg
+  // bypasses L1), and a block count a multiprocessor that the tiles allow needs all of it.
+  check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
+                                  static_cast<int>(cudaSharedmemCarveoutMaxShared)),
+             "cudaFuncSetAttribute(shared memory carveout)");
 }
 
 Call describe_call(const ops::DeltaRuleSpec& spec, const ops::DeltaRuleInputs& in) {

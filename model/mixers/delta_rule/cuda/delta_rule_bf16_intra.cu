@@ -14,9 +14,10 @@
 // A plain write (Problem::plain: T = I, W = 0, U = V) forms G and, for the output, Q' = scale γ ⊙ Q
 // and R = P only; it reads K, g (and Q) and stages only K (and Q).
 // Tiles: K [64, Kd] and V [64, 64] per 64 value columns (bf16, loaded once by cp.async), later W
-// hi and lo over them; Q; A and T [64][65] f32, later P hi and lo over them; T diag(βγ) and
-// T diag(β), hi and lo. Bytes per chunk and head: reads K, V, β, g (and Q); writes G, T (8 KB), W, U
-// (and Q', R (8 KB)).
+// hi and lo over them; Q; T diag(β) hi and lo; A and T [64][65] f32, T diag(βγ) hi and lo over A
+// once T is formed, P hi and lo over both once W is. At Kd = V = 128 that is 97.5 KB, so two blocks
+// share a multiprocessor and one block's loads and stores overlap the other's products. Bytes per
+// chunk and head: reads K, V, β, g (and Q); writes G, T (8 KB), W, U (and Q', R (8 KB)).
 #include <algorithm>
 
 #include "kernels/chunk/cuda/unit_lower_inverse.cuh"
@@ -30,8 +31,8 @@ namespace {
 
 constexpr int kPitch = kC + 1;
 
-// Shared memory: the K and V rows (later W hi and lo), Q (kOutput), A and T f32 (later P hi and
-// lo), the four T operand tiles.
+// Shared memory: the K and V rows (later W hi and lo), Q (kOutput), T diag(β) hi and lo, A and T
+// f32 (later T diag(βγ) hi and lo over A, then P hi and lo over both).
 template <int Kd>
 constexpr size_t rows_elements(int value_blocks) {
   return static_cast<size_t>(kC) * (Kd + value_blocks * kBV > 2 * Kd ? Kd + value_blocks * kBV : 2 * Kd);
@@ -40,7 +41,7 @@ constexpr size_t rows_elements(int value_blocks) {
 template <int Kd, bool kOutput>
 size_t intra_shared_bytes(int value_blocks, bool plain) {
   if (plain) return sizeof(bf16) * kC * Kd * (kOutput ? 2 : 1);
-  return sizeof(bf16) * (rows_elements<Kd>(value_blocks) + (kOutput ? kC * Kd : 0) + 4 * kC * kC) +
+  return sizeof(bf16) * (rows_elements<Kd>(value_blocks) + (kOutput ? kC * Kd : 0) + 2 * kC * kC) +
          sizeof(float) * 2 * kC * kPitch;
 }
 
@@ -73,8 +74,9 @@ __device__ __forceinline__ void split_product(float (&acc)[N][4], const Tile<CA>
   mma::product<mma::Hold::as_is, mma::Hold::as_is>(acc, a_hi, m0, b_lo, n0, depth);
 }
 
+// Two blocks a multiprocessor up to Kd = 128 (at most 128 registers a thread).
 template <int Kd, bool kDecay, bool kOutput>
-__global__ void __launch_bounds__(kThreads) intra_kernel(Problem p, Workspace ws) {
+__global__ void __launch_bounds__(kThreads, Kd <= 128 ? 2 : 1) intra_kernel(Problem p, Workspace ws) {
   extern __shared__ __align__(128) unsigned char shared[];
   const int64_t chunk = blockIdx.x;
   const int head = blockIdx.y, H = p.heads, K = p.key_dim, V = p.value_dim;
@@ -85,11 +87,12 @@ __global__ void __launch_bounds__(kThreads) intra_kernel(Problem p, Workspace ws
   const Tile<Kd> Ks{rows}, Qs{rows + (p.plain ? kC * Kd : rows_elements<Kd>(value_blocks))};
   bf16* const values = Ks.data + kC * Kd;  // value block b: [64, 64] at values + b · 64 · 64
   const Tile<Kd> W_hi{rows}, W_lo{rows + kC * Kd};
-  const Tile<kC> Tw_hi{Qs.data + (kOutput ? kC * Kd : 0)}, Tw_lo{Tw_hi.data + kC * kC};
-  const Tile<kC> Tu_hi{Tw_lo.data + kC * kC}, Tu_lo{Tu_hi.data + kC * kC};
+  const Tile<kC> Tu_hi{Qs.data + (kOutput ? kC * Kd : 0)}, Tu_lo{Tu_hi.data + kC * kC};
   float(*A)[kPitch] = reinterpret_cast<float(*)[kPitch]>(Tu_lo.data + kC * kC);
   float(*T)[kPitch] = A + kC;
-  const Tile<kC> P_hi{reinterpret_cast<bf16*>(A)}, P_lo{P_hi.data + kC * kC};
+  static_assert(2 * kC * kC * sizeof(bf16) <= kC * kPitch * sizeof(float), "two bf16 tiles fit over A");
+  const Tile<kC> Tw_hi{reinterpret_cast<bf16*>(A)}, Tw_lo{Tw_hi.data + kC * kC};  // once T is formed
+  const Tile<kC> P_hi{reinterpret_cast<bf16*>(A)}, P_lo{P_hi.data + kC * kC};     // once W is formed
   __shared__ float G[kC], beta[kC];
 
   stage_rows(Ks, p.k, s, H, head, K, 0);
@@ -204,7 +207,7 @@ __global__ void __launch_bounds__(kThreads) intra_kernel(Problem p, Workspace ws
   if constexpr (kOutput) {
     float pk[4][4] = {};
     mma::product<mma::Hold::as_is, mma::Hold::transposed>(pk, Qs, m0, Ks, 32 * half, Kd);  // Q Kᵀ
-    __syncthreads();  // K, V, A and T are read: W and P go over them
+    __syncthreads();  // K, V, T diag(βγ) and T are read: W and P go over them
 #pragma unroll
     for (int n = 0; n < kN; ++n) {
       mma::for_pairs(w[n], m0, c0 + 8 * n,

@@ -237,7 +237,7 @@ std::vector<int64_t> chunk_table(const SeqLayout& seqs);
 Chunks place_chunk_table(const std::vector<int64_t>& table, int64_t seqs, void* device);
 
 // Lets `kernel` use `bytes` of dynamic shared memory (beside its static shared memory, and above
-// the 48 KiB default in all).
+// the 48 KiB default in all), with the whole carveout for shared memory.
 void allow_shared_memory(const void* kernel, size_t bytes);
 
 // The kernels' launchers (one file each).
