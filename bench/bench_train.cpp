@@ -4,7 +4,8 @@
 // evaluation or checkpoint). Prints one JSON line: the median step time over the timed steps,
 // tokens/s, FLOPs per token, MFU against a bf16 GEMM ceiling, peak GPU memory (what linea allocated)
 // over the whole run and over the timed steps alone (after the warm-up, whose first step grows the
-// arenas).
+// arenas), and the run's projected training time: its train.steps at the median step time
+// (evaluations and checkpoints left out; scripts/time-sweep.sh sums it over a sweep's runs).
 //   bench_train CONFIG.toml [--warmup W] [--steps S] [--peak-tflops P] [section.key=value ...]
 //
 // FLOPs per token (a multiply-add is 2), forward + backward:
@@ -84,12 +85,15 @@ int main(int argc, char** argv) {
     std::string dir_pattern = (std::filesystem::temp_directory_path() / "bench-train-XXXXXX").string();
     if (!mkdtemp(dir_pattern.data())) throw std::runtime_error("mkdtemp failed for " + dir_pattern);
     const std::filesystem::path dir = dir_pattern;
+    const std::vector<std::string> run_overrides = overrides;
     for (std::string o : {"run.dir=\"" + dir.string() + "\"", "train.steps=" + std::to_string(warmup + steps),
                           std::string("train.resume=\"never\""), std::string("train.eval_every=0"),
                           std::string("train.eval_batches=1"), std::string("train.checkpoint_every=0")}) {
       overrides.insert(overrides.begin(), o);  // the command line's own overrides come last and win
     }
     const RunConfig config = load_run_config(argv[1], overrides);
+    // The run as configured (its file and the command line's overrides), for the projection.
+    const int64_t run_steps = load_run_config(argv[1], run_overrides).last_step();
     std::vector<double> step_seconds;
     double last_loss = 0;
     TrainOptions options;
@@ -136,7 +140,9 @@ int main(int argc, char** argv) {
         {"mfu", tokens_per_s * flops / (peak_tflops * 1e12)},
         {"peak_gpu_gib", double(std::max(warmup_peak, cuda_peak_allocated_bytes())) / double(1 << 30)},
         {"timed_peak_gpu_gib", double(cuda_peak_allocated_bytes()) / double(1 << 30)},
-        {"last_loss", last_loss}};
+        {"last_loss", last_loss},
+        {"run_steps", run_steps},
+        {"projected_run_s", double(run_steps) * step_s}};
     std::printf("%s\n", line.dump().c_str());
   } catch (const std::exception& e) {
     std::fprintf(stderr, "bench_train: %s\n", e.what());
