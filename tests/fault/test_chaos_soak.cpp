@@ -254,11 +254,16 @@ class ChaosSoak : public ::testing::Test {
     }
     // Training again: the next attempt's first heartbeat, or (a fault close to the run's end, on
     // loaded cores) that attempt ran its last steps and completed before a heartbeat was due;
-    // then its end bounds the time from above.
+    // then its end bounds the time from above. A fault that reached the attempt only after its
+    // last step (it completed all the same, no relaunch) costs nothing: its end is the bound too.
     std::optional<double> back;
     coordinator_->wait_for(
         run,
         [&](const json& s) {
+          if (s["attempt"].get<int64_t>() == attempt && s["state"] == "completed") {
+            back = s["accounting"]["ended_at"].get<double>();
+            return true;
+          }
           if (s["attempt"].get<int64_t>() <= attempt) return false;
           back = first_heartbeat_time(run, s["attempt"].get<int64_t>());
           if (!back && s["state"] == "completed") back = s["accounting"]["ended_at"].get<double>();
@@ -267,7 +272,8 @@ class ChaosSoak : public ::testing::Test {
         60s, std::string("training again after ") + fault_name(kind));
     const int64_t relaunched = coordinator_->run_status(run)["attempt"];
     record.to_training_s = *back - fault_time;
-    record.steps_lost = std::max<int64_t>(0, steps_at_fault - resumed_step(run, relaunched));
+    record.steps_lost =
+        relaunched == attempt ? 0 : std::max<int64_t>(0, steps_at_fault - resumed_step(run, relaunched));
     if (kind == Fault::stop_rank) ::kill(victim, SIGKILL);  // in case the teardown left it stopped
     return record;
   }
