@@ -15,6 +15,8 @@
 #   LINEA_GPU_SANITIZE=1 also run every GPU test binary (tests/gpu/**/test_*.cpp, .cu) under memcheck
 #   LINEA_GPU_TARGETS="t1 t2"  build only these targets (default: the GPU tests and benchmarks)
 #   LINEA_GPU_TESTS=REGEX      run only the gpu-labelled tests whose names match (ctest -R)
+#   LINEA_GPU_CMAKE_ARGS="..."  extra configure arguments (e.g. -DCMAKE_CUDA_FLAGS=-lineinfo for ncu's
+#                              source view)
 # Exit status: nonzero when the build or a test fails (the benchmarks still run after a test
 # failure, so that one call brings back everything).
 set -uo pipefail
@@ -41,7 +43,7 @@ nvcc_path=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
 # ---- configure and build -------------------------------------------------------------------------
 step "configure into $build"
 cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DLINEA_CUDA=ON \
-  -DCMAKE_CUDA_COMPILER="$nvcc_path" -DCMAKE_POLICY_VERSION_MINIMUM=3.5 "${cmake_args[@]}" \
+  -DCMAKE_CUDA_COMPILER="$nvcc_path" -DCMAKE_POLICY_VERSION_MINIMUM=3.5 "${cmake_args[@]}" ${LINEA_GPU_CMAKE_ARGS:-} \
   >"$logs/configure.log" 2>&1
 status=$?
 if [ $status -ne 0 ]; then

@@ -14,10 +14,13 @@
 // A plain write (Problem::plain: T = I, W = 0, U = V) forms G and, for the output, Q' = scale γ ⊙ Q
 // and R = P only; it reads K, g (and Q) and stages only K (and Q).
 // Tiles: K [64, Kd] and V [64, 64] per 64 value columns (bf16, loaded once by cp.async), later W
-// hi and lo over them; Q; T diag(β) hi and lo; A and T [64][65] f32, T diag(βγ) hi and lo over A
+// hi and lo over them; Q; T diag(β) hi and lo; A and T [64][68] f32, T diag(βγ) hi and lo over A
 // once T is formed, P hi and lo over both once W is. At Kd = V = 128 that is 97.5 KB, so two blocks
 // share a multiprocessor and one block's loads and stores overlap the other's products. Bytes per
-// chunk and head: reads K, V, β, g (and Q); writes G, T (8 KB), W, U (and Q', R (8 KB)).
+// chunk and head: reads K, V, β, g (and Q); writes G, T (8 KB), W, U (and Q', R (8 KB)). The results
+// go to global memory from shared tiles, 16 bytes a thread and whole rows a warp (fragment-order
+// stores would touch 8 rows per warp instruction): U by blocks over T's f32 region, W over K (or
+// from its operand pair's hi half), Q' over Q and R over T diag(β)'s hi half once they are read.
 #include <algorithm>
 
 #include "kernels/chunk/cuda/unit_lower_inverse.cuh"
@@ -29,7 +32,7 @@ namespace linea::cuda::delta::bf16path {
 
 namespace {
 
-constexpr int kPitch = kC + 1;
+constexpr int kPitch = kC + 4;  // f32 rows of A and T: 16-byte quads (unit_lower_inverse.cuh)
 
 // Shared memory: the K and V rows (later W hi and lo), Q (kOutput), T diag(β) hi and lo, A and T
 // f32 (later T diag(βγ) hi and lo over A, then P hi and lo over both).
@@ -65,13 +68,46 @@ __device__ __forceinline__ void put_split(const Tile<C>& hi, const Tile<C>& lo, 
   put(lo, i, j, x0 - h.x, x1 - h.y);
 }
 
-// acc += (Ahi + Alo)(Bhi + Blo) without Alo Blo, operands held as they are.
+// acc (rows m0.., N column tiles n0..) += (Ahi + Alo)(Bhi + Blo) without Alo Blo (kSplitB), or
+// (Ahi + Alo) Bhi, operands held as they are: per depth step every operand fragment is loaded once
+// and feeds its two or three products (separate mma::product calls would load each again).
+template <bool kSplitB, int N, int CA, int CB>
+__device__ __forceinline__ void split_terms(float (&acc)[N][4], const Tile<CA>& a_hi, const Tile<CA>& a_lo, int m0,
+                                            const Tile<CB>& b_hi, const Tile<CB>& b_lo, int n0, int depth) {
+  static_assert(N % 2 == 0, "column tiles come in pairs");
+#pragma unroll 2
+  for (int k = 0; k < depth; k += 16) {
+    uint32_t ah[4], al[4];
+    mma::a_mk(ah, a_hi, m0, k);
+    mma::a_mk(al, a_lo, m0, k);
+#pragma unroll
+    for (int j = 0; j < N; j += 2) {
+      uint32_t bh[2][2];
+      mma::b_kn(bh, b_hi, k, n0 + 8 * j);
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        mma::mma(acc[j + h], ah, bh[h]);
+        mma::mma(acc[j + h], al, bh[h]);
+      }
+      if constexpr (kSplitB) {
+        uint32_t bl[2][2];
+        mma::b_kn(bl, b_lo, k, n0 + 8 * j);
+#pragma unroll
+        for (int h = 0; h < 2; ++h) mma::mma(acc[j + h], ah, bl[h]);
+      }
+    }
+  }
+}
 template <int N, int CA, int CB>
 __device__ __forceinline__ void split_product(float (&acc)[N][4], const Tile<CA>& a_hi, const Tile<CA>& a_lo, int m0,
                                               const Tile<CB>& b_hi, const Tile<CB>& b_lo, int n0, int depth) {
-  mma::product<mma::Hold::as_is, mma::Hold::as_is>(acc, a_hi, m0, b_hi, n0, depth);
-  mma::product<mma::Hold::as_is, mma::Hold::as_is>(acc, a_lo, m0, b_hi, n0, depth);
-  mma::product<mma::Hold::as_is, mma::Hold::as_is>(acc, a_hi, m0, b_lo, n0, depth);
+  split_terms<true>(acc, a_hi, a_lo, m0, b_hi, b_lo, n0, depth);
+}
+// acc += (Ahi + Alo) B.
+template <int N, int CA, int CB>
+__device__ __forceinline__ void split_left_product(float (&acc)[N][4], const Tile<CA>& a_hi, const Tile<CA>& a_lo,
+                                                   int m0, const Tile<CB>& b, int n0, int depth) {
+  split_terms<false>(acc, a_hi, a_lo, m0, b, b, n0, depth);
 }
 
 // Two blocks a multiprocessor up to Kd = 128 (at most 128 registers a thread).
@@ -183,27 +219,22 @@ __global__ void __launch_bounds__(kThreads, Kd <= 128 ? 2 : 1) intra_kernel(Prob
   constexpr int kN = Kd / 16;
   const int c0 = half * Kd / 2;
   float w[kN][4] = {};
-  mma::product<mma::Hold::as_is, mma::Hold::as_is>(w, Tw_hi, m0, Ks, c0, kC);
-  mma::product<mma::Hold::as_is, mma::Hold::as_is>(w, Tw_lo, m0, Ks, c0, kC);
-#pragma unroll
-  for (int n = 0; n < kN; ++n) {
-    mma::for_pairs(w[n], m0, c0 + 8 * n, [&](int i, int d, float x0, float x1) {
-      if (i < L && d < K) put_global(ws.W, (s.first + i) * H + head, K, d, x0, x1);
-    });
-  }
-  // U = Tu V, by blocks of 64 value columns: warp columns 32 (w / 4).. of each.
+  split_left_product(w, Tw_hi, Tw_lo, m0, Ks, c0, kC);
+  // U = Tu V, by blocks of 64 value columns: warp columns 32 (w / 4).. of each, staged in T's f32
+  // region (free once T is stored; two blocks fit) and stored 16 bytes a thread.
+  static_assert(2 * kC * kBV * sizeof(bf16) <= kC * kPitch * sizeof(float), "two U blocks fit over T");
   for (int b = 0; b < value_blocks; ++b) {
     float u[4][4] = {};
-    const Tile<kBV> Vb{values + b * kC * kBV};
-    mma::product<mma::Hold::as_is, mma::Hold::as_is>(u, Tu_hi, m0, Vb, 32 * half, kC);
-    mma::product<mma::Hold::as_is, mma::Hold::as_is>(u, Tu_lo, m0, Vb, 32 * half, kC);
+    const Tile<kBV> Vb{values + b * kC * kBV}, Ub{reinterpret_cast<bf16*>(T) + (b & 1) * kC * kBV};
+    split_left_product(u, Tu_hi, Tu_lo, m0, Vb, 32 * half, kC);
 #pragma unroll
     for (int n = 0; n < 4; ++n) {
-      mma::for_pairs(u[n], m0, 32 * half + 8 * n, [&](int i, int e, float x0, float x1) {
-        if (i < L && b * kBV + e < V) put_global(ws.U, (s.first + i) * H + head, V, b * kBV + e, x0, x1);
-      });
+      mma::for_pairs(u[n], m0, 32 * half + 8 * n, [&](int i, int e, float x0, float x1) { put(Ub, i, e, x0, x1); });
     }
+    __syncthreads();  // block b is staged (and the slot's block b − 2 stored)
+    store_rows(ws.U, Ub, s, H, head, V, b * kBV);
   }
+  // W, staged over K (read by now) or, with the output, as the hi half of its operand pair.
   if constexpr (kOutput) {
     float pk[4][4] = {};
     mma::product<mma::Hold::as_is, mma::Hold::transposed>(pk, Qs, m0, Ks, 32 * half, Kd);  // Q Kᵀ
@@ -220,7 +251,8 @@ __global__ void __launch_bounds__(kThreads, Kd <= 128 ? 2 : 1) intra_kernel(Prob
       });
     }
     __syncthreads();
-    // Q' = scale γ ⊙ Q − P W.
+    store_rows(ws.W, W_hi, s, H, head, K, 0);
+    // Q' = scale γ ⊙ Q − P W, over Q in place (each entry read and written by one thread).
     float pw[kN][4] = {};
     split_product(pw, P_hi, P_lo, m0, W_hi, W_lo, c0, kC);
 #pragma unroll
@@ -228,19 +260,27 @@ __global__ void __launch_bounds__(kThreads, Kd <= 128 ? 2 : 1) intra_kernel(Prob
       mma::for_pairs(pw[n], m0, c0 + 8 * n, [&](int i, int d, float x0, float x1) {
         const float2 q = get(Qs, i, d);
         const float f = p.scale * gamma(i);
-        if (i < L && d < K) put_global(ws.Qe, (s.first + i) * H + head, K, d, f * q.x - x0, f * q.y - x1);
+        put(Qs, i, d, f * q.x - x0, f * q.y - x1);
       });
     }
-    // R = P T diag(β).
+    // R = P T diag(β), staged over T diag(β)'s hi half once every warp has read it.
     float r[4][4] = {};
     split_product(r, P_hi, P_lo, m0, Tu_hi, Tu_lo, 32 * half, kC);
-    bf16* const R_out = ws.R + (chunk * H + head) * kC * kC;
+    __syncthreads();
 #pragma unroll
     for (int n = 0; n < 4; ++n) {
-      mma::for_pairs(r[n], m0, 32 * half + 8 * n, [&](int i, int m, float x0, float x1) {
-        *reinterpret_cast<uint32_t*>(R_out + i * kC + m) = mma::pack(x0, x1);
-      });
+      mma::for_pairs(r[n], m0, 32 * half + 8 * n, [&](int i, int m, float x0, float x1) { put(Tu_hi, i, m, x0, x1); });
     }
+    __syncthreads();
+    store_rows(ws.Qe, Qs, s, H, head, K, 0);
+    store_matrix(ws.R + (chunk * H + head) * kC * kC, Tu_hi, kC, kC, kC, kC, 0);
+  } else {  // the U loop's barriers came after every warp's W product: W goes over K
+#pragma unroll
+    for (int n = 0; n < kN; ++n) {
+      mma::for_pairs(w[n], m0, c0 + 8 * n, [&](int i, int d, float x0, float x1) { put(Ks, i, d, x0, x1); });
+    }
+    __syncthreads();
+    store_rows(ws.W, Ks, s, H, head, K, 0);
   }
 }
 
@@ -506,8 +546,7 @@ __global__ void __launch_bounds__(kThreads) intra_channel_kernel(Problem p, Work
       if constexpr (kOutput) store_rows(ws.Vw, Vb, s, H, head, V, b * kBV);
     }
     float u[4][4] = {};
-    mma::product<mma::Hold::as_is, mma::Hold::as_is>(u, sm.Tu_hi, m0, Vb, 32 * half, kC);
-    mma::product<mma::Hold::as_is, mma::Hold::as_is>(u, sm.Tu_lo, m0, Vb, 32 * half, kC);
+    split_left_product(u, sm.Tu_hi, sm.Tu_lo, m0, Vb, 32 * half, kC);
 #pragma unroll
     for (int n = 0; n < 4; ++n) {
       mma::for_pairs(u[n], m0, 32 * half + 8 * n, [&](int i, int e, float x0, float x1) {

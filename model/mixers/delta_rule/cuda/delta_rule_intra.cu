@@ -17,6 +17,7 @@ namespace linea::cuda::delta {
 namespace {
 
 constexpr int kSubChunk = 16;
+constexpr int kPitch = kChunk + 4;  // f32 rows of A and T: 16-byte quads (unit_lower_inverse.cuh)
 
 template <ops::DecayKind kDecay, ops::GateKind kGate>
 __global__ void __launch_bounds__(kThreads) intra_chunk_kernel(Operands x, Chunks chunks, Workspace ws) {
@@ -24,9 +25,9 @@ __global__ void __launch_bounds__(kThreads) intra_chunk_kernel(Operands x, Chunk
   const int64_t chunk = blockIdx.x;
   const int head = blockIdx.y;
   const int K = x.key_dim, V = x.value_dim;
-  extern __shared__ float shared[];  // A and Tm, [C][C + 1] each
-  float(*A)[kChunk + 1] = reinterpret_cast<float(*)[kChunk + 1]>(shared);
-  float(*Tm)[kChunk + 1] = A + kChunk;
+  extern __shared__ __align__(16) float shared[];  // A and Tm, [C][kPitch] each
+  float(*A)[kPitch] = reinterpret_cast<float(*)[kPitch]>(shared);
+  float(*Tm)[kPitch] = A + kChunk;
   __shared__ BlockGemmTiles tiles;
   // Per row of the chunk: β (GateKind::beta), and for a decay that is one number per row, G,
   // γ = exp(G) and exp(G_L − G).
@@ -190,7 +191,7 @@ void intra_chunk(const Call& call, const Workspace& ws) {
   if (call.chunks.count == 0) return;
   dispatch_kinds(call, [&](auto decay, auto gate) {
     const auto kernel = intra_chunk_kernel<decltype(decay)::value, decltype(gate)::value>;
-    constexpr size_t bytes = sizeof(float) * 2 * kChunk * (kChunk + 1);
+    constexpr size_t bytes = sizeof(float) * 2 * kChunk * kPitch;
     allow_shared_memory(reinterpret_cast<const void*>(kernel), bytes);
     kernel<<<chunk_grid(call), kThreads, bytes>>>(operands(call), call.chunks, ws);
     check_launch("delta_rule intra_chunk_kernel");
