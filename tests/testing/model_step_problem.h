@@ -20,6 +20,7 @@
 #include <array>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "kernels/ops.h"
 #include "kernels/random.h"
