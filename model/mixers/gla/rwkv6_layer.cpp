@@ -1,7 +1,5 @@
 #include "model/mixers/gla/rwkv6_layer.h"
 
-#include <stdexcept>
-
 #include "kernels/ops.h"
 #include "kernels/random.h"
 #include "model/head_projection.h"
@@ -83,14 +81,6 @@ void Rwkv6Layer::lerp_inputs(StepContext& ctx, const Tensor& x, Lerps& l) const 
 }
 
 ops::GlaInputs Rwkv6Layer::operands(StepContext& ctx) const {
-  // Measured on an H200 (test_gpu_model rwkv6_bf16): the bf16 step's gradients miss the f64 ones
-  // by err_ratio ≈ 1 (embedding, layer 0's lerps and projections) while its f32 step and the op's
-  // own bf16 test agree; until that is found, a bf16 step stops here rather than train on them.
-  if (ctx.dtype == DType::bf16) {
-    throw std::invalid_argument(
-        "rwkv6: bf16 steps are not supported yet (their gradients were measured wrong on CUDA; "
-        "docs/gla-family.md); set train.precision = \"f32\"");
-  }
   const int64_t n = r_.dim(0);
   ops::GlaInputs in;
   Tensor w = ctx.scratch.alloc({n, key_width_}, ctx.statistics_dtype());
