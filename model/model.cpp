@@ -2,6 +2,7 @@
 
 #include <stdexcept>
 #include <utility>
+#include <vector>
 
 #include "kernels/ops.h"
 #include "model/lm_head_loss.h"
@@ -237,7 +238,6 @@ Model::DecodingState Model::start_decoding(int64_t sequences) const {
 
 Tensor Model::logits_continuing(const Tensor& ids, const SeqLayout& seqs, DecodingState& state,
                                 const std::vector<int64_t>& rows) {
-  if (device() != Device::cpu) throw std::runtime_error("Model: decoding is not yet on CUDA (CPU only so far)");
   if (tp_.size > 1) throw std::invalid_argument("Model: decoding is not available under tensor parallelism");
   if (state.layers.size() != blocks_.size() || static_cast<int64_t>(state.seen.size()) != seqs.num_seqs()) {
     throw std::invalid_argument("Model::logits_continuing: a state of " + std::to_string(state.layers.size()) +
@@ -246,13 +246,14 @@ Tensor Model::logits_continuing(const Tensor& ids, const SeqLayout& seqs, Decodi
   }
   StepContext ctx = begin_step(seqs);
   // Positions in the whole sequences: the tokens seen before plus the offset in this call.
-  int32_t* position = ctx.positions.data<int32_t>();
+  std::vector<int32_t> position(static_cast<size_t>(seqs.num_tokens()));
   for (int64_t s = 0; s < seqs.num_seqs(); ++s) {
     for (int64_t t = seqs.begin(s); t < seqs.end(s); ++t) {
-      position[t] = static_cast<int32_t>(state.seen[s] + t - seqs.begin(s));
+      position[static_cast<size_t>(t)] = static_cast<int32_t>(state.seen[s] + t - seqs.begin(s));
     }
     state.seen[s] += seqs.end(s) - seqs.begin(s);
   }
+  ctx.positions.copy_from(Tensor::view(position.data(), {seqs.num_tokens()}, DType::i32));
   Tensor x = embedding_.forward(ctx, checked_ids(ctx, ids));
   for (size_t i = 0; i < blocks_.size(); ++i) {
     x = blocks_[i].forward_continuing(ctx, x, *state.layers[i]);

@@ -92,7 +92,8 @@ class Model {
   // ids over seqs where sequence s of seqs continues sequence s of `state` (prefill: the prompts
   // from empty states; decode: one token per sequence), updating the state. RoPE positions
   // (ctx.positions) count from the sequence's first token. The result equals
-  // that of one full forward over each whole sequence. CPU only so far (CUDA: std::runtime_error).
+  // that of one full forward over each whole sequence. The states live on the model's device; on CUDA
+  // a step of one token per sequence runs each family's one-token kernels (docs/inference.md).
   struct DecodingState {
     std::vector<std::unique_ptr<MixerState>> layers;
     std::vector<int64_t> seen;  // tokens seen of each sequence (RoPE positions continue from there)
