@@ -213,13 +213,24 @@ Tensor Model::head_logits(StepContext& ctx, const Tensor& residual, const std::v
   return host;
 }
 
+Tensor Model::forward_only(StepContext& ctx, const Tensor& ids,
+                           const std::function<Tensor(Block&, StepContext&, const Tensor&)>& run_block) {
+  // The running residual stays where the embedding put it; each block's tensors are released once
+  // its output is copied there, so a long prefill holds one block's activations at a time.
+  Tensor x = embedding_.forward(ctx, checked_ids(ctx, ids));
+  const Arena::Mark before_blocks = activations_.mark();
+  for (Block& block : blocks_) {
+    x.copy_from(run_block(block, ctx, x));
+    scratch_.reset();
+    activations_.release(before_blocks);
+  }
+  return x;
+}
+
 Tensor Model::logits(const Tensor& ids, const SeqLayout& seqs, const std::vector<int64_t>& rows) {
   StepContext ctx = begin_step(seqs);
-  Tensor x = embedding_.forward(ctx, checked_ids(ctx, ids));
-  for (Block& block : blocks_) {
-    x = block.forward(ctx, x);
-    scratch_.reset();
-  }
+  const Tensor x =
+      forward_only(ctx, ids, [](Block& block, StepContext& c, const Tensor& in) { return block.forward(c, in); });
   return head_logits(ctx, x, rows);
 }
 
@@ -254,11 +265,10 @@ Tensor Model::logits_continuing(const Tensor& ids, const SeqLayout& seqs, Decodi
     state.seen[s] += seqs.end(s) - seqs.begin(s);
   }
   ctx.positions.copy_from(Tensor::view(position.data(), {seqs.num_tokens()}, DType::i32));
-  Tensor x = embedding_.forward(ctx, checked_ids(ctx, ids));
-  for (size_t i = 0; i < blocks_.size(); ++i) {
-    x = blocks_[i].forward_continuing(ctx, x, *state.layers[i]);
-    scratch_.reset();
-  }
+  size_t layer = 0;
+  const Tensor x = forward_only(ctx, ids, [&](Block& block, StepContext& c, const Tensor& in) {
+    return block.forward_continuing(c, in, *state.layers[layer++]);
+  });
   return head_logits(ctx, x, rows);
 }
 

@@ -117,6 +117,10 @@ class Model {
   Tensor forward(StepContext& ctx, const Tensor& ids, const Tensor& targets, int64_t& target_count,
                  Tensor& device_targets);
   StepContext begin_step(const SeqLayout& seqs);
+  // Embedding → blocks without a backward to follow (logits, decoding): run_block(block, ctx, x)
+  // runs one block; only the running residual is kept between blocks. Returns the last block's output.
+  Tensor forward_only(StepContext& ctx, const Tensor& ids,
+                      const std::function<Tensor(Block&, StepContext&, const Tensor&)>& run_block);
   const Parameter& head() const;
   // Checks ids (i32 [N] host, in the vocabulary); returns them on the model's device.
   Tensor checked_ids(StepContext& ctx, const Tensor& ids) const;

@@ -3,7 +3,7 @@
 // C covers every key a query of a call sees and the call's new rows: window − 1 + the call's longest
 // sequence with a sliding window (window after a prefill from empty caches, which stores only the
 // last rows), else the longest sequence so far; a larger C moves the live rows into new rings (C
-// grows by a quarter at least without a window, so that steps rarely move the cache).
+// grows by an eighth at least without a window, so that steps rarely move the cache).
 // A forward continuing the caches projects the new tokens, rotates q and k at their positions in
 // the whole sequences, stores the new keys and values a later token may see (those of the last C
 // positions of each sequence) and attends each new query over its cache
@@ -41,7 +41,7 @@ struct AttentionLayer::DecodeState final : MixerState {
   void reserve(int64_t rows) {
     const int64_t old = capacity(), S = sequences();
     if (rows <= old) return;
-    const int64_t C = window > 0 ? rows : (rows + rows / 4 + 63) / 64 * 64;
+    const int64_t C = window > 0 ? rows : (rows + rows / 8 + 63) / 64 * 64;
     Tensor k2 = Tensor::empty({S, C, width}, dtype, device), v2 = Tensor::empty({S, C, width}, dtype, device);
     if (k.defined()) {
       RowPairs moves;

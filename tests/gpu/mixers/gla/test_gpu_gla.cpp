@@ -8,8 +8,9 @@
 // [0, 15, 100, 300] (normalizers 1 and 0.01: decays underflow to 0); K=256 (the largest) with
 // V=100; odd K and V (36 × 20, 33 × 19, 16 × 48 without h0); one-token and exactly-64-token
 // sequences packed together; many (sequence, head) pairs (H=16). Also: the backward repeats bit for
-// bit, and a bf16 g or K > 256 on CUDA is rejected by name. The largest err_ratio per mixer, dtype
-// and tensor is printed at the end.
+// bit, and a bf16 g or K > 256 on CUDA is rejected by name. The recurrent forward (decoding's
+// one-token kernel) against the CPU recurrent op: GpuGlaRecurrent below. The largest err_ratio per
+// mixer, dtype and tensor is printed at the end.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -164,6 +165,82 @@ TEST_P(GpuGla, MatchesCpuInF64) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Mixers, GpuGla, ::testing::ValuesIn(all_params()), param_name);
+
+// ---- The recurrent forward on CUDA (gla_recurrent.cu: decoding's one-token step) against the CPU
+// recurrent op in f64: o at the dtype's tolerance (bf16: one rounding of o), ht at f32's (its
+// arithmetic is f32 in both dtypes); the in-place update (ht = h0) gives the same bits as a separate
+// ht. Shapes: one token per sequence (64 sequences × 4 heads at K = V = 128; K = 256, V = 512),
+// packed prompts of 5, 1 and 13 tokens, each register tiling with K and V off the multiples of 32,
+// and no h0.
+struct RecurrentCase {
+  const char* name;
+  testing::GlaShape shape;
+};
+
+std::vector<int64_t> one_token_each(int64_t sequences) {
+  std::vector<int64_t> cu(static_cast<size_t>(sequences + 1));
+  for (int64_t s = 0; s <= sequences; ++s) cu[static_cast<size_t>(s)] = s;
+  return cu;
+}
+
+const std::vector<RecurrentCase>& recurrent_cases() {
+  static const std::vector<RecurrentCase> all = {
+      {"step_S64_H4_K128_V128", {one_token_each(64), 4, 128, 128, true}},
+      {"step_S3_H2_K256_V512", {one_token_each(3), 2, 256, 512, true}},
+      {"prompts_5_1_13_H2_K64_V64", {{0, 5, 6, 19}, 2, 64, 64, true}},
+      {"prompts_7_13_H3_K100_V48", {{0, 7, 20}, 3, 100, 48, true}},
+      {"prompts_4_9_H1_K200_V40", {{0, 4, 13}, 1, 200, 40, true}},
+      {"step_S2_H1_K33_V19_no_h0", {one_token_each(2), 1, 33, 19, false}},
+  };
+  return all;
+}
+
+std::vector<Param> recurrent_params() {
+  std::vector<Param> params;
+  for (GlaMixer m : ops::gla_mixers()) {
+    for (size_t c = 0; c < recurrent_cases().size(); ++c) {
+      for (DType dtype : {DType::f32, DType::bf16}) params.push_back({m, c, dtype});
+    }
+  }
+  return params;
+}
+
+std::string recurrent_name(const ::testing::TestParamInfo<Param>& info) {
+  return std::string(ops::gla_mixer_name(info.param.mixer)) + "_" + recurrent_cases()[info.param.case_index].name +
+         "_" + std::string(dtype_name(info.param.dtype));
+}
+
+class GpuGlaRecurrent : public testing::GpuTest, public ::testing::WithParamInterface<Param> {};
+
+TEST_P(GpuGlaRecurrent, MatchesCpuRecurrentInF64) {
+  const Param prm = GetParam();
+  const GlaProblem host = representable(
+      testing::make_gla_problem(prm.mixer, recurrent_cases()[prm.case_index].shape, 1.0, 301 + prm.case_index),
+      prm.dtype);
+  const GlaResult ref = testing::run_forward(GlaImpl::recurrent, host);
+  GlaProblem p = on_device(host, prm.dtype);
+  Tensor o = device_empty(p.d_o, prm.dtype), ht = device_empty(p.dht, DType::f32);
+  ops::gla_forward(GlaImpl::recurrent, p.spec, p.seqs, p.in, o, ht);
+  EXPECT_TRUE(testing::assert_close("o", ref.o, testing::to_host(o), testing::tolerance(prm.dtype), 0));
+  EXPECT_TRUE(testing::assert_close("ht", ref.ht, testing::to_host(ht), testing::tolerance(DType::f32), 0));
+  auto& w = worst->worst[std::string(ops::gla_mixer_name(prm.mixer)) + "/" + std::string(dtype_name(prm.dtype)) +
+                         "/recurrent"];
+  w["o"] = std::max(w["o"], testing::compare(ref.o, testing::to_host(o)).err_ratio);
+  w["ht"] = std::max(w["ht"], testing::compare(ref.ht, testing::to_host(ht)).err_ratio);
+
+  // In place: the state advanced where it lies.
+  const Tensor start = p.in.h0.defined() ? p.in.h0.clone() : Tensor::zeros(p.dht.shape(), DType::f32);
+  Tensor h = Tensor::empty(start.shape(), DType::f32, Device::cuda);
+  h.copy_from(start);
+  p.in.h0 = h;
+  Tensor o2 = device_empty(p.d_o, prm.dtype);
+  ops::gla_forward(GlaImpl::recurrent, p.spec, p.seqs, p.in, o2, h);
+  const Tensor a = ht.clone(), b = h.clone(), oa = o.clone(), ob = o2.clone();
+  EXPECT_EQ(0, std::memcmp(a.raw(), b.raw(), a.nbytes())) << "in-place ht";
+  EXPECT_EQ(0, std::memcmp(oa.raw(), ob.raw(), oa.nbytes())) << "in-place o";
+}
+
+INSTANTIATE_TEST_SUITE_P(Mixers, GpuGlaRecurrent, ::testing::ValuesIn(recurrent_params()), recurrent_name);
 
 class GpuGlaContract : public testing::GpuTest {};
 

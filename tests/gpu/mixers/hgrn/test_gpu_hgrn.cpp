@@ -2,11 +2,13 @@
 // inputs: o, ht, dx, dg, dh0 in f32 and bf16 (x and do; g, h0, dht f32) at fla's err_ratio limits
 // (f32 1e-5, bf16 5e-3). Shapes: packed documents [0, 15, 80, 150] with D = 7; one-token,
 // exactly-64-token and longer sequences with D = 300 (a partial block of channels); two sequences
-// of 1000 tokens with D = 2048; log decays logsigmoid(N(0, 1)) / normalizer for normalizers 1 and
-// 0.01 (decays underflow to 0); with and without h0.
+// of 1000 tokens with D = 2048; one token in each of 64 sequences (decoding's step); log decays
+// logsigmoid(N(0, 1)) / normalizer for normalizers 1 and 0.01 (decays underflow to 0); with and
+// without h0. The recurrent forward (decoding's one-token kernel) on the same shapes: GpuHgrnRecurrent.
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -25,6 +27,13 @@ struct Case {
   bool with_h0;
 };
 
+// Decoding's step: one token in each of `sequences` sequences.
+std::vector<int64_t> one_token_each(int64_t sequences) {
+  std::vector<int64_t> cu(static_cast<size_t>(sequences + 1));
+  for (int64_t s = 0; s <= sequences; ++s) cu[static_cast<size_t>(s)] = s;
+  return cu;
+}
+
 const std::vector<Case>& cases() {
   static const std::vector<Case> all = {
       {"packed_15_80_150_D7", {0, 15, 80, 150}, 7, 1.0, true},
@@ -32,6 +41,7 @@ const std::vector<Case>& cases() {
       {"packed_1_64_65_200_D300", {0, 1, 65, 130, 335}, 300, 1.0, true},
       {"packed_1_64_65_200_D300_noh0", {0, 1, 65, 130, 335}, 300, 1.0, false},
       {"B2_T1000_D2048", {0, 1000, 2000}, 2048, 1.0, true},
+      {"step_S64_D300", one_token_each(64), 300, 1.0, true},
   };
   return all;
 }
@@ -125,6 +135,35 @@ TEST_P(GpuHgrn, MatchesCpuInF64) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, GpuHgrn, ::testing::ValuesIn(all_params()), param_name);
+
+// The recurrent forward on CUDA (hgrn_recurrent.cu: decoding's one-token step) against the CPU
+// recurrent op: o at the dtype's tolerance, ht at f32's (f32 arithmetic in both dtypes); the in-place
+// update (ht = h0) gives the same bits as a separate ht.
+class GpuHgrnRecurrent : public testing::GpuTest, public ::testing::WithParamInterface<Param> {};
+
+TEST_P(GpuHgrnRecurrent, MatchesCpuRecurrentInF64) {
+  const Param prm = GetParam();
+  const Problem p = make_problem(cases()[prm.case_index], prm.dtype, 41 + prm.case_index);
+  const Result ref = run_cpu(p);
+  const int64_t N = p.in.x.dim(0), D = p.in.x.dim(1), S = p.seqs.num_seqs();
+  ops::HgrnInputs in{testing::to_device(p.in.x, prm.dtype), testing::to_device(p.in.g, DType::f32),
+                     p.in.h0.defined() ? testing::to_device(p.in.h0, DType::f32) : Tensor()};
+  Tensor o = Tensor::empty({N, D}, prm.dtype, Device::cuda), ht = Tensor::empty({S, D}, DType::f32, Device::cuda);
+  ops::hgrn_forward(ops::HgrnImpl::recurrent, p.seqs, in, o, ht);
+  EXPECT_TRUE(testing::assert_close("o", ref.o, testing::to_host(o), testing::tolerance(prm.dtype), 0));
+  EXPECT_TRUE(testing::assert_close("ht", ref.ht, testing::to_host(ht), testing::tolerance(DType::f32), 0));
+
+  Tensor h =
+      in.h0.defined() ? testing::to_device(p.in.h0, DType::f32) : Tensor::zeros({S, D}, DType::f32, Device::cuda);
+  in.h0 = h;
+  Tensor o2 = Tensor::empty({N, D}, prm.dtype, Device::cuda);
+  ops::hgrn_forward(ops::HgrnImpl::recurrent, p.seqs, in, o2, h);
+  const Tensor a = ht.clone(), b = h.clone(), oa = o.clone(), ob = o2.clone();
+  EXPECT_EQ(0, std::memcmp(a.raw(), b.raw(), a.nbytes())) << "in-place ht";
+  EXPECT_EQ(0, std::memcmp(oa.raw(), ob.raw(), oa.nbytes())) << "in-place o";
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, GpuHgrnRecurrent, ::testing::ValuesIn(all_params()), param_name);
 
 }  // namespace
 }  // namespace linea
