@@ -2,8 +2,8 @@
 // softmax attention (a sliding window too), on several documents at once: the logits of a
 // prefill (Model::logits_continuing from empty states) and then of one token per sequence per
 // step equal the logits of one full forward over the whole documents (Model::logits), to 1e-5
-// relative in f32. Model::logits itself agrees with evaluate()'s cross-entropy. CUDA models are
-// refused with a clear error (tests/gpu would say so; here: the message's contract).
+// relative in f32. Model::logits itself agrees with evaluate()'s cross-entropy. The same check on
+// CUDA models: tests/gpu/inference/test_gpu_decoder.cpp.
 #include <gtest/gtest.h>
 
 #include <algorithm>
