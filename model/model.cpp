@@ -216,13 +216,14 @@ Tensor Model::head_logits(StepContext& ctx, const Tensor& residual, const std::v
 Tensor Model::forward_only(StepContext& ctx, const Tensor& ids,
                            const std::function<Tensor(Block&, StepContext&, const Tensor&)>& run_block) {
   // The running residual stays where the embedding put it; each block's tensors are released once
-  // its output is copied there, so a long prefill holds one block's activations at a time.
+  // its output is copied there, so a long prefill holds one block's activations at a time. CLER's
+  // links carry a sender's write error to a later block: then every block's tensors stay.
   Tensor x = embedding_.forward(ctx, checked_ids(ctx, ids));
   const Arena::Mark before_blocks = activations_.mark();
   for (Block& block : blocks_) {
     x.copy_from(run_block(block, ctx, x));
     scratch_.reset();
-    activations_.release(before_blocks);
+    if (links_.empty()) activations_.release(before_blocks);
   }
   return x;
 }

@@ -118,7 +118,8 @@ class Model {
                  Tensor& device_targets);
   StepContext begin_step(const SeqLayout& seqs);
   // Embedding → blocks without a backward to follow (logits, decoding): run_block(block, ctx, x)
-  // runs one block; only the running residual is kept between blocks. Returns the last block's output.
+  // runs one block; only the running residual is kept between blocks (unless CLER links carry a
+  // write error to a later block). Returns the last block's output.
   Tensor forward_only(StepContext& ctx, const Tensor& ids,
                       const std::function<Tensor(Block&, StepContext&, const Tensor&)>& run_block);
   const Parameter& head() const;

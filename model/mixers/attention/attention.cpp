@@ -88,9 +88,9 @@ void attention_over_cache(Tensor out, const Tensor& q, const Tensor& k_cache, co
   args.require(queries.defined() && queries.dtype() == DType::i32 && queries.ndim() == 2 && queries.dim(1) == 2 &&
                    queries.device() == Device::cpu,
                "queries", "expected i32 [N, 2] (sequence, position) on the cpu, got " + queries.describe());
-  const int64_t n = queries.dim(0);
-  args.require(check_attention_shape(args, shape, q) == n, "queries",
-               "expected one row per row of q (" + std::to_string(q.dim(0)) + "), got " + queries.describe());
+  const int64_t n = queries.dim(0), rows = check_attention_shape(args, shape, q);
+  args.require(rows == n, "queries",
+               "expected one row per row of q (" + std::to_string(rows) + "), got " + queries.describe());
   const int64_t kv_width = shape.kv_heads * shape.head_dim;
   args.require(k_cache.ndim() == 3, "k_cache", "must be 3-D [S, C, Hkv·Dh], got " + k_cache.describe());
   args.floating(k_cache, "k_cache", {kAnyDim, kAnyDim, kv_width})
