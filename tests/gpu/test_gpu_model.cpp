@@ -44,21 +44,7 @@ double grad_tolerance(DType dtype) { return dtype == DType::bf16 ? 0.2 : 1e-4; }
 // Layer 1 is softmax attention; head sizes the CUDA kernels support (attention head_dim 64).
 ModelConfig gpu_hybrid(const std::string& mixer) {
   const bool tied = mixer == "gdn";  // the tied table gets gradient from both ends
-  return testing::tiny_hybrid_config(mixer, tied,
-                                     {.d_model = 64,
-                                      .layers = 3,
-                                      .vocab = 97,
-                                      .mlp_hidden = 96,
-                                      .init_std = 0.1,
-                                      .linear_heads = 2,
-                                      .d_k = 32,
-                                      .d_v = 32,
-                                      .conv = 4,
-                                      .decay_rank = 16,
-                                      .gate_rank = 16,
-                                      .attention_heads = 2,
-                                      .kv_heads = 1,
-                                      .head_dim = 64});
+  return testing::tiny_hybrid_config(mixer, tied, testing::kGpuSizes);
 }
 
 using Batch = testing::PackedBatch;

@@ -41,23 +41,9 @@ WorstErrors* const worst = static_cast<WorstErrors*>(::testing::AddGlobalTestEnv
 
 double tolerance(DType dtype) { return dtype == DType::bf16 ? 5e-2 : 1e-5; }
 
-// Head sizes the CUDA kernels take (attention head_dim 64), as tests/gpu/test_gpu_model.cpp.
+// Head sizes the CUDA kernels take (testing::kGpuSizes, as tests/gpu/test_gpu_model.cpp).
 ModelConfig config_for(const std::string& mixer, bool hybrid, int64_t window) {
-  ModelConfig c = testing::tiny_hybrid_config(mixer, false,
-                                              {.d_model = 64,
-                                               .layers = 3,
-                                               .vocab = 97,
-                                               .mlp_hidden = 96,
-                                               .init_std = 0.1,
-                                               .linear_heads = 2,
-                                               .d_k = 32,
-                                               .d_v = 32,
-                                               .conv = 4,
-                                               .decay_rank = 16,
-                                               .gate_rank = 16,
-                                               .attention_heads = 2,
-                                               .kv_heads = 1,
-                                               .head_dim = 64});
+  ModelConfig c = testing::tiny_hybrid_config(mixer, false, testing::kGpuSizes);
   if (!hybrid && mixer != "attention") {
     c.hybrid = "pure";
     c.attention_layers.clear();

@@ -40,29 +40,18 @@ const std::vector<Case>& cases() {
   return all;
 }
 
-struct Param {
-  size_t case_index;
-  DType dtype;
-};
-
-std::vector<Param> all_params() {
-  std::vector<Param> params;
-  for (size_t c = 0; c < cases().size(); ++c) {
-    for (DType dtype : {DType::f32, DType::bf16}) params.push_back({c, dtype});
-  }
-  return params;
-}
+using Param = testing::CaseInDtype;
 
 std::string param_name(const ::testing::TestParamInfo<Param>& info) {
-  return std::string(cases()[info.param.case_index].name) + "_" + std::string(dtype_name(info.param.dtype));
+  return testing::case_dtype_name(cases()[info.param.index].name, info.param.dtype);
 }
 
 class GpuAttentionDecode : public testing::GpuTest, public ::testing::WithParamInterface<Param> {};
 
 TEST_P(GpuAttentionDecode, MatchesCpuInF64) {
   const Param prm = GetParam();
-  const Case& c = cases()[prm.case_index];
-  Rng rng(17 + prm.case_index);
+  const Case& c = cases()[prm.index];
+  Rng rng(17 + prm.index);
   const int64_t n = static_cast<int64_t>(c.queries.size()), width = c.kv_heads * c.head_dim;
   const ops::AttentionShape shape{.q_heads = c.q_heads,
                                   .kv_heads = c.kv_heads,
@@ -87,7 +76,8 @@ TEST_P(GpuAttentionDecode, MatchesCpuInF64) {
               testing::compare(ref, testing::to_host(out)).err_ratio);
 }
 
-INSTANTIATE_TEST_SUITE_P(Caches, GpuAttentionDecode, ::testing::ValuesIn(all_params()), param_name);
+INSTANTIATE_TEST_SUITE_P(Caches, GpuAttentionDecode, ::testing::ValuesIn(testing::in_both_dtypes(cases().size())),
+                         param_name);
 
 }  // namespace
 }  // namespace linea

@@ -362,44 +362,19 @@ TEST_F(GpuDeltaRuleContract, RecurrentBackwardWriteErrorAndBf16DecayAreRejected)
 }
 
 // ---- The recurrent forward on CUDA (delta_rule_recurrent.cu: decoding's one-token step) against
-// the CPU recurrent op in f64: o at the dtype's tolerance (bf16: one rounding of o), ht at f32's
-// (its arithmetic is f32 in both dtypes); and the in-place update (ht = h0) gives the same bits as
-// a separate ht. Shapes: one token per sequence (64 sequences × 4 heads at K = V = 128, the 340M
-// GDN's K = 256, V = 512), packed prompts of 5, 1 and 13 tokens, each register tiling (K ≤ 64, ≤ 128,
-// ≤ 256) with K and V off the multiples of 32, and no h0.
-struct RecurrentCase {
-  const char* name;
-  testing::DeltaRuleShape shape;
-};
-
-std::vector<int64_t> one_token_each(int64_t sequences) {
-  std::vector<int64_t> cu(static_cast<size_t>(sequences + 1));
-  for (int64_t s = 0; s <= sequences; ++s) cu[static_cast<size_t>(s)] = s;
-  return cu;
-}
-
-const std::vector<RecurrentCase>& recurrent_cases() {
-  static const std::vector<RecurrentCase> all = {
-      {"step_S64_H4_K128_V128", {one_token_each(64), 4, 128, 128, true}},
-      {"step_S3_H2_K256_V512", {one_token_each(3), 2, 256, 512, true}},
-      {"prompts_5_1_13_H2_K64_V64", {{0, 5, 6, 19}, 2, 64, 64, true}},
-      {"prompts_7_13_H3_K100_V48", {{0, 7, 20}, 3, 100, 48, true}},
-      {"prompts_4_9_H1_K200_V40", {{0, 4, 13}, 1, 200, 40, true}},
-      {"step_S2_H1_K33_V19_no_h0", {one_token_each(2), 1, 33, 19, false}},
-  };
-  return all;
-}
-
+// the CPU recurrent op in f64, on testing::recurrent_kernel_shapes(): o at the dtype's tolerance
+// (bf16: one rounding of o), ht at f32's (its arithmetic is f32 in both dtypes); and the in-place
+// update (ht = h0) gives the same bits as a separate ht.
 struct RecurrentParam {
   DeltaRulePreset mixer;
-  size_t case_index;
+  size_t shape_index;
   DType dtype;
 };
 
 std::vector<RecurrentParam> recurrent_params() {
   std::vector<RecurrentParam> params;
   for (const DeltaRulePreset& m : testing::named_mixers()) {
-    for (size_t c = 0; c < recurrent_cases().size(); ++c) {
+    for (size_t c = 0; c < testing::recurrent_kernel_shapes().size(); ++c) {
       for (DType dtype : {DType::f32, DType::bf16}) params.push_back({m, c, dtype});
     }
   }
@@ -407,38 +382,36 @@ std::vector<RecurrentParam> recurrent_params() {
 }
 
 std::string recurrent_name(const ::testing::TestParamInfo<RecurrentParam>& info) {
-  return std::string(info.param.mixer.name) + "_" + recurrent_cases()[info.param.case_index].name + "_" +
-         std::string(dtype_name(info.param.dtype));
+  return std::string(info.param.mixer.name) + "_" + testing::recurrent_kernel_shapes()[info.param.shape_index].name +
+         "_" + std::string(dtype_name(info.param.dtype));
 }
 
 class GpuDeltaRuleRecurrent : public testing::GpuTest, public ::testing::WithParamInterface<RecurrentParam> {};
 
 TEST_P(GpuDeltaRuleRecurrent, MatchesCpuRecurrentInF64) {
   const RecurrentParam prm = GetParam();
-  const DeltaRuleProblem host = representable(
-      testing::make_delta_rule_problem(prm.mixer.decay, prm.mixer.gate, recurrent_cases()[prm.case_index].shape, 1.0,
-                                       301 + prm.case_index),
-      prm.dtype);
+  const DeltaRuleProblem host =
+      representable(testing::make_delta_rule_problem(prm.mixer.decay, prm.mixer.gate,
+                                                     testing::recurrent_kernel_shapes()[prm.shape_index].shape, 1.0,
+                                                     301 + prm.shape_index),
+                    prm.dtype);
   const DeltaRuleResult ref = testing::run_forward(DeltaRuleImpl::recurrent, host);
   DeltaRuleProblem p = on_device(host, prm.dtype);
   Tensor o = device_empty(p.d_o, prm.dtype), ht = device_empty(p.dht, DType::f32);
   ops::delta_rule_forward(DeltaRuleImpl::recurrent, p.spec, p.seqs, p.in, o, ht);
-  EXPECT_TRUE(testing::assert_close("o", ref.o, testing::to_host(o), testing::tolerance(prm.dtype), 0));
-  EXPECT_TRUE(testing::assert_close("ht", ref.ht, testing::to_host(ht), testing::tolerance(DType::f32), 0));
+  const Tensor got_o = testing::to_host(o), got_ht = testing::to_host(ht);
+  EXPECT_TRUE(testing::assert_close("o", ref.o, got_o, testing::tolerance(prm.dtype), 0));
+  EXPECT_TRUE(testing::assert_close("ht", ref.ht, got_ht, testing::tolerance(DType::f32), 0));
   auto& w = worst->worst[std::string(prm.mixer.name) + "/" + std::string(dtype_name(prm.dtype)) + "/recurrent"];
-  w["o"] = std::max(w["o"], testing::compare(ref.o, testing::to_host(o)).err_ratio);
-  w["ht"] = std::max(w["ht"], testing::compare(ref.ht, testing::to_host(ht)).err_ratio);
+  w["o"] = std::max(w["o"], testing::compare(ref.o, got_o).err_ratio);
+  w["ht"] = std::max(w["ht"], testing::compare(ref.ht, got_ht).err_ratio);
 
-  // In place: the state advanced where it lies.
-  Tensor state = p.in.h0.defined() ? p.in.h0.clone() : Tensor::zeros(p.dht.shape(), DType::f32);
-  Tensor h = Tensor::empty(state.shape(), DType::f32, Device::cuda);
-  h.copy_from(state);
+  Tensor h = testing::device_state(p.in.h0, p.dht.shape());
   p.in.h0 = h;
-  Tensor o2 = device_empty(p.d_o, prm.dtype);
-  ops::delta_rule_forward(DeltaRuleImpl::recurrent, p.spec, p.seqs, p.in, o2, h);
-  const Tensor a = ht.clone(), b = h.clone(), oa = o.clone(), ob = o2.clone();
-  EXPECT_EQ(0, std::memcmp(a.raw(), b.raw(), a.nbytes())) << "in-place ht";
-  EXPECT_EQ(0, std::memcmp(oa.raw(), ob.raw(), oa.nbytes())) << "in-place o";
+  Tensor o_in_place = device_empty(p.d_o, prm.dtype);
+  ops::delta_rule_forward(DeltaRuleImpl::recurrent, p.spec, p.seqs, p.in, o_in_place, h);
+  EXPECT_TRUE(testing::same_bits("in-place ht", ht, h));
+  EXPECT_TRUE(testing::same_bits("in-place o", o, o_in_place));
 }
 
 INSTANTIATE_TEST_SUITE_P(Mixers, GpuDeltaRuleRecurrent, ::testing::ValuesIn(recurrent_params()), recurrent_name);

@@ -167,38 +167,13 @@ TEST_P(GpuGla, MatchesCpuInF64) {
 INSTANTIATE_TEST_SUITE_P(Mixers, GpuGla, ::testing::ValuesIn(all_params()), param_name);
 
 // ---- The recurrent forward on CUDA (gla_recurrent.cu: decoding's one-token step) against the CPU
-// recurrent op in f64: o at the dtype's tolerance (bf16: one rounding of o), ht at f32's (its
-// arithmetic is f32 in both dtypes); the in-place update (ht = h0) gives the same bits as a separate
-// ht. Shapes: one token per sequence (64 sequences × 4 heads at K = V = 128; K = 256, V = 512),
-// packed prompts of 5, 1 and 13 tokens, each register tiling with K and V off the multiples of 32,
-// and no h0.
-struct RecurrentCase {
-  const char* name;
-  testing::GlaShape shape;
-};
-
-std::vector<int64_t> one_token_each(int64_t sequences) {
-  std::vector<int64_t> cu(static_cast<size_t>(sequences + 1));
-  for (int64_t s = 0; s <= sequences; ++s) cu[static_cast<size_t>(s)] = s;
-  return cu;
-}
-
-const std::vector<RecurrentCase>& recurrent_cases() {
-  static const std::vector<RecurrentCase> all = {
-      {"step_S64_H4_K128_V128", {one_token_each(64), 4, 128, 128, true}},
-      {"step_S3_H2_K256_V512", {one_token_each(3), 2, 256, 512, true}},
-      {"prompts_5_1_13_H2_K64_V64", {{0, 5, 6, 19}, 2, 64, 64, true}},
-      {"prompts_7_13_H3_K100_V48", {{0, 7, 20}, 3, 100, 48, true}},
-      {"prompts_4_9_H1_K200_V40", {{0, 4, 13}, 1, 200, 40, true}},
-      {"step_S2_H1_K33_V19_no_h0", {one_token_each(2), 1, 33, 19, false}},
-  };
-  return all;
-}
-
+// recurrent op in f64, on testing::recurrent_kernel_shapes(): o at the dtype's tolerance (bf16: one
+// rounding of o), ht at f32's (its arithmetic is f32 in both dtypes); the in-place update (ht = h0)
+// gives the same bits as a separate ht.
 std::vector<Param> recurrent_params() {
   std::vector<Param> params;
   for (GlaMixer m : ops::gla_mixers()) {
-    for (size_t c = 0; c < recurrent_cases().size(); ++c) {
+    for (size_t c = 0; c < testing::recurrent_kernel_shapes().size(); ++c) {
       for (DType dtype : {DType::f32, DType::bf16}) params.push_back({m, c, dtype});
     }
   }
@@ -206,38 +181,37 @@ std::vector<Param> recurrent_params() {
 }
 
 std::string recurrent_name(const ::testing::TestParamInfo<Param>& info) {
-  return std::string(ops::gla_mixer_name(info.param.mixer)) + "_" + recurrent_cases()[info.param.case_index].name +
-         "_" + std::string(dtype_name(info.param.dtype));
+  return std::string(ops::gla_mixer_name(info.param.mixer)) + "_" +
+         testing::recurrent_kernel_shapes()[info.param.case_index].name + "_" +
+         std::string(dtype_name(info.param.dtype));
 }
 
 class GpuGlaRecurrent : public testing::GpuTest, public ::testing::WithParamInterface<Param> {};
 
 TEST_P(GpuGlaRecurrent, MatchesCpuRecurrentInF64) {
   const Param prm = GetParam();
-  const GlaProblem host = representable(
-      testing::make_gla_problem(prm.mixer, recurrent_cases()[prm.case_index].shape, 1.0, 301 + prm.case_index),
-      prm.dtype);
+  const GlaProblem host =
+      representable(testing::make_gla_problem(prm.mixer, testing::recurrent_kernel_shapes()[prm.case_index].shape, 1.0,
+                                              301 + prm.case_index),
+                    prm.dtype);
   const GlaResult ref = testing::run_forward(GlaImpl::recurrent, host);
   GlaProblem p = on_device(host, prm.dtype);
   Tensor o = device_empty(p.d_o, prm.dtype), ht = device_empty(p.dht, DType::f32);
   ops::gla_forward(GlaImpl::recurrent, p.spec, p.seqs, p.in, o, ht);
-  EXPECT_TRUE(testing::assert_close("o", ref.o, testing::to_host(o), testing::tolerance(prm.dtype), 0));
-  EXPECT_TRUE(testing::assert_close("ht", ref.ht, testing::to_host(ht), testing::tolerance(DType::f32), 0));
+  const Tensor got_o = testing::to_host(o), got_ht = testing::to_host(ht);
+  EXPECT_TRUE(testing::assert_close("o", ref.o, got_o, testing::tolerance(prm.dtype), 0));
+  EXPECT_TRUE(testing::assert_close("ht", ref.ht, got_ht, testing::tolerance(DType::f32), 0));
   auto& w = worst->worst[std::string(ops::gla_mixer_name(prm.mixer)) + "/" + std::string(dtype_name(prm.dtype)) +
                          "/recurrent"];
-  w["o"] = std::max(w["o"], testing::compare(ref.o, testing::to_host(o)).err_ratio);
-  w["ht"] = std::max(w["ht"], testing::compare(ref.ht, testing::to_host(ht)).err_ratio);
+  w["o"] = std::max(w["o"], testing::compare(ref.o, got_o).err_ratio);
+  w["ht"] = std::max(w["ht"], testing::compare(ref.ht, got_ht).err_ratio);
 
-  // In place: the state advanced where it lies.
-  const Tensor start = p.in.h0.defined() ? p.in.h0.clone() : Tensor::zeros(p.dht.shape(), DType::f32);
-  Tensor h = Tensor::empty(start.shape(), DType::f32, Device::cuda);
-  h.copy_from(start);
+  Tensor h = testing::device_state(p.in.h0, p.dht.shape());
   p.in.h0 = h;
-  Tensor o2 = device_empty(p.d_o, prm.dtype);
-  ops::gla_forward(GlaImpl::recurrent, p.spec, p.seqs, p.in, o2, h);
-  const Tensor a = ht.clone(), b = h.clone(), oa = o.clone(), ob = o2.clone();
-  EXPECT_EQ(0, std::memcmp(a.raw(), b.raw(), a.nbytes())) << "in-place ht";
-  EXPECT_EQ(0, std::memcmp(oa.raw(), ob.raw(), oa.nbytes())) << "in-place o";
+  Tensor o_in_place = device_empty(p.d_o, prm.dtype);
+  ops::gla_forward(GlaImpl::recurrent, p.spec, p.seqs, p.in, o_in_place, h);
+  EXPECT_TRUE(testing::same_bits("in-place ht", ht, h));
+  EXPECT_TRUE(testing::same_bits("in-place o", o, o_in_place));
 }
 
 INSTANTIATE_TEST_SUITE_P(Mixers, GpuGlaRecurrent, ::testing::ValuesIn(recurrent_params()), recurrent_name);

@@ -8,13 +8,13 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <cstring>
 #include <sstream>
 #include <string>
 #include <vector>
 
 #include "model/mixers/hgrn/hgrn.h"
 #include "tests/gpu/gpu_test.h"
+#include "tests/testing/mixers/random_problem.h"
 
 namespace linea {
 namespace {
@@ -27,13 +27,6 @@ struct Case {
   bool with_h0;
 };
 
-// Decoding's step: one token in each of `sequences` sequences.
-std::vector<int64_t> one_token_each(int64_t sequences) {
-  std::vector<int64_t> cu(static_cast<size_t>(sequences + 1));
-  for (int64_t s = 0; s <= sequences; ++s) cu[static_cast<size_t>(s)] = s;
-  return cu;
-}
-
 const std::vector<Case>& cases() {
   static const std::vector<Case> all = {
       {"packed_15_80_150_D7", {0, 15, 80, 150}, 7, 1.0, true},
@@ -41,7 +34,7 @@ const std::vector<Case>& cases() {
       {"packed_1_64_65_200_D300", {0, 1, 65, 130, 335}, 300, 1.0, true},
       {"packed_1_64_65_200_D300_noh0", {0, 1, 65, 130, 335}, 300, 1.0, false},
       {"B2_T1000_D2048", {0, 1000, 2000}, 2048, 1.0, true},
-      {"step_S64_D300", one_token_each(64), 300, 1.0, true},
+      {"step_S64_D300", testing::one_token_each(64), 300, 1.0, true},
   };
   return all;
 }
@@ -103,28 +96,19 @@ Result run_gpu(const Problem& p, DType dtype) {
           testing::to_host(g.dh0)};
 }
 
-struct Param {
-  size_t case_index;
-  DType dtype;
-};
+using Param = testing::CaseInDtype;
 
-std::vector<Param> all_params() {
-  std::vector<Param> params;
-  for (size_t c = 0; c < cases().size(); ++c) {
-    for (DType dtype : {DType::f32, DType::bf16}) params.push_back({c, dtype});
-  }
-  return params;
-}
+std::vector<Param> all_params() { return testing::in_both_dtypes(cases().size()); }
 
 std::string param_name(const ::testing::TestParamInfo<Param>& info) {
-  return std::string(cases()[info.param.case_index].name) + "_" + std::string(dtype_name(info.param.dtype));
+  return testing::case_dtype_name(cases()[info.param.index].name, info.param.dtype);
 }
 
 class GpuHgrn : public testing::GpuTest, public ::testing::WithParamInterface<Param> {};
 
 TEST_P(GpuHgrn, MatchesCpuInF64) {
   const Param prm = GetParam();
-  const Problem p = make_problem(cases()[prm.case_index], prm.dtype, 11 + prm.case_index);
+  const Problem p = make_problem(cases()[prm.index], prm.dtype, 11 + prm.index);
   const Result ref = run_cpu(p), got = run_gpu(p, prm.dtype);
   const double tol = testing::tolerance(prm.dtype);
   EXPECT_TRUE(testing::assert_close("o", ref.o, got.o, tol, 0));
@@ -143,7 +127,7 @@ class GpuHgrnRecurrent : public testing::GpuTest, public ::testing::WithParamInt
 
 TEST_P(GpuHgrnRecurrent, MatchesCpuRecurrentInF64) {
   const Param prm = GetParam();
-  const Problem p = make_problem(cases()[prm.case_index], prm.dtype, 41 + prm.case_index);
+  const Problem p = make_problem(cases()[prm.index], prm.dtype, 41 + prm.index);
   const Result ref = run_cpu(p);
   const int64_t N = p.in.x.dim(0), D = p.in.x.dim(1), S = p.seqs.num_seqs();
   ops::HgrnInputs in{testing::to_device(p.in.x, prm.dtype), testing::to_device(p.in.g, DType::f32),
@@ -153,14 +137,12 @@ TEST_P(GpuHgrnRecurrent, MatchesCpuRecurrentInF64) {
   EXPECT_TRUE(testing::assert_close("o", ref.o, testing::to_host(o), testing::tolerance(prm.dtype), 0));
   EXPECT_TRUE(testing::assert_close("ht", ref.ht, testing::to_host(ht), testing::tolerance(DType::f32), 0));
 
-  Tensor h =
-      in.h0.defined() ? testing::to_device(p.in.h0, DType::f32) : Tensor::zeros({S, D}, DType::f32, Device::cuda);
+  Tensor h = testing::device_state(in.h0, {S, D});
   in.h0 = h;
-  Tensor o2 = Tensor::empty({N, D}, prm.dtype, Device::cuda);
-  ops::hgrn_forward(ops::HgrnImpl::recurrent, p.seqs, in, o2, h);
-  const Tensor a = ht.clone(), b = h.clone(), oa = o.clone(), ob = o2.clone();
-  EXPECT_EQ(0, std::memcmp(a.raw(), b.raw(), a.nbytes())) << "in-place ht";
-  EXPECT_EQ(0, std::memcmp(oa.raw(), ob.raw(), oa.nbytes())) << "in-place o";
+  Tensor o_in_place = Tensor::empty({N, D}, prm.dtype, Device::cuda);
+  ops::hgrn_forward(ops::HgrnImpl::recurrent, p.seqs, in, o_in_place, h);
+  EXPECT_TRUE(testing::same_bits("in-place ht", ht, h));
+  EXPECT_TRUE(testing::same_bits("in-place o", o, o_in_place));
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, GpuHgrnRecurrent, ::testing::ValuesIn(all_params()), param_name);
