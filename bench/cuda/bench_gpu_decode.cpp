@@ -13,6 +13,8 @@
 //
 // Usage: bench_gpu_decode CONFIG.toml [--batches 1,64] [--seq-len T=4096] [--steps S=64]
 //        [--dtype bf16|f32] [section.key=value ...]
+//        bench_gpu_decode   (from the repository root: issue 18's table, configs/bench/gdn-340m-4k.toml
+//                            and transformer-340m-4k.toml at batch 1 and 64, prompt 4096, bf16)
 #include <cuda_runtime.h>
 
 #include <nlohmann/json.hpp>
@@ -79,25 +81,20 @@ Timing decode(Model& model, const std::vector<inference::TokenIds>& prompts, int
   return t;
 }
 
-int run(int argc, char** argv) {
+struct Options {
   std::vector<int64_t> batches = {1, 64};
+  int64_t prompt = 4096, steps = 64;
   DType dtype = DType::bf16;
-  const bench::ModelBenchArgs args =
-      bench::parse_model_bench_args(argc, argv, 0, 4096, 64,
-                                    {{"batches", [&](const std::string& v) { batches = parse_batches(v); }},
-                                     {"dtype", [&](const std::string& v) {
-                                        if (v != "bf16" && v != "f32")
-                                          throw std::invalid_argument("--dtype: expected bf16 or f32, got '" + v + "'");
-                                        dtype = v == "bf16" ? DType::bf16 : DType::f32;
-                                      }}});
-  if (args.batch != 0) throw std::invalid_argument("--batch: give the batch sizes as --batches B1,B2,...");
-  ConfigReader reader = ConfigReader::from_file(args.config, args.overrides);
+};
+
+// One JSON line per batch size of `options` for the model of `config_path`.
+void bench_config(const std::string& config_path, const std::vector<std::string>& overrides, const Options& options) {
+  ConfigReader reader = ConfigReader::from_file(config_path, overrides);
   const ModelConfig config = ModelConfig::parse(reader.section("model"));
-  Model model(config, DType::f32, true, {}, Device::cuda, dtype);
+  Model model(config, DType::f32, true, {}, Device::cuda, options.dtype);
   model.init_parameters(1);
-  bench::emit_device();
-  const int64_t T = args.seq_len, steps = args.steps;
-  for (int64_t B : batches) {
+  const int64_t T = options.prompt, steps = options.steps;
+  for (int64_t B : options.batches) {
     Rng rng(static_cast<uint64_t>(B));
     std::vector<inference::TokenIds> prompts(static_cast<size_t>(B));
     for (auto& prompt : prompts) {
@@ -108,8 +105,8 @@ int run(int argc, char** argv) {
     const Timing t = decode(model, prompts, steps, rng);
     const double step_ms = t.steps_ms / double(steps);
     bench::emit({{"bench", "gpu_decode"},
-                 {"config", args.config},
-                 {"dtype", std::string(dtype_name(dtype))},
+                 {"config", config_path},
+                 {"dtype", std::string(dtype_name(options.dtype))},
                  {"params", model.params().numel()},
                  {"batch", B},
                  {"prompt", T},
@@ -122,6 +119,30 @@ int run(int argc, char** argv) {
                  {"state_bytes_per_sequence_after_steps", t.bytes_after_steps / static_cast<size_t>(B)},
                  {"peak_device_mib", double(cuda_peak_allocated_bytes()) / double(1 << 20)}});
   }
+}
+
+int run(int argc, char** argv) {
+  Options options;
+  if (argc < 2) {  // issue 18's table
+    bench::emit_device();
+    for (const char* config : {"configs/bench/gdn-340m-4k.toml", "configs/bench/transformer-340m-4k.toml"}) {
+      bench_config(config, {}, options);
+    }
+    return 0;
+  }
+  const bench::ModelBenchArgs args =
+      bench::parse_model_bench_args(argc, argv, 0, options.prompt, options.steps,
+                                    {{"batches", [&](const std::string& v) { options.batches = parse_batches(v); }},
+                                     {"dtype", [&](const std::string& v) {
+                                        if (v != "bf16" && v != "f32")
+                                          throw std::invalid_argument("--dtype: expected bf16 or f32, got '" + v + "'");
+                                        options.dtype = v == "bf16" ? DType::bf16 : DType::f32;
+                                      }}});
+  if (args.batch != 0) throw std::invalid_argument("--batch: give the batch sizes as --batches B1,B2,...");
+  options.prompt = args.seq_len;
+  options.steps = args.steps;
+  bench::emit_device();
+  bench_config(args.config, args.overrides, options);
   return 0;
 }
 
