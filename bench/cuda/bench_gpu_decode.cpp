@@ -17,6 +17,8 @@
 //                            and transformer-340m-4k.toml at batch 1 and 64, prompt 4096, bf16)
 #include <cuda_runtime.h>
 
+#include <cstdint>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <stdexcept>
