@@ -3,7 +3,8 @@
 // feeds one token per sequence through the layers' one-token updates, carrying each layer's
 // MixerState (recurrent state, short-conv inputs, KV cache). The logits of every step equal those
 // of one full forward over the whole sequences (tests/unit/inference/test_decoder.cpp).
-// Sequences never see each other (they are packed as separate documents). CPU only so far.
+// Sequences never see each other (they are packed as separate documents). On the model's device
+// (CPU or CUDA).
 #pragma once
 #include <cstddef>
 #include <cstdint>

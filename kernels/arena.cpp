@@ -19,11 +19,13 @@ Arena::Arena(Device device, size_t initial_bytes) : device_(device) {
 
 Tensor Arena::alloc(Shape shape, DType dtype) {
   const size_t bytes = align_up(static_cast<size_t>(shape_numel(shape)) * dtype_size(dtype));
-  if (blocks_.empty() || blocks_.back().offset + bytes > blocks_.back().size) {
+  // The current block, else the next (empty) one that fits, else a new one.
+  while (current_ < blocks_.size() && blocks_[current_].offset + bytes > blocks_[current_].size) ++current_;
+  if (current_ == blocks_.size()) {
     const size_t size = std::max({bytes, kMinBlock, capacity_bytes() / kGrowthDivisor});
     blocks_.push_back({allocate_device_memory(size, device_), size, 0});
   }
-  Block& b = blocks_.back();
+  Block& b = blocks_[current_];
   void* p = static_cast<char*>(b.memory.get()) + b.offset;
   b.offset += bytes;
   used_ += bytes;
@@ -43,7 +45,16 @@ void Arena::reset() {
     blocks_.push_back({allocate_device_memory(high_water_, device_), high_water_, 0});
   }
   for (Block& b : blocks_) b.offset = 0;
+  current_ = 0;
   used_ = 0;
+}
+
+Arena::Mark Arena::mark() const { return {current_, current_ < blocks_.size() ? blocks_[current_].offset : 0, used_}; }
+
+void Arena::release(const Mark& mark) {
+  for (size_t i = mark.block; i < blocks_.size(); ++i) blocks_[i].offset = i == mark.block ? mark.offset : 0;
+  current_ = mark.block;
+  used_ = mark.used;
 }
 
 size_t Arena::capacity_bytes() const {

@@ -182,6 +182,13 @@ void lerp_backward(Tensor ddelta, Tensor dmu, const Tensor& dout, const Tensor& 
 void column_slice(Tensor out, const Tensor& x, int64_t begin);
 void column_place(Tensor out, const Tensor& x, int64_t begin);
 
+// ---- row copies by index: out[to, :] = in[from, :] for every pair (to, from) of `rows` ----------
+// out: [R, C], in: [M, C], one dtype and device, not overlapping; rows: i32 [P, 2] on the host, each
+// pair with to < R and from < M, no `to` twice (so the copies commute). For the decoding states' row
+// moves (model/input_history.h, the KV cache): on CUDA one upload of the pairs and one kernel, without
+// waiting for the device.
+void copy_rows(Tensor out, const Tensor& in, const Tensor& rows);
+
 // ---- GroupNorm over the channels of each of G groups (RWKV-6's output norm over heads) ------------
 // y = (x − μ) · rstd · w + b per group of C/G channels, μ and rstd = 1/sqrt(var + eps) over the
 // group. x, out: [N, C]; weight, bias: [C]; mean, rstd: [N, G] (saved for backward).

@@ -3,10 +3,12 @@
 #include <stdexcept>
 #include <string>
 
+#include "model/row_pairs.h"
+
 namespace linea {
 
-InputHistory::InputHistory(int64_t sequences, int64_t rows, int64_t channels, DType dtype)
-    : history_(Tensor::zeros({sequences, rows, channels}, dtype)) {}
+InputHistory::InputHistory(int64_t sequences, int64_t rows, int64_t channels, DType dtype, Device device)
+    : history_(Tensor::zeros({sequences, rows, channels}, dtype, device)) {}
 
 InputHistory::Extended InputHistory::extend(StepContext& ctx, const Tensor& x, const SeqLayout& seqs) const {
   const int64_t S = seqs.num_seqs(), R = rows(), C = x.dim(1);
@@ -16,30 +18,36 @@ InputHistory::Extended InputHistory::extend(StepContext& ctx, const Tensor& x, c
   }
   Extended ext;
   ext.x = ctx.temporary({x.dim(0) + S * R, C});
+  RowPairs from_history, from_x;
   for (int64_t s = 0; s < S; ++s) {
-    const int64_t begin = seqs.begin(s) + s * R, length = seqs.end(s) - seqs.begin(s);
-    ext.x.slice(begin, begin + R).copy_from(history_.slice(s, s + 1).reshape({R, C}));
-    ext.x.slice(begin + R, begin + R + length).copy_from(x.slice(seqs.begin(s), seqs.end(s)));
-    ext.seqs.cu_seqlens.push_back(begin + R + length);
+    const int64_t begin = seqs.begin(s) + s * R;  // sequence s of ext starts here
+    for (int64_t j = 0; j < R; ++j) from_history.add(begin + j, s * R + j);
+    for (int64_t t = seqs.begin(s); t < seqs.end(s); ++t) from_x.add(t + (s + 1) * R, t);
+    ext.seqs.cu_seqlens.push_back(seqs.end(s) + (s + 1) * R);
   }
+  from_history.copy(ext.x, history_.reshape({S * R, C}));
+  from_x.copy(ext.x, x);
   return ext;
 }
 
 Tensor InputHistory::new_rows(StepContext& ctx, const Tensor& y, const Extended& ext) const {
   const int64_t S = ext.seqs.num_seqs(), R = rows();
   Tensor out = ctx.scratch.alloc({ext.x.dim(0) - S * R, y.dim(1)}, y.dtype());
+  RowPairs pairs;
   for (int64_t s = 0; s < S; ++s) {
-    const int64_t begin = ext.seqs.begin(s) + R, end = ext.seqs.end(s);
-    out.slice(begin - (s + 1) * R, end - (s + 1) * R).copy_from(y.slice(begin, end));
+    for (int64_t t = ext.seqs.begin(s) + R; t < ext.seqs.end(s); ++t) pairs.add(t - (s + 1) * R, t);
   }
+  pairs.copy(out, y);
   return out;
 }
 
 void InputHistory::update(const Extended& ext) {
-  const int64_t R = rows(), C = history_.dim(2);
-  for (int64_t s = 0; s < ext.seqs.num_seqs(); ++s) {
-    history_.slice(s, s + 1).reshape({R, C}).copy_from(ext.x.slice(ext.seqs.end(s) - R, ext.seqs.end(s)));
+  const int64_t S = ext.seqs.num_seqs(), R = rows(), C = history_.dim(2);
+  RowPairs pairs;
+  for (int64_t s = 0; s < S; ++s) {
+    for (int64_t j = 0; j < R; ++j) pairs.add(s * R + j, ext.seqs.end(s) - R + j);
   }
+  pairs.copy(history_.reshape({S * R, C}), ext.x);
 }
 
 }  // namespace linea

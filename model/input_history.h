@@ -1,10 +1,11 @@
-// InputHistory: the last R inputs of each of S sequences, [S, R, C] on the host (zeros before a
-// sequence's start), for decoding through ops that look R tokens back (a short causal conv of
+// InputHistory: the last R inputs of each of S sequences, [S, R, C] on the layer's device (zeros
+// before a sequence's start), for decoding through ops that look R tokens back (a short causal conv of
 // kernel R + 1, RWKV-6's token shift with R = 1). A forward over new tokens x [N, C] of S
 // sequences (layout `seqs`) then runs the op on [history_s ; x_s] for every s (R more rows per
 // sequence, as documents of their own), keeps the rows of x's positions and updates the history
 // to the last R rows of every extended sequence: the same rows as one forward over the whole
-// sequences, since the op would have read zeros before each start too.
+// sequences, since the op would have read zeros before each start too. Each move of rows is one
+// ops::copy_rows (on CUDA an upload of its index pairs and one kernel).
 #pragma once
 #include <cstdint>
 
@@ -17,7 +18,7 @@ namespace linea {
 class InputHistory {
  public:
   InputHistory() = default;
-  InputHistory(int64_t sequences, int64_t rows, int64_t channels, DType dtype);
+  InputHistory(int64_t sequences, int64_t rows, int64_t channels, DType dtype, Device device);
 
   int64_t rows() const { return history_.defined() ? history_.dim(1) : 0; }
   size_t bytes() const { return history_.defined() ? history_.nbytes() : 0; }

@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <memory>
 #include <stdexcept>
+#include <utility>
 
 #include "kernels/random.h"
 #include "model/step_context.h"
@@ -35,7 +36,7 @@ class Mixer {
   virtual Tensor forward(StepContext& ctx, const Tensor& x) = 0;
   virtual void backward(StepContext& ctx, const Tensor& x, const Tensor& dy, Tensor dx) = 0;
 
-  // The empty state of `sequences` sequences (on the CPU).
+  // The empty state of `sequences` sequences, on the layer's device.
   virtual std::unique_ptr<MixerState> start_state(int64_t sequences) const = 0;
   // state: one made by this layer's start_state, for ctx.seqs.num_seqs() sequences.
   virtual Tensor forward_continuing(StepContext& ctx, const Tensor& x, MixerState& state) = 0;
@@ -64,6 +65,14 @@ class RunMixer : public Mixer {
  private:
   virtual Tensor run(StepContext& ctx, const Tensor& x, State* state) = 0;
 };
+
+// A zero recurrent state of `shape` for a layer whose compute weights are like `weights`: on their
+// device, f32 when they are bf16 (the CUDA ops keep states in f32), else their dtype (f32, or f64
+// in tests).
+inline Tensor zero_state(Shape shape, const Tensor& weights) {
+  const DType dtype = weights.dtype() == DType::bf16 ? DType::f32 : weights.dtype();
+  return Tensor::zeros(std::move(shape), dtype, weights.device());
+}
 
 // Whether every sequence of seqs has exactly one token (a decoding step, which takes the
 // recurrent one-token update rather than the chunked forward of a prefill).

@@ -2,6 +2,7 @@
 
 #include <stdexcept>
 #include <utility>
+#include <vector>
 
 #include "kernels/ops.h"
 #include "model/lm_head_loss.h"
@@ -212,13 +213,25 @@ Tensor Model::head_logits(StepContext& ctx, const Tensor& residual, const std::v
   return host;
 }
 
+Tensor Model::forward_only(StepContext& ctx, const Tensor& ids,
+                           const std::function<Tensor(Block&, StepContext&, const Tensor&)>& run_block) {
+  // The running residual stays where the embedding put it; each block's tensors are released once
+  // its output is copied there, so a long prefill holds one block's activations at a time. CLER's
+  // links carry a sender's write error to a later block: then every block's tensors stay.
+  Tensor x = embedding_.forward(ctx, checked_ids(ctx, ids));
+  const Arena::Mark before_blocks = activations_.mark();
+  for (Block& block : blocks_) {
+    x.copy_from(run_block(block, ctx, x));
+    scratch_.reset();
+    if (links_.empty()) activations_.release(before_blocks);
+  }
+  return x;
+}
+
 Tensor Model::logits(const Tensor& ids, const SeqLayout& seqs, const std::vector<int64_t>& rows) {
   StepContext ctx = begin_step(seqs);
-  Tensor x = embedding_.forward(ctx, checked_ids(ctx, ids));
-  for (Block& block : blocks_) {
-    x = block.forward(ctx, x);
-    scratch_.reset();
-  }
+  const Tensor x =
+      forward_only(ctx, ids, [](Block& block, StepContext& c, const Tensor& in) { return block.forward(c, in); });
   return head_logits(ctx, x, rows);
 }
 
@@ -237,7 +250,6 @@ Model::DecodingState Model::start_decoding(int64_t sequences) const {
 
 Tensor Model::logits_continuing(const Tensor& ids, const SeqLayout& seqs, DecodingState& state,
                                 const std::vector<int64_t>& rows) {
-  if (device() != Device::cpu) throw std::runtime_error("Model: decoding is not yet on CUDA (CPU only so far)");
   if (tp_.size > 1) throw std::invalid_argument("Model: decoding is not available under tensor parallelism");
   if (state.layers.size() != blocks_.size() || static_cast<int64_t>(state.seen.size()) != seqs.num_seqs()) {
     throw std::invalid_argument("Model::logits_continuing: a state of " + std::to_string(state.layers.size()) +
@@ -246,18 +258,18 @@ Tensor Model::logits_continuing(const Tensor& ids, const SeqLayout& seqs, Decodi
   }
   StepContext ctx = begin_step(seqs);
   // Positions in the whole sequences: the tokens seen before plus the offset in this call.
-  int32_t* position = ctx.positions.data<int32_t>();
+  std::vector<int32_t> position(static_cast<size_t>(seqs.num_tokens()));
   for (int64_t s = 0; s < seqs.num_seqs(); ++s) {
     for (int64_t t = seqs.begin(s); t < seqs.end(s); ++t) {
-      position[t] = static_cast<int32_t>(state.seen[s] + t - seqs.begin(s));
+      position[static_cast<size_t>(t)] = static_cast<int32_t>(state.seen[s] + t - seqs.begin(s));
     }
     state.seen[s] += seqs.end(s) - seqs.begin(s);
   }
-  Tensor x = embedding_.forward(ctx, checked_ids(ctx, ids));
-  for (size_t i = 0; i < blocks_.size(); ++i) {
-    x = blocks_[i].forward_continuing(ctx, x, *state.layers[i]);
-    scratch_.reset();
-  }
+  ctx.positions.copy_from(Tensor::view(position.data(), {seqs.num_tokens()}, DType::i32));
+  size_t layer = 0;
+  const Tensor x = forward_only(ctx, ids, [&](Block& block, StepContext& c, const Tensor& in) {
+    return block.forward_continuing(c, in, *state.layers[layer++]);
+  });
   return head_logits(ctx, x, rows);
 }
 

@@ -92,7 +92,8 @@ class Model {
   // ids over seqs where sequence s of seqs continues sequence s of `state` (prefill: the prompts
   // from empty states; decode: one token per sequence), updating the state. RoPE positions
   // (ctx.positions) count from the sequence's first token. The result equals
-  // that of one full forward over each whole sequence. CPU only so far (CUDA: std::runtime_error).
+  // that of one full forward over each whole sequence. The states live on the model's device; on CUDA
+  // a step of one token per sequence runs each family's one-token kernels (docs/inference.md).
   struct DecodingState {
     std::vector<std::unique_ptr<MixerState>> layers;
     std::vector<int64_t> seen;  // tokens seen of each sequence (RoPE positions continue from there)
@@ -116,6 +117,11 @@ class Model {
   Tensor forward(StepContext& ctx, const Tensor& ids, const Tensor& targets, int64_t& target_count,
                  Tensor& device_targets);
   StepContext begin_step(const SeqLayout& seqs);
+  // Embedding → blocks without a backward to follow (logits, decoding): run_block(block, ctx, x)
+  // runs one block; only the running residual is kept between blocks (unless CLER links carry a
+  // write error to a later block). Returns the last block's output.
+  Tensor forward_only(StepContext& ctx, const Tensor& ids,
+                      const std::function<Tensor(Block&, StepContext&, const Tensor&)>& run_block);
   const Parameter& head() const;
   // Checks ids (i32 [N] host, in the vocabulary); returns them on the model's device.
   Tensor checked_ids(StepContext& ctx, const Tensor& ids) const;

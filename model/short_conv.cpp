@@ -33,7 +33,8 @@ Tensor ShortConv::forward(StepContext& ctx, const Tensor& x) {
 }
 
 InputHistory ShortConv::start_history(int64_t sequences) const {
-  return InputHistory(sequences, weight_->compute.dim(1) - 1, channels_, weight_->compute.dtype());
+  return InputHistory(sequences, weight_->compute.dim(1) - 1, channels_, weight_->compute.dtype(),
+                      weight_->compute.device());
 }
 
 Tensor ShortConv::forward_continuing(StepContext& ctx, const Tensor& x, InputHistory& history) const {

@@ -70,6 +70,9 @@ void token_shift_backward(Tensor dx, const Tensor& ddelta, const SeqLayout& seqs
 void lerp_forward(Tensor out, const Tensor& x, const Tensor& delta, const Tensor& mu);
 void lerp_backward(Tensor ddelta, Tensor dmu, const Tensor& dout, const Tensor& delta, const Tensor& mu);
 
+// ops:: has checked the pairs; any element type (rows are copied as bytes).
+void copy_rows(Tensor out, const Tensor& in, const Tensor& rows);
+
 void group_norm_forward(Tensor out, Tensor mean, Tensor rstd, const Tensor& x, const Tensor& weight, const Tensor& bias,
                         int64_t groups, double eps);
 void group_norm_backward(Tensor dx, Tensor dweight, Tensor dbias, const Tensor& dout, const Tensor& x,

@@ -52,4 +52,9 @@ std::vector<void*> scratch(const std::vector<size_t>& piece_bytes, int level) {
   return carve(buffer.memory.get(), piece_bytes);
 }
 
+void upload(void* device, const void* host, size_t bytes) {
+  if (bytes == 0) return;
+  check_cuda(cudaMemcpyAsync(device, host, bytes, cudaMemcpyHostToDevice, 0), "cudaMemcpyAsync (upload)");
+}
+
 }  // namespace linea::cuda

@@ -14,6 +14,11 @@ namespace linea::cuda {
 
 std::vector<void*> scratch(const std::vector<size_t>& piece_bytes, int level = 0);
 
+// Copies `bytes` of host memory to `device` (a scratch piece: index tables, sequence bounds) on the
+// default stream, without waiting for the device: pageable memory is staged at once
+// (cudaMemcpyAsync), so the host memory may change as soon as the call returns.
+void upload(void* device, const void* host, size_t bytes);
+
 // The same layout in memory the caller owns: carved_bytes is the size a buffer needs for the
 // pieces, carve their 256-byte aligned places in one that starts 256-byte aligned.
 size_t carved_bytes(const std::vector<size_t>& piece_bytes);

@@ -41,4 +41,11 @@ std::vector<void*> scratch_with_token_bounds(const SeqLayout& seqs, const std::v
   return pieces;
 }
 
+const int64_t* uploaded_cu_seqlens(const SeqLayout& seqs) {
+  const size_t bytes = seqs.cu_seqlens.size() * sizeof(int64_t);
+  void* cu = scratch({bytes})[0];
+  upload(cu, seqs.cu_seqlens.data(), bytes);
+  return static_cast<const int64_t*>(cu);
+}
+
 }  // namespace linea::cuda

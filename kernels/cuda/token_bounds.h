@@ -15,4 +15,8 @@ namespace linea::cuda {
 // The pointers stay valid until the next scratch() call.
 std::vector<void*> scratch_with_token_bounds(const SeqLayout& seqs, const std::vector<size_t>& more);
 
+// seqs.cu_seqlens (int64 [S + 1]) in the one piece of a scratch() call, uploaded without waiting for
+// the device (kernels/cuda/scratch.h upload): for the kernels that walk each sequence in order.
+const int64_t* uploaded_cu_seqlens(const SeqLayout& seqs);
+
 }  // namespace linea::cuda

@@ -8,7 +8,9 @@
 #pragma once
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <string>
+#include <vector>
 
 #include "kernels/device_memory.h"
 #include "kernels/random.h"
@@ -29,6 +31,23 @@ class GpuDtypeTest : public GpuTest, public ::testing::WithParamInterface<DType>
 
 inline std::string dtype_test_name(const ::testing::TestParamInfo<DType>& info) {
   return std::string(dtype_name(info.param));
+}
+
+// A suite's parameter: entry `index` of its table of cases, in `dtype`. in_both_dtypes lists every
+// entry of a table of `cases` in f32 and in bf16; case_dtype_name names one "<case>_<dtype>".
+struct CaseInDtype {
+  size_t index;
+  DType dtype;
+};
+inline std::vector<CaseInDtype> in_both_dtypes(size_t cases) {
+  std::vector<CaseInDtype> params;
+  for (size_t c = 0; c < cases; ++c) {
+    for (DType dtype : {DType::f32, DType::bf16}) params.push_back({c, dtype});
+  }
+  return params;
+}
+inline std::string case_dtype_name(const std::string& case_name, DType dtype) {
+  return case_name + "_" + std::string(dtype_name(dtype));
 }
 
 // fla's err_ratio limits: f32 results against an f64 reference, bf16 results (one rounding of the
@@ -78,6 +97,24 @@ inline Tensor device_copy(const Tensor& host, DType dtype) {
 // An uninitialised device tensor shaped like `like` in `dtype`; undefined for undefined.
 inline Tensor device_empty(const Tensor& like, DType dtype) {
   return like.defined() ? Tensor::empty(like.shape(), dtype, Device::cuda) : Tensor();
+}
+
+// A device f32 state to advance in place: a copy of the device tensor h0, or zeros of `shape` when
+// h0 is undefined.
+inline Tensor device_state(const Tensor& h0, const Shape& shape) {
+  if (!h0.defined()) return Tensor::zeros(shape, DType::f32, Device::cuda);
+  Tensor state = Tensor::empty(h0.shape(), DType::f32, Device::cuda);
+  state.copy_from(h0);
+  return state;
+}
+
+// Whether two tensors (on any device) hold the same bytes.
+inline ::testing::AssertionResult same_bits(const std::string& what, const Tensor& a, const Tensor& b) {
+  const Tensor x = a.clone(), y = b.clone();
+  if (x.nbytes() == y.nbytes() && std::memcmp(x.raw(), y.raw(), x.nbytes()) == 0) {
+    return ::testing::AssertionSuccess();
+  }
+  return ::testing::AssertionFailure() << what << ": the bytes differ";
 }
 
 // A number as part of a test name: 0.1 → "0p1".

@@ -3,8 +3,9 @@
 // one element in): add_inplace, SwiGLU, the sigmoid gate, the log forget gate and the decay gate (forward, backward,
 // parameter gradients accumulated deterministically, and the aliasing the CPU ops allow), and the
 // element type conversions convert / add_converted; the gate and element-wise ops of HGRN, HGRN-2,
-// Mamba-2 and RWKV-6; and the column-block copies of the full-width norms under tensor parallelism
-// (ColumnBlocks, not yet run on a GPU).
+// Mamba-2 and RWKV-6; the column-block copies of the full-width norms under tensor parallelism
+// (ColumnBlocks, not yet run on a GPU); and the row copies of the decoding states (RowCopies, not
+// yet run on a GPU).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -421,6 +422,30 @@ TEST_P(GpuElementwise, ColumnBlocks) {
     const Tensor got_slice = to_host(d_slice), got_placed = to_host(d_placed);
     EXPECT_EQ(0, std::memcmp(slice.raw(), got_slice.raw(), slice.nbytes())) << rows << " x " << width;
     EXPECT_EQ(0, std::memcmp(placed.raw(), got_placed.raw(), placed.nbytes())) << rows << " x " << width;
+  }
+}
+
+// copy_rows (the decoding states' row moves): exact, in every access width the rows allow (16-byte
+// rows, 2-byte rows, unaligned storage), scattered and gathered in a shuffled order.
+TEST_P(GpuElementwise, RowCopies) {
+  const DType dt = GetParam();
+  Rng rng(19);
+  for (auto [rows, width] : kShapes) {
+    const Tensor in = random_values({rows, width}, dt, rng);
+    Tensor out = random_values({rows + 3, width}, dt, rng);
+    Tensor pairs = Tensor::empty({rows, 2}, DType::i32);
+    for (int64_t r = 0; r < rows; ++r) {  // out row rows + 2 − r (each once) from in row 7r mod rows
+      pairs.data<int32_t>()[2 * r] = static_cast<int32_t>(rows + 2 - r);
+      pairs.data<int32_t>()[2 * r + 1] = static_cast<int32_t>((r * 7) % rows);
+    }
+    Tensor ref = out.clone();
+    ops::copy_rows(ref, in, pairs);
+    Tensor d_out = to_device(out, dt), u_out = unaligned_device(out, dt);
+    ops::copy_rows(d_out, to_device(in, dt), pairs);
+    ops::copy_rows(u_out, unaligned_device(in, dt), pairs);
+    const Tensor got = to_host(d_out), got_unaligned = to_host(u_out);
+    EXPECT_EQ(0, std::memcmp(ref.raw(), got.raw(), ref.nbytes())) << rows << " x " << width;
+    EXPECT_EQ(0, std::memcmp(ref.raw(), got_unaligned.raw(), ref.nbytes())) << rows << " x " << width << " unaligned";
   }
 }
 

@@ -44,6 +44,23 @@ inline constexpr TinyHybridSizes kFiniteDifferenceSizes{.d_model = 8,
                                                         .kv_heads = 1,
                                                         .head_dim = 4};
 
+// The GPU model tests' tiny hybrid (gpu/test_gpu_model.cpp, gpu/inference/): head sizes the CUDA
+// kernels take (attention head_dim 64, GQA of 2 query heads over 1 kv head).
+inline constexpr TinyHybridSizes kGpuSizes{.d_model = 64,
+                                           .layers = 3,
+                                           .vocab = 97,
+                                           .mlp_hidden = 96,
+                                           .init_std = 0.1,
+                                           .linear_heads = 2,
+                                           .d_k = 32,
+                                           .d_v = 32,
+                                           .conv = 4,
+                                           .decay_rank = 16,
+                                           .gate_rank = 16,
+                                           .attention_heads = 2,
+                                           .kv_heads = 1,
+                                           .head_dim = 64};
+
 // The inference tests' tiny hybrid (unit/inference/): three layers of width 16, small enough to
 // decode and score exhaustively; a test changes the fields its contract needs (vocab, init_std,
 // widths).

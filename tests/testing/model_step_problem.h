@@ -32,21 +32,7 @@ namespace linea::testing {
 
 inline ModelConfig model_step_hybrid(const std::string& mixer) {
   const bool tied = mixer == "gdn";  // the tied table gets gradient from both ends
-  return tiny_hybrid_config(mixer, tied,
-                            {.d_model = 64,
-                             .layers = 3,
-                             .vocab = 97,
-                             .mlp_hidden = 96,
-                             .init_std = 0.1,
-                             .linear_heads = 2,
-                             .d_k = 32,
-                             .d_v = 32,
-                             .conv = 4,
-                             .decay_rank = 16,
-                             .gate_rank = 16,
-                             .attention_heads = 2,
-                             .kv_heads = 1,
-                             .head_dim = 64});
+  return tiny_hybrid_config(mixer, tied, kGpuSizes);
 }
 
 // Draws the masters of `model` as above, rounds them to f32 in place and returns them (f32,

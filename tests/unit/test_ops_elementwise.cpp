@@ -1,9 +1,12 @@
 // Elementwise ops: add_inplace, SwiGLU, the scaled sigmoid gate and the Mamba-style decay gate:
 // hand cases, backward vs finite differences in f64, f32 vs f64, accumulation of parameter
-// gradients, stability at large inputs, and argument errors.
+// gradients, stability at large inputs, and argument errors. Also the row copies by index
+// (copy_rows) of the decoding states.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <vector>
 
 #include "kernels/ops.h"
 #include "tests/testing/assert_close.h"
@@ -269,6 +272,57 @@ TEST(DecayGate, RejectsBadArguments) {
                                  Tensor::zeros({3}, DType::f64), dt_bias);
       },
       {"decay_gate_backward", "dA_log", "[3]"}));
+}
+
+// ---- copy_rows ---------------------------------------------------------------------------------
+
+Tensor row_pairs(const std::vector<int32_t>& pairs) {
+  Tensor t = Tensor::empty({static_cast<int64_t>(pairs.size() / 2), 2}, DType::i32);
+  std::copy(pairs.begin(), pairs.end(), t.data<int32_t>());
+  return t;
+}
+
+TEST(CopyRows, MovesTheNamedRowsAndLeavesTheOthers) {
+  Rng rng(21);
+  const Tensor in = random_tensor({4, 3}, rng);
+  Tensor out = Tensor::zeros({5, 3}, DType::f64);
+  ops::copy_rows(out, in, row_pairs({4, 0, 0, 3, 2, 3}));  // out[4] = in[0], out[0] = in[3], out[2] = in[3]
+  for (int64_t c = 0; c < 3; ++c) {
+    EXPECT_EQ(out.data<double>()[4 * 3 + c], in.data<double>()[c]);
+    EXPECT_EQ(out.data<double>()[c], in.data<double>()[3 * 3 + c]);
+    EXPECT_EQ(out.data<double>()[2 * 3 + c], in.data<double>()[3 * 3 + c]);
+    EXPECT_EQ(out.data<double>()[1 * 3 + c], 0.0);
+    EXPECT_EQ(out.data<double>()[3 * 3 + c], 0.0);
+  }
+}
+
+TEST(CopyRows, RejectsBadPairs) {
+  Tensor in = Tensor::zeros({4, 3}, DType::f64), out = Tensor::zeros({5, 3}, DType::f64);
+  EXPECT_TRUE(throws_invalid_argument(
+      [&] {
+        ops::copy_rows(out, in, row_pairs({5, 0}));
+      },
+      {"copy_rows", "rows", "pair 0 (5, 0)", "outside"}));
+  EXPECT_TRUE(throws_invalid_argument(
+      [&] {
+        ops::copy_rows(out, in, row_pairs({1, 0, 1, 2}));
+      },
+      {"copy_rows", "row 1 of out is written twice", "pair 1"}));
+  EXPECT_TRUE(throws_invalid_argument(
+      [&] {
+        ops::copy_rows(in, in, row_pairs({1, 0}));
+      },
+      {"copy_rows", "out", "must not overlap in"}));
+  EXPECT_TRUE(throws_invalid_argument(
+      [&] {
+        ops::copy_rows(out, in, Tensor::zeros({1, 3}, DType::i32));
+      },
+      {"copy_rows", "rows", "[P, 2]"}));
+  EXPECT_TRUE(throws_invalid_argument(
+      [&] {
+        ops::copy_rows(Tensor::zeros({5, 2}, DType::f64), in, row_pairs({0, 0}));
+      },
+      {"copy_rows", "out", "[*, 3]"}));
 }
 
 }  // namespace

@@ -54,6 +54,34 @@ TEST(Arena, FirstStepHoldsLittleMoreThanItUses) {
   EXPECT_EQ(arena.capacity_bytes(), arena.high_water_bytes());
 }
 
+// release(mark) frees what came after the mark for reuse, also across the first step's spilled
+// blocks, and keeps what came before; the high water counts what was held at once.
+TEST(Arena, ReleaseReusesWhatCameAfterTheMark) {
+  Arena arena;
+  const Tensor kept = arena.alloc({1 << 18}, DType::f32);  // 1 MiB
+  const Arena::Mark mark = arena.mark();
+  const Tensor first = arena.alloc({1 << 19}, DType::f32);  // 2 MiB: a second block
+  arena.alloc({1 << 18}, DType::f32);
+  arena.release(mark);
+  const Tensor again = arena.alloc({1 << 19}, DType::f32);
+  EXPECT_EQ(again.raw(), first.raw());
+  EXPECT_NE(again.raw(), kept.raw());
+  const size_t capacity = arena.capacity_bytes();
+  for (int i = 0; i < 10; ++i) {
+    arena.release(mark);
+    arena.alloc({1 << 19}, DType::f32);
+    arena.alloc({1 << 18}, DType::f32);
+  }
+  EXPECT_EQ(arena.capacity_bytes(), capacity);  // nothing new was taken
+  EXPECT_EQ(arena.high_water_bytes(), size_t(4) << 20);
+  arena.reset();
+  EXPECT_EQ(arena.capacity_bytes(), size_t(4) << 20);
+  const Arena::Mark start = arena.mark();
+  const Tensor a = arena.alloc({1 << 18}, DType::f32);
+  arena.release(start);
+  EXPECT_EQ(arena.alloc({1 << 18}, DType::f32).raw(), a.raw());
+}
+
 TEST(SeqLayout, PositionsAndValidation) {
   SeqLayout s{{0, 3, 5}};
   EXPECT_EQ(s.positions(), (std::vector<int32_t>{0, 1, 2, 0, 1}));

@@ -31,4 +31,16 @@ void attention_backward(Tensor dq, Tensor dk, Tensor dv, const Tensor& dout, con
                         const Tensor& v, const Tensor& out, const Tensor& lse, const AttentionShape& shape,
                         const SeqLayout& seqs);
 
+// Decoding: softmax attention of new queries over per-sequence KV caches
+// (model/mixers/attention/attention_decode.cpp). k_cache, v_cache: [S, C, Hkv·Dh], the rotated key and
+// value of position p of sequence s at row p mod C of s; queries: i32 [N, 2] on the host, query t's
+// sequence s_t and position p_t. For every query head h (kv head h / (Hq/Hkv)):
+//   out[t, h] = Σ_j softmax_j(scale · q[t, h]·k_j) v_j over the positions j of s_t with
+//               p_t − window < j ≤ p_t (window 0: 0 ≤ j ≤ p_t),
+// each of which the caller has stored in the cache (the keys a query sees must fit in C rows).
+// q, out: [N, Hq·Dh]. CPU: f32 or f64, scores and sums in f64 (cpu/attention_decode.h); CUDA: f32 or
+// bf16 with f32 arithmetic, head_dim ≤ 256 (cuda/attention_decode.h).
+void attention_over_cache(Tensor out, const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
+                          const Tensor& queries, const AttentionShape& shape);
+
 }  // namespace linea::ops

@@ -1,5 +1,5 @@
 // Checks the delta-rule arguments and dispatches to the CPU kernels (model/mixers/delta_rule/cpu/delta_rule_*) or,
-// for tensors on a CUDA device, to model/mixers/delta_rule/cuda/delta_rule.h (chunked only).
+// for tensors on a CUDA device, to model/mixers/delta_rule/cuda/delta_rule.h (chunked; the recurrent forward).
 #include "model/mixers/delta_rule/delta_rule.h"
 
 #include <string>
@@ -56,11 +56,9 @@ void check_operand_set(OpArguments& args, const DeltaRuleSpec& spec, const Dims&
   args.optional_typed(s.h0, prefix + "h0", {d.seqs, d.heads, d.key_dim, d.value_dim}, x.gate);
 }
 
-Dims check_inputs(OpArguments& args, const std::string& op, DeltaRuleImpl impl, const DeltaRuleSpec& spec,
-                  const SeqLayout& seqs, const DeltaRuleInputs& in, MixerDtypes& x) {
+Dims check_inputs(OpArguments& args, const std::string& op, const DeltaRuleSpec& spec, const SeqLayout& seqs,
+                  const DeltaRuleInputs& in, MixerDtypes& x) {
   const Dims d = check_head_mixer_dims(args, op, in.q, in.v, seqs, kMaxCudaKeyDim, x);
-  args.require(x.device != Device::cuda || impl == DeltaRuleImpl::chunked, "impl",
-               "recurrent has no CUDA implementation; use chunked");
   check_operand_set(args, spec, d, x, {in.q, in.k, in.v, in.beta, in.b, in.w, in.g, in.h0}, "");
   return d;
 }
@@ -168,12 +166,17 @@ void delta_rule_forward(DeltaRuleImpl impl, const DeltaRuleSpec& spec, const Seq
   const std::string op = "delta_rule_forward";
   OpArguments args(op);
   MixerDtypes x;
-  const Dims d = check_inputs(args, op, impl, spec, seqs, in, x);
+  const Dims d = check_inputs(args, op, spec, seqs, in, x);
   args.typed(o, "o", {d.tokens, d.heads, d.value_dim}, x.operand)
       .optional_typed(ht, "ht", {d.seqs, d.heads, d.key_dim, d.value_dim}, x.gate)
       .optional_typed(r, "r", {d.tokens, d.heads, d.value_dim}, x.operand);
   check_saved(args, spec, seqs, in, x, saved);
 #ifdef LINEA_WITH_CUDA
+  if (x.device == Device::cuda && impl == DeltaRuleImpl::recurrent) {
+    args.require(!r.defined(), "r", "the recurrent CUDA kernel does not form the write error; use chunked");
+    args.require(!saved.defined(), "saved", "the recurrent CUDA kernel saves nothing; leave it undefined");
+    return cuda::delta_rule_recurrent_forward(spec, seqs, in, o, ht);
+  }
   if (x.device == Device::cuda) return cuda::delta_rule_forward(spec, seqs, in, o, ht, r, saved);
 #endif
   dispatch_cpu(x.operand, [&](auto zero) { forward<decltype(zero)>(impl, spec, seqs, in, d, o, ht, r); });
@@ -185,7 +188,9 @@ void delta_rule_backward(DeltaRuleImpl impl, const DeltaRuleSpec& spec, const Se
   const std::string op = "delta_rule_backward";
   OpArguments args(op);
   MixerDtypes x;
-  const Dims d = check_inputs(args, op, impl, spec, seqs, in, x);
+  const Dims d = check_inputs(args, op, spec, seqs, in, x);
+  args.require(x.device != Device::cuda || impl == DeltaRuleImpl::chunked, "impl",
+               "the recurrent backward has no CUDA implementation; use chunked");
   const DType dtype = x.operand;
   args.typed(d_o, "d_o", {d.tokens, d.heads, d.value_dim}, dtype)
       .optional_typed(dht, "dht", {d.seqs, d.heads, d.key_dim, d.value_dim}, x.gate)

@@ -14,8 +14,10 @@
 // Layout (fla's, flattened over tokens): q, k: [N, H, K]; v: [N, H, V]; beta: [N, H];
 // b: [N, H, K]; w: [N, H, V]; g: [N, H] (scalar decay) or [N, H, K] (channel decay), undefined for
 // none; h0, ht: [S, H, K, V] (h0 may be undefined = zeros). All f32 or all f64 on the CPU. On a CUDA
-// device (chunked only, K ≤ 256): token operands bf16 or f32, g and the states f32
-// (model/mixers/delta_rule/cuda/delta_rule.h).
+// device (K ≤ 256): token operands bf16 or f32, g and the states f32; the chunked op forward and
+// backward, the recurrent op forward only (token by token, decoding's one-token step), without the
+// write error r (model/mixers/delta_rule/cuda/delta_rule.h). The recurrent forward may update a
+// state in place: ht may be h0 itself.
 #pragma once
 #include <cstddef>
 

@@ -1,7 +1,8 @@
 // DeltaRuleLayer's decoding path: the layer's forward with the delta rule continuing each
 // sequence's state S (h0 → ht) and the short convs continuing their input histories. A decoding
-// step (one token per sequence) takes the recurrent form, S_t = S' + k_t uᵀ per token; a prefill
-// the chunked forward.
+// step (one token per sequence) takes the recurrent form, S_t = S' + k_t uᵀ per token, updating S in
+// place; a prefill the chunked forward, its final states through ctx.scratch. On the layer's device
+// (CUDA: S in f32 whatever the step's dtype).
 #include <stdexcept>
 
 #include "model/mixers/delta_rule/delta_rule_layer.h"
@@ -15,7 +16,7 @@ std::unique_ptr<MixerState> DeltaRuleLayer::start_state(int64_t sequences) const
         "validation loss, or decode an unrouted model)");
   }
   auto state = std::make_unique<DeltaRuleDecodeState>();
-  state->h = Tensor::zeros({sequences, heads_, config_.d_k, config_.d_v}, output_.compute_dtype());
+  state->h = zero_state({sequences, heads_, config_.d_k, config_.d_v}, q_proj_.weight().compute);
   if (q_conv_) {
     state->q_conv = q_conv_->start_history(sequences);
     state->k_conv = k_conv_->start_history(sequences);
@@ -27,10 +28,13 @@ std::unique_ptr<MixerState> DeltaRuleLayer::start_state(int64_t sequences) const
 void DeltaRuleDecodeState::advance(StepContext& ctx, const ops::DeltaRuleSpec& spec, ops::DeltaRuleInputs in,
                                    Tensor o) {
   in.h0 = h;
-  Tensor ht = Tensor::empty(h.shape(), h.dtype());
-  const auto impl = one_token_each(ctx.seqs) ? ops::DeltaRuleImpl::recurrent : ops::DeltaRuleImpl::chunked;
-  ops::delta_rule_forward(impl, spec, ctx.seqs, in, o, ht);
-  h = ht;
+  if (one_token_each(ctx.seqs)) {
+    ops::delta_rule_forward(ops::DeltaRuleImpl::recurrent, spec, ctx.seqs, in, o, h);
+  } else {
+    Tensor ht = ctx.scratch.alloc(h.shape(), h.dtype());
+    ops::delta_rule_forward(ops::DeltaRuleImpl::chunked, spec, ctx.seqs, in, o, ht);
+    h.copy_from(ht);
+  }
 }
 
 }  // namespace linea

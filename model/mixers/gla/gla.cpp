@@ -127,6 +127,7 @@ void gla_forward(GlaImpl impl, const GlaSpec& spec, const SeqLayout& seqs, const
   args.typed(o, "o", {d.tokens, d.heads, d.value_dim}, x.operand);
   args.optional_typed(ht, "ht", {d.seqs, d.heads, d.key_dim, d.value_dim}, x.gate);
 #ifdef LINEA_WITH_CUDA
+  if (x.device == Device::cuda && impl == GlaImpl::recurrent) return cuda::gla_recurrent_forward(spec, seqs, in, o, ht);
   if (x.device == Device::cuda) return cuda::gla_forward(spec, seqs, in, o, ht);
 #endif
   dispatch_cpu(x.operand, [&](auto zero) {

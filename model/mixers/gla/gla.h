@@ -15,8 +15,10 @@
 // Layout (fla's, flattened over tokens): q: [N, H, K]; k: [N, H, K] (undefined when tied to g);
 // v: [N, H, V]; g: [N, H, K] (channel), [N, H] (scalar) or [H] (head); u: [H, K] (bonus readout
 // only, else undefined); h0, ht: [S, H, K, V] (h0 may be undefined = zeros). All f32 or all f64 on
-// the CPU. On a CUDA device (either impl runs the chunked kernels; K ≤ 256): q, k, v, o, d_o and
-// their gradients bf16 or f32; g, u, the states and their gradients f32 (model/mixers/gla/cuda/gla.h).
+// the CPU. On a CUDA device (K ≤ 256; the recurrent forward runs token by token, decoding's one-token
+// step, everything else the chunked kernels): q, k, v, o, d_o and their gradients bf16 or f32; g, u,
+// the states and their gradients f32 (model/mixers/gla/cuda/gla.h). The recurrent forward may update
+// a state in place: ht may be h0 itself.
 #pragma once
 #include "kernels/seq_layout.h"
 #include "kernels/tensor.h"

@@ -48,6 +48,7 @@ void hgrn_forward(HgrnImpl impl, const SeqLayout& seqs, const HgrnInputs& in, Te
   args.typed(o, "o", {d.tokens, d.channels}, x.operand);
   args.optional_typed(ht, "ht", {d.seqs, d.channels}, x.gate);
 #ifdef LINEA_WITH_CUDA
+  if (x.device == Device::cuda && impl == HgrnImpl::recurrent) return cuda::hgrn_recurrent_forward(seqs, in, o, ht);
   if (x.device == Device::cuda) return cuda::hgrn_forward(seqs, in, o, ht);
 #endif
   dispatch_cpu(x.operand, [&](auto zero) {

@@ -9,8 +9,10 @@
 // `seqs`; h0 and ht hold one state per sequence.
 //
 // Layout (fla's, flattened over tokens): x, g, o: [N, D]; h0, ht: [S, D] (h0 may be undefined =
-// zeros, ht undefined to skip). All f32 or all f64 on the CPU. On a CUDA device (either impl runs the
-// chunked scan): x, o, d_o, dx bf16 or f32; g, dg and the states f32 (model/mixers/hgrn/cuda/hgrn.h).
+// zeros, ht undefined to skip). All f32 or all f64 on the CPU. On a CUDA device (the recurrent
+// forward runs token by token, decoding's one-token step; everything else the chunked scan): x, o,
+// d_o, dx bf16 or f32; g, dg and the states f32 (model/mixers/hgrn/cuda/hgrn.h). The recurrent
+// forward may update a state in place: ht may be h0 itself.
 #pragma once
 #include "kernels/seq_layout.h"
 #include "kernels/tensor.h"

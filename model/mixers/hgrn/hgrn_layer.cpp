@@ -49,7 +49,7 @@ Tensor HgrnLayer::run(StepContext& ctx, const Tensor& x, HgrnDecodeState* state)
   const Recurrence r = recurrence(ctx);
   h_ = ctx.activation(i_.shape());
   if (state) {
-    state->advance(ctx.seqs, {r.u, r.g, Tensor()}, h_);
+    state->advance(ctx, {r.u, r.g, Tensor()}, h_);
   } else {
     ops::hgrn_forward(ops::HgrnImpl::chunked, ctx.seqs, {r.u, r.g, Tensor()}, h_, Tensor());
   }

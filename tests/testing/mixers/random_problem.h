@@ -27,6 +27,33 @@ struct MixerProblemShape {
   bool with_h0 = true;
 };
 
+// cu_seqlens of one token in each of `sequences` sequences (decoding's step).
+inline std::vector<int64_t> one_token_each(int64_t sequences) {
+  std::vector<int64_t> cu(static_cast<size_t>(sequences + 1));
+  for (int64_t s = 0; s <= sequences; ++s) cu[static_cast<size_t>(s)] = s;
+  return cu;
+}
+
+// The shapes on which the recurrent (one-token) CUDA kernels of the delta rule and the GLA family
+// are checked against the CPU: one token per sequence (64 sequences × 4 heads at K = V = 128; K =
+// 256, V = 512), packed prompts of several tokens, each register tiling (K ≤ 64, ≤ 128, ≤ 256) with
+// K and V off the multiples of 32, and no h0.
+struct NamedShape {
+  const char* name;
+  MixerProblemShape shape;
+};
+inline const std::vector<NamedShape>& recurrent_kernel_shapes() {
+  static const std::vector<NamedShape> all = {
+      {"step_S64_H4_K128_V128", {one_token_each(64), 4, 128, 128, true}},
+      {"step_S3_H2_K256_V512", {one_token_each(3), 2, 256, 512, true}},
+      {"prompts_5_1_13_H2_K64_V64", {{0, 5, 6, 19}, 2, 64, 64, true}},
+      {"prompts_7_13_H3_K100_V48", {{0, 7, 20}, 3, 100, 48, true}},
+      {"prompts_4_9_H1_K200_V40", {{0, 4, 13}, 1, 200, 40, true}},
+      {"step_S2_H1_K33_V19_no_h0", {one_token_each(2), 1, 33, 19, false}},
+  };
+  return all;
+}
+
 // t in f64 or f32.
 inline Tensor cast_defined(const Tensor& t, DType dtype) {
   if (!t.defined()) return t;

@@ -2,8 +2,8 @@
 // softmax attention (a sliding window too), on several documents at once: the logits of a
 // prefill (Model::logits_continuing from empty states) and then of one token per sequence per
 // step equal the logits of one full forward over the whole documents (Model::logits), to 1e-5
-// relative in f32. Model::logits itself agrees with evaluate()'s cross-entropy. CUDA models are
-// refused with a clear error (tests/gpu would say so; here: the message's contract).
+// relative in f32. Model::logits itself agrees with evaluate()'s cross-entropy. The same check on
+// CUDA models: tests/gpu/inference/test_gpu_decoder.cpp.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -15,6 +15,7 @@
 #include "model/decoding_memory.h"
 #include "model/mixer_registry.h"
 #include "model/model.h"
+#include "model/routing.h"
 #include "tests/testing/model_inputs.h"
 
 namespace linea {
@@ -129,26 +130,49 @@ TEST(DecodingMemory, PredictsTheBytesOfTheDecoderStates) {
   }
 }
 
-// Σ over rows of (logsumexp − logit of the target) / count = evaluate()'s mean cross-entropy.
-TEST(ModelLogits, AgreeWithTheCrossEntropyOfEvaluate) {
-  Model model(config_for("kda", true, 0));
-  model.init_parameters(5);
-  const testing::PackedBatch batch = testing::packed_batch({6, 9}, model.config().vocab, 3);
+// Σ over the rows with a target of (logsumexp − logit of the target) / count, from Model::logits:
+// evaluate()'s mean cross-entropy.
+double mean_cross_entropy_of_logits(Model& model, const testing::PackedBatch& batch) {
   std::vector<int64_t> rows;
   for (int64_t t = 0; t < batch.seqs.num_tokens(); ++t) {
     if (batch.targets.data<int32_t>()[t] >= 0) rows.push_back(t);
   }
+  const int64_t vocab = model.config().vocab;
   const Tensor logits = model.logits(batch.ids, batch.seqs, rows);
-  ASSERT_EQ(logits.shape(), (Shape{static_cast<int64_t>(rows.size()), model.config().vocab}));
+  EXPECT_EQ(logits.shape(), (Shape{static_cast<int64_t>(rows.size()), vocab}));
   double sum = 0;
   for (size_t r = 0; r < rows.size(); ++r) {
-    const float* z = logits.data<float>() + r * model.config().vocab;
+    const float* z = logits.data<float>() + r * vocab;
     double m = -INFINITY, total = 0;
-    for (int64_t v = 0; v < model.config().vocab; ++v) m = std::max(m, double(z[v]));
-    for (int64_t v = 0; v < model.config().vocab; ++v) total += std::exp(double(z[v]) - m);
+    for (int64_t v = 0; v < vocab; ++v) m = std::max(m, double(z[v]));
+    for (int64_t v = 0; v < vocab; ++v) total += std::exp(double(z[v]) - m);
     sum += m + std::log(total) - z[batch.targets.data<int32_t>()[rows[r]]];
   }
-  EXPECT_NEAR(sum / double(rows.size()), model.evaluate(batch.ids, batch.targets, batch.seqs), 1e-5);
+  return sum / double(rows.size());
+}
+
+TEST(ModelLogits, AgreeWithTheCrossEntropyOfEvaluate) {
+  Model model(config_for("kda", true, 0));
+  model.init_parameters(5);
+  const testing::PackedBatch batch = testing::packed_batch({6, 9}, model.config().vocab, 3);
+  EXPECT_NEAR(mean_cross_entropy_of_logits(model, batch), model.evaluate(batch.ids, batch.targets, batch.seqs), 1e-5);
+}
+
+// Model::logits releases each block's tensors once its output is kept, except where CLER carries a
+// layer's write error r to a later layer: the logits of a CLER model (its λ drawn away from 0, so r
+// matters) still give evaluate()'s cross-entropy.
+TEST(ModelLogits, KeepTheWriteErrorThatCLERCarriesAcrossBlocks) {
+  ModelConfig config = config_for("kda", true, 0);
+  config.layers = 4;
+  config.routing.kind = RoutingKind::cler;
+  Model model(config);
+  model.init_parameters(5);
+  Rng rng(6);
+  for (Parameter& p : model.params().params()) {
+    if (is_routing_parameter(p.name)) fill_normal(p.value, rng, 0, 0.5);
+  }
+  const testing::PackedBatch batch = testing::packed_batch({6, 9}, model.config().vocab, 3);
+  EXPECT_NEAR(mean_cross_entropy_of_logits(model, batch), model.evaluate(batch.ids, batch.targets, batch.seqs), 1e-5);
 }
 
 TEST(ModelLogits, RejectRowsOutsideTheTokens) {

@@ -1,4 +1,5 @@
-// The delta-rule family (model/mixers/delta_rule/delta_rule.h) on CUDA, by chunks of 64 tokens: the algorithm of
+// The delta-rule family (model/mixers/delta_rule/delta_rule.h) on CUDA, by chunks of 64 tokens (and, for the
+// recurrent forward, token by token: delta_rule_recurrent_forward below): the algorithm of
 // model/mixers/delta_rule/cpu/delta_rule_chunked.h, with the same per-chunk math. Called by ops::delta_rule_* after
 // their argument checks, when the tensors are on a CUDA device.
 //
@@ -26,6 +27,12 @@ size_t delta_rule_saved_bytes(const ops::DeltaRuleSpec& spec, const SeqLayout& s
 // undefined, or at least delta_rule_saved_bytes.
 void delta_rule_forward(const ops::DeltaRuleSpec& spec, const SeqLayout& seqs, const ops::DeltaRuleInputs& in, Tensor o,
                         Tensor ht, Tensor r, Tensor saved);
+// The recurrent form (ops::DeltaRuleImpl::recurrent's forward): token by token, each (sequence, head)
+// state held in registers by one block per 32 value columns, read once and written once
+// (delta_rule_recurrent.cu); decoding's one-token step. f32 arithmetic; ht may be h0 itself (updated
+// in place); at most 65535 sequences.
+void delta_rule_recurrent_forward(const ops::DeltaRuleSpec& spec, const SeqLayout& seqs, const ops::DeltaRuleInputs& in,
+                                  Tensor o, Tensor ht);
 // Gradients of L with ∂L/∂o = d_o, ∂L/∂ht = dht and ∂L/∂r = dr (undefined = zeros), as the CPU op's
 // (a call with dr runs the f32 pipeline, as above); from what the forward saved where `saved` is
 // defined.

@@ -13,10 +13,11 @@
 namespace linea::cuda {
 
 namespace gla {
-namespace {
 
+namespace {
 const float* f32_or_null(const Tensor& t) { return t.defined() ? static_cast<const float*>(t.raw()) : nullptr; }
 float* f32_or_null(Tensor& t) { return t.defined() ? static_cast<float*>(t.raw()) : nullptr; }
+}  // namespace
 
 Call describe_call(const ops::GlaSpec& spec, const ops::GlaInputs& in) {
   Call c{};
@@ -35,6 +36,8 @@ Call describe_call(const ops::GlaSpec& spec, const ops::GlaInputs& in) {
   c.bf16 = in.q.dtype() == DType::bf16;
   return c;
 }
+
+namespace {
 
 // The call with its chunk table on the device, and the workspaces: G (f64) and P always; h, dh, dP and
 // (with the bonus) du_parts for the backward.

@@ -20,6 +20,12 @@ inline constexpr int64_t kGlaMaxKeyDim = 256;
 
 // o: [N, H, V]; ht: [S, H, K, V] or undefined.
 void gla_forward(const ops::GlaSpec& spec, const SeqLayout& seqs, const ops::GlaInputs& in, Tensor o, Tensor ht);
+// The recurrent form (ops::GlaImpl::recurrent's forward): token by token, each (sequence, head) state
+// held in registers by one block per 32 value columns, read once and written once (gla_recurrent.cu);
+// decoding's one-token step. f32 arithmetic; ht may be h0 itself (updated in place); at most 65535
+// sequences.
+void gla_recurrent_forward(const ops::GlaSpec& spec, const SeqLayout& seqs, const ops::GlaInputs& in, Tensor o,
+                           Tensor ht);
 // Gradients of L with ∂L/∂o = d_o and ∂L/∂ht = dht (undefined = zeros), as the CPU op's.
 void gla_backward(const ops::GlaSpec& spec, const SeqLayout& seqs, const ops::GlaInputs& in, const Tensor& d_o,
                   const Tensor& dht, ops::GlaGrads& grads);

@@ -82,6 +82,9 @@ __device__ __forceinline__ Span chunk_span(const Call& c, int64_t chunk) {
   return {c.chunks.first[chunk], static_cast<int>(c.chunks.end[chunk] - c.chunks.first[chunk])};
 }
 
+// The call of ops::gla_forward / gla_backward's arguments (gla.cu), without its chunk table.
+Call describe_call(const ops::GlaSpec& spec, const ops::GlaInputs& in);
+
 // Index of (token t, head h) in an [N, H] layout.
 __device__ __forceinline__ int64_t row_index(const Call& c, int64_t t, int h) { return t * c.heads + h; }
 

@@ -9,6 +9,9 @@
 namespace linea::cuda {
 
 void hgrn_forward(const SeqLayout& seqs, const ops::HgrnInputs& in, Tensor o, Tensor ht);
+// The recurrent form (ops::HgrnImpl::recurrent's forward, hgrn_recurrent.cu): one thread per
+// (sequence, channel) walks the sequence's tokens, h read once and written once; ht may be h0 itself.
+void hgrn_recurrent_forward(const SeqLayout& seqs, const ops::HgrnInputs& in, Tensor o, Tensor ht);
 void hgrn_backward(const SeqLayout& seqs, const ops::HgrnInputs& in, const Tensor& d_o, const Tensor& dht,
                    ops::HgrnGrads& grads);
 

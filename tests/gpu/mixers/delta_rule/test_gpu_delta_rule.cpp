@@ -6,7 +6,9 @@
 // (K=256, V=512, 2 heads, T=200); odd K and V (K=36 V=20, K=33 V=19); packed shapes with 144 and
 // 80 (sequence, head) pairs (the state passes' value tiles 64 and 32, with tails); a sequence of
 // 8300 tokens beside one of 100 (the bf16 pipeline's segments of 64 chunks). Also: the
-// backward repeats bit for bit, and `recurrent` or a bf16 g on CUDA is rejected by name.
+// backward repeats bit for bit, and the recurrent backward, a recurrent forward with r or a bf16
+// g on CUDA is rejected by name. The recurrent forward (decoding's one-token kernel) against the
+// CPU recurrent op: see GpuDeltaRuleRecurrent below.
 // The write error r (reference/mixers.md §5.1) and every gradient with its upstream dr, on the
 // shapes with h0, odd lengths, packed documents, odd K and V, both value tiles and K = 256, at
 // the f32 pipeline's limits (tests/gpu/gpu_test.h: f32 1e-5, bf16 5e-3; dg 0.02 in bf16): a call
@@ -16,6 +18,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <functional>
 #include <iostream>
 #include <map>
 #include <sstream>
@@ -321,24 +324,97 @@ TEST_F(GpuDeltaRuleContract, SavedIsRefusedWhereNothingIsSaved) {
   }
 }
 
-TEST_F(GpuDeltaRuleContract, RecurrentAndBf16DecayAreRejected) {
+TEST_F(GpuDeltaRuleContract, RecurrentBackwardWriteErrorAndBf16DecayAreRejected) {
   const DeltaRuleProblem host =
       testing::make_delta_rule_problem(ops::DecayKind::scalar, ops::GateKind::beta, {{0, 10}, 1, 8, 8, true}, 1.0, 6);
   DeltaRuleProblem p = on_device(representable(host, DType::f32), DType::f32);
   Tensor o = Tensor::empty(p.d_o.shape(), DType::f32, Device::cuda);
-  const auto expect_message = [&](const DeltaRuleProblem& q, DeltaRuleImpl impl, const std::string& message) {
+  const auto expect_message = [&](const std::function<void()>& call, const std::string& message) {
     try {
-      ops::delta_rule_forward(impl, q.spec, q.seqs, q.in, o, Tensor());
+      call();
       ADD_FAILURE() << "no error; expected '" << message << "'";
     } catch (const std::invalid_argument& e) {
       EXPECT_NE(std::string(e.what()).find(message), std::string::npos) << e.what();
     }
   };
-  expect_message(p, DeltaRuleImpl::recurrent,
-                 "delta_rule_forward: impl: recurrent has no CUDA implementation; use chunked");
+  expect_message(
+      [&] {
+        ops::DeltaRuleGrads g{device_empty(p.in.q, DType::f32),
+                              device_empty(p.in.k, DType::f32),
+                              device_empty(p.in.v, DType::f32),
+                              device_empty(p.in.beta, DType::f32),
+                              Tensor(),
+                              Tensor(),
+                              device_empty(p.in.g, DType::f32),
+                              Tensor()};
+        ops::delta_rule_backward(DeltaRuleImpl::recurrent, p.spec, p.seqs, p.in, o, Tensor(), g);
+      },
+      "delta_rule_backward: impl: the recurrent backward has no CUDA implementation; use chunked");
+  expect_message(
+      [&] {
+        ops::delta_rule_forward(DeltaRuleImpl::recurrent, p.spec, p.seqs, p.in, o, Tensor(),
+                                Tensor::empty(o.shape(), DType::f32, Device::cuda));
+      },
+      "delta_rule_forward: r: the recurrent CUDA kernel does not form the write error; use chunked");
   p.in.g = device(host.in.g, DType::bf16);
-  expect_message(p, DeltaRuleImpl::chunked, "g: expected f32, got bf16");
+  expect_message([&] { ops::delta_rule_forward(DeltaRuleImpl::chunked, p.spec, p.seqs, p.in, o, Tensor()); },
+                 "g: expected f32, got bf16");
 }
+
+// ---- The recurrent forward on CUDA (delta_rule_recurrent.cu: decoding's one-token step) against
+// the CPU recurrent op in f64, on testing::recurrent_kernel_shapes(): o at the dtype's tolerance
+// (bf16: one rounding of o), ht at f32's (its arithmetic is f32 in both dtypes); and the in-place
+// update (ht = h0) gives the same bits as a separate ht.
+struct RecurrentParam {
+  DeltaRulePreset mixer;
+  size_t shape_index;
+  DType dtype;
+};
+
+std::vector<RecurrentParam> recurrent_params() {
+  std::vector<RecurrentParam> params;
+  for (const DeltaRulePreset& m : testing::named_mixers()) {
+    for (size_t c = 0; c < testing::recurrent_kernel_shapes().size(); ++c) {
+      for (DType dtype : {DType::f32, DType::bf16}) params.push_back({m, c, dtype});
+    }
+  }
+  return params;
+}
+
+std::string recurrent_name(const ::testing::TestParamInfo<RecurrentParam>& info) {
+  return std::string(info.param.mixer.name) + "_" + testing::recurrent_kernel_shapes()[info.param.shape_index].name +
+         "_" + std::string(dtype_name(info.param.dtype));
+}
+
+class GpuDeltaRuleRecurrent : public testing::GpuTest, public ::testing::WithParamInterface<RecurrentParam> {};
+
+TEST_P(GpuDeltaRuleRecurrent, MatchesCpuRecurrentInF64) {
+  const RecurrentParam prm = GetParam();
+  const DeltaRuleProblem host =
+      representable(testing::make_delta_rule_problem(prm.mixer.decay, prm.mixer.gate,
+                                                     testing::recurrent_kernel_shapes()[prm.shape_index].shape, 1.0,
+                                                     301 + prm.shape_index),
+                    prm.dtype);
+  const DeltaRuleResult ref = testing::run_forward(DeltaRuleImpl::recurrent, host);
+  DeltaRuleProblem p = on_device(host, prm.dtype);
+  Tensor o = device_empty(p.d_o, prm.dtype), ht = device_empty(p.dht, DType::f32);
+  ops::delta_rule_forward(DeltaRuleImpl::recurrent, p.spec, p.seqs, p.in, o, ht);
+  const Tensor got_o = testing::to_host(o), got_ht = testing::to_host(ht);
+  EXPECT_TRUE(testing::assert_close("o", ref.o, got_o, testing::tolerance(prm.dtype), 0));
+  EXPECT_TRUE(testing::assert_close("ht", ref.ht, got_ht, testing::tolerance(DType::f32), 0));
+  auto& w = worst->worst[std::string(prm.mixer.name) + "/" + std::string(dtype_name(prm.dtype)) + "/recurrent"];
+  w["o"] = std::max(w["o"], testing::compare(ref.o, got_o).err_ratio);
+  w["ht"] = std::max(w["ht"], testing::compare(ref.ht, got_ht).err_ratio);
+
+  Tensor h = testing::device_state(p.in.h0, p.dht.shape());
+  p.in.h0 = h;
+  Tensor o_in_place = device_empty(p.d_o, prm.dtype);
+  ops::delta_rule_forward(DeltaRuleImpl::recurrent, p.spec, p.seqs, p.in, o_in_place, h);
+  EXPECT_TRUE(testing::same_bits("in-place ht", ht, h));
+  EXPECT_TRUE(testing::same_bits("in-place o", o, o_in_place));
+}
+
+INSTANTIATE_TEST_SUITE_P(Mixers, GpuDeltaRuleRecurrent, ::testing::ValuesIn(recurrent_params()), recurrent_name);
 
 }  // namespace
 }  // namespace linea

@@ -8,8 +8,9 @@
 // [0, 15, 100, 300] (normalizers 1 and 0.01: decays underflow to 0); K=256 (the largest) with
 // V=100; odd K and V (36 × 20, 33 × 19, 16 × 48 without h0); one-token and exactly-64-token
 // sequences packed together; many (sequence, head) pairs (H=16). Also: the backward repeats bit for
-// bit, and a bf16 g or K > 256 on CUDA is rejected by name. The largest err_ratio per mixer, dtype
-// and tensor is printed at the end.
+// bit, and a bf16 g or K > 256 on CUDA is rejected by name. The recurrent forward (decoding's
+// one-token kernel) against the CPU recurrent op: GpuGlaRecurrent below. The largest err_ratio per
+// mixer, dtype and tensor is printed at the end.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -164,6 +165,56 @@ TEST_P(GpuGla, MatchesCpuInF64) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Mixers, GpuGla, ::testing::ValuesIn(all_params()), param_name);
+
+// ---- The recurrent forward on CUDA (gla_recurrent.cu: decoding's one-token step) against the CPU
+// recurrent op in f64, on testing::recurrent_kernel_shapes(): o at the dtype's tolerance (bf16: one
+// rounding of o), ht at f32's (its arithmetic is f32 in both dtypes); the in-place update (ht = h0)
+// gives the same bits as a separate ht.
+std::vector<Param> recurrent_params() {
+  std::vector<Param> params;
+  for (GlaMixer m : ops::gla_mixers()) {
+    for (size_t c = 0; c < testing::recurrent_kernel_shapes().size(); ++c) {
+      for (DType dtype : {DType::f32, DType::bf16}) params.push_back({m, c, dtype});
+    }
+  }
+  return params;
+}
+
+std::string recurrent_name(const ::testing::TestParamInfo<Param>& info) {
+  return std::string(ops::gla_mixer_name(info.param.mixer)) + "_" +
+         testing::recurrent_kernel_shapes()[info.param.case_index].name + "_" +
+         std::string(dtype_name(info.param.dtype));
+}
+
+class GpuGlaRecurrent : public testing::GpuTest, public ::testing::WithParamInterface<Param> {};
+
+TEST_P(GpuGlaRecurrent, MatchesCpuRecurrentInF64) {
+  const Param prm = GetParam();
+  const GlaProblem host =
+      representable(testing::make_gla_problem(prm.mixer, testing::recurrent_kernel_shapes()[prm.case_index].shape, 1.0,
+                                              301 + prm.case_index),
+                    prm.dtype);
+  const GlaResult ref = testing::run_forward(GlaImpl::recurrent, host);
+  GlaProblem p = on_device(host, prm.dtype);
+  Tensor o = device_empty(p.d_o, prm.dtype), ht = device_empty(p.dht, DType::f32);
+  ops::gla_forward(GlaImpl::recurrent, p.spec, p.seqs, p.in, o, ht);
+  const Tensor got_o = testing::to_host(o), got_ht = testing::to_host(ht);
+  EXPECT_TRUE(testing::assert_close("o", ref.o, got_o, testing::tolerance(prm.dtype), 0));
+  EXPECT_TRUE(testing::assert_close("ht", ref.ht, got_ht, testing::tolerance(DType::f32), 0));
+  auto& w = worst->worst[std::string(ops::gla_mixer_name(prm.mixer)) + "/" + std::string(dtype_name(prm.dtype)) +
+                         "/recurrent"];
+  w["o"] = std::max(w["o"], testing::compare(ref.o, got_o).err_ratio);
+  w["ht"] = std::max(w["ht"], testing::compare(ref.ht, got_ht).err_ratio);
+
+  Tensor h = testing::device_state(p.in.h0, p.dht.shape());
+  p.in.h0 = h;
+  Tensor o_in_place = device_empty(p.d_o, prm.dtype);
+  ops::gla_forward(GlaImpl::recurrent, p.spec, p.seqs, p.in, o_in_place, h);
+  EXPECT_TRUE(testing::same_bits("in-place ht", ht, h));
+  EXPECT_TRUE(testing::same_bits("in-place o", o, o_in_place));
+}
+
+INSTANTIATE_TEST_SUITE_P(Mixers, GpuGlaRecurrent, ::testing::ValuesIn(recurrent_params()), recurrent_name);
 
 class GpuGlaContract : public testing::GpuTest {};
 

@@ -2,8 +2,9 @@
 // inputs: o, ht, dx, dg, dh0 in f32 and bf16 (x and do; g, h0, dht f32) at fla's err_ratio limits
 // (f32 1e-5, bf16 5e-3). Shapes: packed documents [0, 15, 80, 150] with D = 7; one-token,
 // exactly-64-token and longer sequences with D = 300 (a partial block of channels); two sequences
-// of 1000 tokens with D = 2048; log decays logsigmoid(N(0, 1)) / normalizer for normalizers 1 and
-// 0.01 (decays underflow to 0); with and without h0.
+// of 1000 tokens with D = 2048; one token in each of 64 sequences (decoding's step); log decays
+// logsigmoid(N(0, 1)) / normalizer for normalizers 1 and 0.01 (decays underflow to 0); with and
+// without h0. The recurrent forward (decoding's one-token kernel) on the same shapes: GpuHgrnRecurrent.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -13,6 +14,7 @@
 
 #include "model/mixers/hgrn/hgrn.h"
 #include "tests/gpu/gpu_test.h"
+#include "tests/testing/mixers/random_problem.h"
 
 namespace linea {
 namespace {
@@ -32,6 +34,7 @@ const std::vector<Case>& cases() {
       {"packed_1_64_65_200_D300", {0, 1, 65, 130, 335}, 300, 1.0, true},
       {"packed_1_64_65_200_D300_noh0", {0, 1, 65, 130, 335}, 300, 1.0, false},
       {"B2_T1000_D2048", {0, 1000, 2000}, 2048, 1.0, true},
+      {"step_S64_D300", testing::one_token_each(64), 300, 1.0, true},
   };
   return all;
 }
@@ -93,28 +96,19 @@ Result run_gpu(const Problem& p, DType dtype) {
           testing::to_host(g.dh0)};
 }
 
-struct Param {
-  size_t case_index;
-  DType dtype;
-};
+using Param = testing::CaseInDtype;
 
-std::vector<Param> all_params() {
-  std::vector<Param> params;
-  for (size_t c = 0; c < cases().size(); ++c) {
-    for (DType dtype : {DType::f32, DType::bf16}) params.push_back({c, dtype});
-  }
-  return params;
-}
+std::vector<Param> all_params() { return testing::in_both_dtypes(cases().size()); }
 
 std::string param_name(const ::testing::TestParamInfo<Param>& info) {
-  return std::string(cases()[info.param.case_index].name) + "_" + std::string(dtype_name(info.param.dtype));
+  return testing::case_dtype_name(cases()[info.param.index].name, info.param.dtype);
 }
 
 class GpuHgrn : public testing::GpuTest, public ::testing::WithParamInterface<Param> {};
 
 TEST_P(GpuHgrn, MatchesCpuInF64) {
   const Param prm = GetParam();
-  const Problem p = make_problem(cases()[prm.case_index], prm.dtype, 11 + prm.case_index);
+  const Problem p = make_problem(cases()[prm.index], prm.dtype, 11 + prm.index);
   const Result ref = run_cpu(p), got = run_gpu(p, prm.dtype);
   const double tol = testing::tolerance(prm.dtype);
   EXPECT_TRUE(testing::assert_close("o", ref.o, got.o, tol, 0));
@@ -125,6 +119,33 @@ TEST_P(GpuHgrn, MatchesCpuInF64) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, GpuHgrn, ::testing::ValuesIn(all_params()), param_name);
+
+// The recurrent forward on CUDA (hgrn_recurrent.cu: decoding's one-token step) against the CPU
+// recurrent op: o at the dtype's tolerance, ht at f32's (f32 arithmetic in both dtypes); the in-place
+// update (ht = h0) gives the same bits as a separate ht.
+class GpuHgrnRecurrent : public testing::GpuTest, public ::testing::WithParamInterface<Param> {};
+
+TEST_P(GpuHgrnRecurrent, MatchesCpuRecurrentInF64) {
+  const Param prm = GetParam();
+  const Problem p = make_problem(cases()[prm.index], prm.dtype, 41 + prm.index);
+  const Result ref = run_cpu(p);
+  const int64_t N = p.in.x.dim(0), D = p.in.x.dim(1), S = p.seqs.num_seqs();
+  ops::HgrnInputs in{testing::to_device(p.in.x, prm.dtype), testing::to_device(p.in.g, DType::f32),
+                     p.in.h0.defined() ? testing::to_device(p.in.h0, DType::f32) : Tensor()};
+  Tensor o = Tensor::empty({N, D}, prm.dtype, Device::cuda), ht = Tensor::empty({S, D}, DType::f32, Device::cuda);
+  ops::hgrn_forward(ops::HgrnImpl::recurrent, p.seqs, in, o, ht);
+  EXPECT_TRUE(testing::assert_close("o", ref.o, testing::to_host(o), testing::tolerance(prm.dtype), 0));
+  EXPECT_TRUE(testing::assert_close("ht", ref.ht, testing::to_host(ht), testing::tolerance(DType::f32), 0));
+
+  Tensor h = testing::device_state(in.h0, {S, D});
+  in.h0 = h;
+  Tensor o_in_place = Tensor::empty({N, D}, prm.dtype, Device::cuda);
+  ops::hgrn_forward(ops::HgrnImpl::recurrent, p.seqs, in, o_in_place, h);
+  EXPECT_TRUE(testing::same_bits("in-place ht", ht, h));
+  EXPECT_TRUE(testing::same_bits("in-place o", o, o_in_place));
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, GpuHgrnRecurrent, ::testing::ValuesIn(all_params()), param_name);
 
 }  // namespace
 }  // namespace linea

@@ -83,8 +83,22 @@ TEST(DeltaRuleArguments, CudaCallsAreCheckedFirst) {
   p.in.g = on_cuda({7, 2}, DType::f32);
   const Tensor o = on_cuda({7, 2, 5}, DType::bf16);
 #ifdef LINEA_WITH_CUDA
-  expect_rejected([&] { ops::delta_rule_forward(DeltaRuleImpl::recurrent, p.spec, p.seqs, p.in, o, Tensor()); },
-                  {"delta_rule_forward: impl: recurrent has no CUDA implementation"});
+  expect_rejected([&] { ops::delta_rule_forward(DeltaRuleImpl::recurrent, p.spec, p.seqs, p.in, o, Tensor(), o); },
+                  {"delta_rule_forward: r: the recurrent CUDA kernel does not form the write error"});
+  const ops::DeltaRuleGrads grads{on_cuda({7, 2, 4}, DType::bf16),
+                                  on_cuda({7, 2, 4}, DType::bf16),
+                                  on_cuda({7, 2, 5}, DType::bf16),
+                                  on_cuda({7, 2}, DType::bf16),
+                                  Tensor(),
+                                  Tensor(),
+                                  on_cuda({7, 2}, DType::f32),
+                                  Tensor()};
+  expect_rejected(
+      [&] {
+        ops::DeltaRuleGrads g = grads;
+        ops::delta_rule_backward(DeltaRuleImpl::recurrent, p.spec, p.seqs, p.in, o, Tensor(), g);
+      },
+      {"delta_rule_backward: impl: the recurrent backward has no CUDA implementation"});
   DeltaRuleProblem bad = p;
   bad.in.g = on_cuda({7, 2}, DType::bf16);
   expect_rejected([&] { forward(bad, o, Tensor()); }, {"g: expected f32, got bf16"});
