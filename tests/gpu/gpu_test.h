@@ -8,7 +8,9 @@
 #pragma once
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -115,6 +117,29 @@ inline ::testing::AssertionResult same_bits(const std::string& what, const Tenso
     return ::testing::AssertionSuccess();
   }
   return ::testing::AssertionFailure() << what << ": the bytes differ";
+}
+
+// A family's recurrent forward on the device against the CPU op's result `ref` (its o and ht):
+// forward(problem, o, ht) runs it on `p` (operands on the device, compute dtype `dtype`); o within
+// the dtype's tolerance and ht within f32's, their err_ratios kept in `worst` (per tensor); then the
+// same call advancing a copy of h0 in place (h0 = ht) must give the same bits.
+template <class Problem, class Result, class Forward>
+void expect_recurrent_forward(Problem p, const Result& ref, DType dtype, Forward forward,
+                              std::map<std::string, double>& worst) {
+  Tensor o = device_empty(p.d_o, dtype), ht = device_empty(p.dht, DType::f32);
+  forward(p, o, ht);
+  const Tensor got_o = to_f64(o), got_ht = to_f64(ht);
+  EXPECT_TRUE(assert_close("o", ref.o, got_o, tolerance(dtype), 0));
+  EXPECT_TRUE(assert_close("ht", ref.ht, got_ht, tolerance(DType::f32), 0));
+  worst["o"] = std::max(worst["o"], compare(ref.o, got_o).err_ratio);
+  worst["ht"] = std::max(worst["ht"], compare(ref.ht, got_ht).err_ratio);
+
+  Tensor h = device_state(p.in.h0, p.dht.shape());
+  p.in.h0 = h;
+  Tensor o_in_place = device_empty(p.d_o, dtype);
+  forward(p, o_in_place, h);
+  EXPECT_TRUE(same_bits("in-place ht", ht, h));
+  EXPECT_TRUE(same_bits("in-place o", o, o_in_place));
 }
 
 // A number as part of a test name: 0.1 → "0p1".

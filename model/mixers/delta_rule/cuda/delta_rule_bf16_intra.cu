@@ -15,7 +15,7 @@
 // and R = P only; it reads K, g (and Q) and stages only K (and Q).
 // Tiles: K [64, Kd] and V [64, 64] per 64 value columns (bf16, loaded once by cp.async), later W
 // hi and lo over them; Q; T diag(β) hi and lo; A and T [64][68] f32, T diag(βγ) hi and lo over A
-// once T is formed, P hi and lo over both once W is. At Kd = V = 128 that is 97.5 KB, so two blocks
+// once T is formed, P hi and lo over both once W is. At Kd = V = 128 that is 99 KB, so two blocks
 // share a multiprocessor and one block's loads and stores overlap the other's products. Bytes per
 // chunk and head: reads K, V, β, g (and Q); writes G, T (8 KB), W, U (and Q', R (8 KB)). The results
 // go to global memory from shared tiles, 16 bytes a thread and whole rows a warp (fragment-order

@@ -396,22 +396,12 @@ TEST_P(GpuDeltaRuleRecurrent, MatchesCpuRecurrentInF64) {
                                                      301 + prm.shape_index),
                     prm.dtype);
   const DeltaRuleResult ref = testing::run_forward(DeltaRuleImpl::recurrent, host);
-  DeltaRuleProblem p = on_device(host, prm.dtype);
-  Tensor o = device_empty(p.d_o, prm.dtype), ht = device_empty(p.dht, DType::f32);
-  ops::delta_rule_forward(DeltaRuleImpl::recurrent, p.spec, p.seqs, p.in, o, ht);
-  const Tensor got_o = testing::to_host(o), got_ht = testing::to_host(ht);
-  EXPECT_TRUE(testing::assert_close("o", ref.o, got_o, testing::tolerance(prm.dtype), 0));
-  EXPECT_TRUE(testing::assert_close("ht", ref.ht, got_ht, testing::tolerance(DType::f32), 0));
-  auto& w = worst->worst[std::string(prm.mixer.name) + "/" + std::string(dtype_name(prm.dtype)) + "/recurrent"];
-  w["o"] = std::max(w["o"], testing::compare(ref.o, got_o).err_ratio);
-  w["ht"] = std::max(w["ht"], testing::compare(ref.ht, got_ht).err_ratio);
-
-  Tensor h = testing::device_state(p.in.h0, p.dht.shape());
-  p.in.h0 = h;
-  Tensor o_in_place = device_empty(p.d_o, prm.dtype);
-  ops::delta_rule_forward(DeltaRuleImpl::recurrent, p.spec, p.seqs, p.in, o_in_place, h);
-  EXPECT_TRUE(testing::same_bits("in-place ht", ht, h));
-  EXPECT_TRUE(testing::same_bits("in-place o", o, o_in_place));
+  testing::expect_recurrent_forward(
+      on_device(host, prm.dtype), ref, prm.dtype,
+      [](auto& p, Tensor& o, Tensor& ht) {
+        ops::delta_rule_forward(DeltaRuleImpl::recurrent, p.spec, p.seqs, p.in, o, ht);
+      },
+      worst->worst[std::string(prm.mixer.name) + "/" + std::string(dtype_name(prm.dtype)) + "/recurrent"]);
 }
 
 INSTANTIATE_TEST_SUITE_P(Mixers, GpuDeltaRuleRecurrent, ::testing::ValuesIn(recurrent_params()), recurrent_name);
