@@ -49,7 +49,7 @@ MixerTable gla(const ModelConfig& c, const GlaConfig& g) {
   if (g.gate_normalizer != 16.0) {
     cannot(section + "gate_normalizer",
            "fla's GLA model has gate_logit_normalizer 16 (GLAConfig has no key for it), this one " +
-               std::to_string(g.gate_normalizer));
+               nlohmann::json(g.gate_normalizer).dump());
   }
   MixerTable t;
   t.model_type = "gla";
@@ -63,7 +63,7 @@ MixerTable retnet(const ModelConfig& c, const RetNetConfig& r) {
   if (r.rope_theta != 10000.0) {
     cannot(r.section + ".rope_theta",
            "fla's RetNet rotates with base 10000 (RetNetConfig has no key for it), this one " +
-               std::to_string(r.rope_theta));
+               nlohmann::json(r.rope_theta).dump());
   }
   MixerTable t;
   t.model_type = "retnet";
