@@ -137,8 +137,8 @@ class Fla:
         from safetensors.torch import load_file
         torch.backends.cuda.matmul.allow_tf32 = False
         torch.backends.cudnn.allow_tf32 = False
-        import fla  # noqa: F401  (registers fla's model types with transformers' Auto classes)
         import fla.layers.attn as attn
+        import fla.models  # noqa: F401  (registers fla's model types with transformers' Auto classes)
         self.torch, self.auto, self.load_file, self.attn = torch, transformers, load_file, attn
         self.flash = attn.flash_attn_func  # None when flash_attn is not installed
         self.mode = attention
