@@ -16,11 +16,13 @@ constexpr const char* kUsage =
     "usage: linea export RUN_DIR|CHECKPOINT --format hf OUT/\n"
     "\n"
     "Writes the model of a run (its newest committed checkpoint; or CHECKPOINT, one step-N/) to OUT/\n"
-    "as fla's Hugging Face format: config.json (fla's model_type: delta_net, gated_deltanet, kda or\n"
-    "transformer, with its keys; hybrids in fla's attn block) and model.safetensors (fla's parameter\n"
-    "names; short-conv weights as [C, 1, W]). Each file is written to a temporary and renamed.\n"
-    "Models fla cannot express (other mixers, attention with head_dim != d_model / heads, no MLP)\n"
-    "are refused before anything is written. `[model] init_from = \"hf:OUT\"` reads such a directory.\n";
+    "as fla's Hugging Face format: config.json (fla's model_type: delta_net, gated_deltanet, kda, gla,\n"
+    "retnet, hgrn, hgrn2, mamba2 or transformer, with its keys; hybrids in fla's attn block) and\n"
+    "model.safetensors (fla's parameter names; short-conv weights as [C, 1, W]; Mamba-2's projections\n"
+    "and convs fused as fla's in_proj and conv1d). Each file is written to a temporary and renamed.\n"
+    "Models fla cannot express (gdn2, rwkv6, two linear mixers, attention with head_dim != d_model /\n"
+    "heads, settings fla's model has no key for) are refused before anything is written, naming the\n"
+    "key. `[model] init_from = \"hf:OUT\"` and `linea logits hf:OUT --config` read such a directory.\n";
 
 int run_export(int argc, char** argv) {
   CommandLine flags("export", kUsage);

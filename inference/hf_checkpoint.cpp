@@ -1,62 +1,56 @@
 #include "inference/hf_checkpoint.h"
 
+#include <algorithm>
+#include <deque>
 #include <fstream>
-#include <set>
+#include <map>
 #include <stdexcept>
 #include <vector>
 
 #include "checkpoint/safetensors.h"
 #include "data/atomic_file.h"
-#include "model/mixers/attention/attention_config.h"
-#include "model/mixers/delta_rule/delta_rule_config.h"
+#include "inference/hf_tables.h"
+#include "model/mixer_registry.h"
 
 namespace linea::inference {
 
 namespace fs = std::filesystem;
 
+namespace hf {
+
+void cannot(const std::string& key, const std::string& why) {
+  throw std::invalid_argument("fla's Hugging Face format: " + key + ": " + why);
+}
+
+}  // namespace hf
+
 namespace {
 
-// fla's model_type of a linear mixer of the delta rule.
-std::string linear_model_type(const std::string& mixer) {
-  if (mixer == "deltanet") return "delta_net";
-  if (mixer == "gdn") return "gated_deltanet";
-  if (mixer == "kda") return "kda";
-  return "";
+// Every model_type a table gives (import refuses the others by name).
+const std::vector<std::string> kModelTypes = {"transformer", "delta_net", "gated_deltanet", "kda",   "gla",
+                                              "retnet",      "hgrn",      "hgrn2",          "mamba2"};
+
+// The table of a stack whose linear layers are `mixer`, from its family's.
+hf::MixerTable linear_table(const ModelConfig& c, const std::string& mixer) {
+  const std::string_view family = mixer_family(mixer).name();
+  if (family == "delta_rule") return hf::delta_rule_table(c, mixer);
+  if (family == "gla") return hf::gla_family_table(c, mixer);
+  if (family == "hgrn") return hf::hgrn_table(c, mixer);
+  hf::cannot("model.mixer", "'" + mixer + "' has no fla name table");
 }
 
-// Export and import (init_from = "hf:DIR") both map a config through hf_config.
-[[noreturn]] void cannot(const std::string& key, const std::string& why) {
-  throw std::invalid_argument("fla's Hugging Face format: model." + key + ": " + why);
-}
+// A model config as fla sees it: the table of its mixers and its config.json.
+struct Plan {
+  hf::MixerTable table;
+  nlohmann::json config;
+};
 
-// The short convs' weights: [C, W] here, [C, 1, W] in fla.
-bool is_conv(const std::string& name) { return name.find("_conv1d.weight") != std::string::npos; }
-
-Shape hf_shape(const std::string& name, const Shape& shape) {
-  return is_conv(name) ? Shape{shape[0], 1, shape[1]} : shape;
-}
-
-}  // namespace
-
-std::string hf_parameter_name(const std::string& name) {
-  if (name == "embedding.weight") return "model.embeddings.weight";
-  if (name == "norm.weight") return "model.norm.weight";
-  if (name == "head.weight") return "lm_head.weight";
-  const std::string mixer = ".mixer.";
-  const size_t at = name.find(mixer);
-  if (name.rfind("layers.", 0) == 0 && at != std::string::npos) {
-    return "model." + name.substr(0, at) + ".attn." + name.substr(at + mixer.size());
-  }
-  return "model." + name;
-}
-
-nlohmann::json hf_config(const ModelConfig& given) {
+Plan plan(const ModelConfig& given) {
   ModelConfig c = given;
   c.resolve();
-  if (!c.mlp) cannot("mlp", "fla's blocks always have an MLP");
   if (c.routing.kind != RoutingKind::none) {
-    cannot("routing",
-           std::string("fla's models have no cross-layer routing, this one has ") + routing_kind_name(c.routing.kind));
+    hf::cannot("model.routing", std::string("fla's models have no cross-layer routing, this one has ") +
+                                    routing_kind_name(c.routing.kind));
   }
   std::string linear;
   std::vector<int64_t> attention_layers;
@@ -64,86 +58,148 @@ nlohmann::json hf_config(const ModelConfig& given) {
     const std::string& m = c.layer_mixers[static_cast<size_t>(i)];
     if (m == "attention") {
       attention_layers.push_back(i);
-    } else if (linear_model_type(m).empty()) {
-      cannot("mixer", "'" + m + "' has no fla name table yet (deltanet, gdn, kda and attention have)");
     } else if (!linear.empty() && m != linear) {
-      cannot("layer_mixers", "fla's models hold one linear mixer, this one " + linear + " and " + m);
+      hf::cannot("model.layer_mixers", "fla's models hold one linear mixer, this one " + linear + " and " + m);
     } else {
       linear = m;
     }
   }
-  nlohmann::json j = {{"model_type", linear.empty() ? "transformer" : linear_model_type(linear)},
-                      {"hidden_size", c.d_model},
-                      {"num_hidden_layers", c.layers},
-                      {"vocab_size", c.vocab},
-                      {"intermediate_size", c.mlp_hidden},
-                      {"hidden_act", "swish"},
-                      {"norm_eps", c.norm_eps},
-                      {"tie_word_embeddings", c.tie_embeddings},
-                      {"initializer_range", c.init_std},
-                      {"fuse_norm", true},
-                      {"fuse_swiglu", true},
-                      {"fuse_cross_entropy", true}};
-  if (!attention_layers.empty()) {
-    const AttentionConfig& a = c.mixer_config<AttentionConfig>("attention");
-    if (a.heads * a.head_dim != c.d_model) {
-      cannot("attention.head_dim",
-             "fla's attention has head_dim = hidden_size / num_heads = " + std::to_string(c.d_model / a.heads) +
-                 ", this one " + std::to_string(a.head_dim));
-    }
-    const nlohmann::json window = a.window > 0 ? nlohmann::json(a.window) : nlohmann::json(nullptr);
-    if (linear.empty()) {
-      j.update({{"num_heads", a.heads},
-                {"num_kv_heads", a.kv_heads},
-                {"window_size", window},
-                {"rope_theta", a.rope_theta}});
-    } else {
-      j["attn"] = {{"layers", attention_layers}, {"num_heads", a.heads},  {"num_kv_heads", a.kv_heads},
-                   {"qkv_bias", false},          {"window_size", window}, {"rope_theta", a.rope_theta}};
-    }
+  Plan p{linear.empty() ? hf::transformer_table(c) : linear_table(c, linear), {}};
+  if (c.mlp != p.table.mlp) {
+    hf::cannot("model.mlp", p.table.mlp
+                                ? "fla's blocks always have an MLP"
+                                : "fla's " + p.table.model_type + " blocks have no MLP (set model.mlp = false)");
   }
-  if (!linear.empty()) {
-    const DeltaRuleConfig& d = c.mixer_config<DeltaRuleConfig>(linear);
-    j.update({{"num_heads", d.heads},
-              {"use_short_conv", d.conv > 0},
-              {"conv_size", d.conv > 0 ? d.conv : 4},
-              {"allow_neg_eigval", d.allow_neg_eigval},
-              {"expand_v", double(d.d_v) / double(d.d_k)}});
-    if (linear == "deltanet") {
-      j.update({{"expand_k", double(d.heads * d.d_k) / double(c.d_model)},
-                {"expand_v", double(d.heads * d.d_v) / double(c.d_model)},
-                {"use_gate", d.output_gate},
-                {"use_beta", true},
-                {"use_output_norm", true},
-                {"qk_norm", "l2"},
-                {"qk_activation", "silu"}});
-    } else {
-      j["head_dim"] = d.d_k;
-    }
-    if (linear == "gdn") j["use_gate"] = d.output_gate;
-    if (linear == "kda" && (d.decay_rank != d.d_v || d.gate_rank != d.d_v || !d.output_gate)) {
-      cannot("kda", "fla's KDA has decay_rank = gate_rank = d_v and an output gate");
-    }
-    if (linear == "gdn" && !d.output_gate) cannot("gdn.output_gate", "fla's use_gate = false has no o_norm gate");
+  if (!linear.empty() && !attention_layers.empty() && !p.table.hybrid) {
+    hf::cannot(c.layer_mixers_terms.empty() ? "model.hybrid" : "model.layer_mixers",
+               "fla's " + p.table.model_type + " has no hybrid attn block; this stack has attention at layer " +
+                   std::to_string(attention_layers.front()));
   }
-  return j;
+  p.config = {{"model_type", p.table.model_type}, {"hidden_size", c.d_model},
+              {"num_hidden_layers", c.layers},    {"vocab_size", c.vocab},
+              {"norm_eps", c.norm_eps},           {"tie_word_embeddings", c.tie_embeddings},
+              {"initializer_range", c.init_std},  {"fuse_norm", true},
+              {"fuse_cross_entropy", true}};
+  if (p.table.mlp) {
+    p.config.update({{"intermediate_size", c.mlp_hidden}, {"hidden_act", "swish"}, {"fuse_swiglu", true}});
+  }
+  p.config.update(p.table.keys);
+  if (!linear.empty() && !attention_layers.empty()) p.config["attn"] = hf::attention_block(c, attention_layers);
+  return p;
 }
 
+// fla's name of a linea parameter that no fusion or rename of the table claims.
+std::string fla_name(const std::string& name, const hf::MixerTable& table) {
+  const std::string root = table.backbone ? "backbone." : "model.";
+  if (name == "embedding.weight") return root + "embeddings.weight";
+  if (name == "norm.weight") return root + (table.backbone ? "norm_f.weight" : "norm.weight");
+  if (name == "head.weight") return "lm_head.weight";
+  if (name.rfind("layers.", 0) != 0) return root + name.substr(name.find('.') + 1);  // <mixer>.X: the stack's
+  const std::string mixer = ".mixer.", norm = ".attn_norm.";
+  const size_t dot = name.find('.', 7);
+  const std::string layer = name.substr(0, dot), rest = name.substr(dot);
+  if (rest.rfind(mixer, 0) == 0)
+    return root + layer + (table.backbone ? ".mixer." : ".attn.") + rest.substr(mixer.size());
+  if (table.backbone && rest.rfind(norm, 0) == 0) return root + layer + ".norm." + rest.substr(norm.size());
+  return root + name;
+}
+
+// One tensor of fla's checkpoint: its name and shape, and the parameters that fill it in order
+// (indices into the model's params()).
+struct HfTensor {
+  std::string name;
+  Shape shape;
+  std::vector<size_t> parts;
+};
+
+using Params = std::deque<Parameter>;
+
+std::string linea_names(const HfTensor& t, const Params& params) {
+  std::string s;
+  for (const size_t i : t.parts) s += (s.empty() ? "" : " + ") + params[i].name;
+  return s;
+}
+
+// fla's shape of the parts stacked along the first dimension; short-conv weights [C, W] as [C, 1, W].
+Shape stacked_shape(const HfTensor& t, const Params& params) {
+  const Parameter& first = params[t.parts.front()];
+  Shape shape = first.shape;
+  shape[0] = 0;
+  for (const size_t i : t.parts) {
+    const Parameter& p = params[i];
+    if ((p.role == ParamRole::conv) != (first.role == ParamRole::conv) ||
+        !std::equal(p.shape.begin() + 1, p.shape.end(), first.shape.begin() + 1, first.shape.end())) {
+      throw std::logic_error("fla table: " + t.name + " stacks " + p.name + " " + shape_string(p.shape) + " on " +
+                             first.name + " " + shape_string(first.shape));
+    }
+    shape[0] += p.shape[0];
+  }
+  if (first.role == ParamRole::conv) shape.insert(shape.begin() + 1, 1);
+  return shape;
+}
+
+// Every tensor of the model's fla checkpoint, each parameter in exactly one.
+std::vector<HfTensor> hf_tensors(const Model& model, const hf::MixerTable& table) {
+  const Params& params = model.params().params();
+  std::map<std::string, size_t> by_name;
+  for (size_t i = 0; i < params.size(); ++i) by_name[params[i].name] = i;
+  std::vector<bool> claimed(params.size(), false);
+  std::vector<HfTensor> tensors;
+  const ModelConfig& c = model.config();
+  for (int64_t layer = 0; layer < c.layers; ++layer) {
+    if (c.layer_mixers[static_cast<size_t>(layer)] == "attention") continue;
+    const std::string prefix = "layers." + std::to_string(layer) + ".mixer.";
+    for (const hf::Fused& f : table.layer) {
+      HfTensor t{fla_name(prefix + f.fla, table), {}, {}};
+      for (const std::string& part : f.parts) {
+        const auto found = by_name.find(prefix + part);
+        if (found == by_name.end()) {
+          throw std::logic_error("fla table of " + table.model_type + ": the model has no " + prefix + part);
+        }
+        t.parts.push_back(found->second);
+        claimed[found->second] = true;
+      }
+      t.shape = stacked_shape(t, params);
+      tensors.push_back(std::move(t));
+    }
+  }
+  for (size_t i = 0; i < params.size(); ++i) {
+    if (claimed[i]) continue;
+    HfTensor t{fla_name(params[i].name, table), {}, {i}};
+    t.shape = stacked_shape(t, params);
+    tensors.push_back(std::move(t));
+  }
+  return tensors;
+}
+
+}  // namespace
+
+nlohmann::json hf_config(const ModelConfig& config) { return plan(config).config; }
+
 void export_hf(const Model& model, const fs::path& directory) {
-  const nlohmann::json config = hf_config(model.config());
+  const Plan p = plan(model.config());
   if (model.device() != Device::cpu || model.params().dtype() != DType::f32) {
     throw std::invalid_argument("export --format hf: f32 models on the CPU only");
   }
-  std::vector<std::pair<std::string, Tensor>> tensors;
-  for (const Parameter& p : model.params().params()) {
-    tensors.emplace_back(hf_parameter_name(p.name), p.value.reshape(hf_shape(p.name, p.shape)));
+  const Params& params = model.params().params();
+  std::vector<std::pair<std::string, Tensor>> out;
+  for (const HfTensor& t : hf_tensors(model, p.table)) {
+    Tensor value = Tensor::empty(t.shape, DType::f32);
+    const Tensor flat = value.reshape({value.numel()});
+    int64_t at = 0;
+    for (const size_t i : t.parts) {
+      const int64_t n = params[i].value.numel();
+      flat.slice(at, at + n).copy_from(params[i].value.reshape({n}));
+      at += n;
+    }
+    out.emplace_back(t.name, value);
   }
   fs::create_directories(directory);
-  write_safetensors(directory / "model.safetensors", tensors, {{"format", "pt"}});
-  const std::string text = config.dump(2) + "\n";
-  data::AtomicFileWriter out(directory / "config.json");
-  out.write(text.data(), text.size());
-  out.commit();
+  write_safetensors(directory / "model.safetensors", out, {{"format", "pt"}});
+  const std::string text = p.config.dump(2) + "\n";
+  data::AtomicFileWriter file(directory / "config.json");
+  file.write(text.data(), text.size());
+  file.commit();
 }
 
 void import_hf(Model& model, const fs::path& directory) {
@@ -155,29 +211,40 @@ void import_hf(Model& model, const fs::path& directory) {
     throw std::runtime_error(config_path.string() + ": expected a JSON object with a string model_type");
   }
   const std::string type = config["model_type"].get<std::string>();
-  static const std::set<std::string> known = {"transformer", "delta_net", "gated_deltanet", "kda"};
-  if (!known.count(type)) {
-    throw std::runtime_error(config_path.string() + ": unknown model_type \"" + type +
-                             "\"; linea reads transformer, delta_net, gated_deltanet and kda");
+  if (std::find(kModelTypes.begin(), kModelTypes.end(), type) == kModelTypes.end()) {
+    std::string known;
+    for (size_t i = 0; i < kModelTypes.size(); ++i) {
+      known += (i == 0 ? "" : i + 1 == kModelTypes.size() ? " and " : ", ") + kModelTypes[i];
+    }
+    throw std::runtime_error(config_path.string() + ": unknown model_type \"" + type + "\"; linea reads " + known);
   }
-  const std::string expected = hf_config(model.config())["model_type"].get<std::string>();
-  if (type != expected) {
+  const Plan p = plan(model.config());
+  if (type != p.table.model_type) {
     throw std::runtime_error(config_path.string() + ": model_type \"" + type + "\", but the [model] config is a " +
-                             expected);
+                             p.table.model_type);
   }
   const SafetensorsFile file(directory / "model.safetensors");
+  const std::vector<HfTensor> tensors = hf_tensors(model, p.table);
+  Params& params = model.params().params();
   model.params().with_host_values([&] {
-    for (Parameter& p : model.params().params()) {
-      const std::string name = hf_parameter_name(p.name);
-      if (!file.contains(name)) {
-        throw std::runtime_error(file.path().string() + ": no tensor " + name + " (linea's " + p.name + ")");
+    for (const HfTensor& t : tensors) {
+      if (!file.contains(t.name)) {
+        throw std::runtime_error(file.path().string() + ": no tensor " + t.name + " (linea's " +
+                                 linea_names(t, params) + ")");
       }
-      const Shape expected_shape = hf_shape(p.name, p.shape);
-      if (file.shape(name) != expected_shape) {
-        throw std::runtime_error(file.path().string() + ": tensor " + name + " is " + shape_string(file.shape(name)) +
-                                 ", the model's " + p.name + " needs " + shape_string(expected_shape));
+      if (file.shape(t.name) != t.shape) {
+        throw std::runtime_error(file.path().string() + ": tensor " + t.name + " is " +
+                                 shape_string(file.shape(t.name)) + ", the model's " + linea_names(t, params) +
+                                 (t.parts.size() > 1 ? " need " : " needs ") + shape_string(t.shape));
       }
-      p.value.copy_from(file.read_f32(name).reshape(p.shape));
+      const Tensor value = file.read_f32(t.name);
+      const Tensor flat = value.reshape({value.numel()});
+      int64_t at = 0;
+      for (const size_t i : t.parts) {
+        const int64_t n = params[i].value.numel();
+        params[i].value.copy_from(flat.slice(at, at + n).reshape(params[i].shape));
+        at += n;
+      }
     }
   });
 }

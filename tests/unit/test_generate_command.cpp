@@ -1,9 +1,10 @@
-// `linea score`, `linea generate` and `linea params --inference`, run in-process: a checkpoint
-// written in the format `linea train` commits (model/<parameter> tensors, the resolved config in
-// the manifest) is read back from its run directory and from the checkpoint directory itself;
-// score prints the log-likelihoods ModelLanguageModel computes, generate its greedy continuations
-// (and sampled ones, reproducibly), export an fla checkpoint that imports back to the same model;
-// bad input names the file, line and key.
+// `linea score`, `linea generate`, `linea export`, `linea logits` and `linea params --inference`,
+// run in-process: a checkpoint written in the format `linea train` commits (model/<parameter>
+// tensors, the resolved config in the manifest) is read back from its run directory and from the
+// checkpoint directory itself; score prints the log-likelihoods ModelLanguageModel computes,
+// generate its greedy continuations (and sampled ones, reproducibly), export an fla checkpoint that
+// imports back to the same model, logits the logits of every position of the run's model and of
+// its export read as hf:DIR; bad input names the file, line and key.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -14,6 +15,7 @@
 #include <vector>
 
 #include "checkpoint/checkpoint.h"
+#include "checkpoint/safetensors.h"
 #include "inference/hf_checkpoint.h"
 #include "inference/model_language_model.h"
 #include "model/decoding_memory.h"
@@ -155,6 +157,54 @@ TEST(ExportCommand, WritesAnHfCheckpointThatImportsBack) {
         testing::run_command("export", {saved.run.string(), "--format", "gguf", (saved.dir / "x").string()});
       },
       {"--format", "expected hf"}));
+}
+
+TEST(LogitsCommand, WritesEveryPositionsLogitsOfARunAndOfAnHfCheckpoint) {
+  const SavedRun saved;
+  const std::string input =
+      write_file(saved.dir / "tokens.json", R"({"input_ids": [[1, 2, 3, 4, 5], [31, 0, 7, 7, 2]]})");
+  const std::string config = write_file(saved.dir / "run.toml", kConfig);
+  auto model = saved.model();
+  const Tensor ids = testing::index_tensor({1, 2, 3, 4, 5, 31, 0, 7, 7, 2});
+  std::vector<int64_t> rows(10);
+  for (int64_t i = 0; i < 10; ++i) rows[i] = i;
+  const Tensor expected = model->logits(ids, SeqLayout::uniform(2, 5), rows);
+  ::testing::internal::CaptureStdout();
+  EXPECT_EQ(testing::run_command("export", {saved.run.string(), "--format", "hf", (saved.dir / "hf").string()}), 0);
+  const std::string hf = "hf:" + (saved.dir / "hf").string();
+  const std::vector<std::vector<std::string>> calls = {
+      {saved.run.string(), "--input", input, "--out", (saved.dir / "run.safetensors").string()},
+      {hf, "--config", config, "--input", input, "--out", (saved.dir / "hf.safetensors").string()}};
+  for (const auto& call : calls) {
+    EXPECT_EQ(testing::run_command("logits", call), 0);
+    const SafetensorsFile file(call.back());
+    EXPECT_EQ(file.shape("logits"), (Shape{2, 5, 32}));
+    EXPECT_EQ(file.dtype("input_ids"), "I64");
+    const Tensor logits = file.read_f32("logits");
+    for (int64_t i = 0; i < expected.numel(); ++i) ASSERT_EQ(logits.data<float>()[i], expected.data<float>()[i]);
+  }
+  EXPECT_NE(::testing::internal::GetCapturedStdout().find("wrote the logits of 2 sequences of 5 tokens (vocab 32)"),
+            std::string::npos);
+
+  const std::string out = (saved.dir / "x.safetensors").string();
+  EXPECT_TRUE(testing::throws_invalid_argument(
+      [&] {
+        testing::run_command("logits", {hf, "--input", input, "--out", out});
+      },
+      {"hf:", "needs --config"}));
+  const std::string ragged = write_file(saved.dir / "ragged.json", R"({"input_ids": [[1, 2], [3]]})");
+  EXPECT_TRUE(testing::throws_invalid_argument(
+      [&] {
+        testing::run_command("logits", {saved.run.string(), "--input", ragged, "--out", out});
+      },
+      {"ragged.json: input_ids[1]", "T equal in every sequence"}));
+  const std::string outside = write_file(saved.dir / "outside.json", R"({"input_ids": [[1, 32]]})");
+  EXPECT_TRUE(testing::throws_invalid_argument(
+      [&] {
+        testing::run_command("logits", {saved.run.string(), "--input", outside, "--out", out});
+      },
+      {"outside.json: input_ids[0]", "[0, 32)", "got 32"}));
+  EXPECT_FALSE(std::filesystem::exists(out));
 }
 
 TEST(ParamsCommand, InferencePrintsTheDecodingStatePerSequence) {
