@@ -3,7 +3,9 @@
 // the manifest) is read back from its run directory and from the checkpoint directory itself;
 // score prints the log-likelihoods ModelLanguageModel computes, generate its greedy continuations
 // (and sampled ones, reproducibly), export an fla checkpoint that imports back to the same model;
-// bad input names the file, line and key.
+// bad input names the file, line and key. --device: cpu gives these results, auto takes the CPU
+// where no CUDA device is visible (and says so on stderr), cuda there and a word other than auto,
+// cpu or cuda are errors naming the flag (the CUDA results: tests/gpu/test_gpu_inference_commands.cpp).
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -16,12 +18,14 @@
 #include "checkpoint/checkpoint.h"
 #include "inference/hf_checkpoint.h"
 #include "inference/model_language_model.h"
+#include "kernels/device_memory.h"
 #include "model/decoding_memory.h"
 #include "model/model.h"
 #include "tests/testing/kernel_test.h"
 #include "tests/testing/run_command.h"
 #include "tests/testing/temp_dir.h"
 #include "tests/testing/tiny_model.h"
+#include "worker/placement.h"
 #include "worker/run_config.h"
 
 namespace linea {
@@ -75,7 +79,7 @@ TEST(ScoreCommand, PrintsTheLogLikelihoodsOfTheCheckpointedModel) {
   const auto expected = lm.score({{{1, 2, 3}, {4, 5}}, {{}, {7, 8, 9}}});
   for (const std::filesystem::path& path : {saved.run, saved.run / "checkpoints" / "step-000000007"}) {
     ::testing::internal::CaptureStdout();
-    EXPECT_EQ(testing::run_command("score", {path.string(), "--input", input}), 0);
+    EXPECT_EQ(testing::run_command("score", {path.string(), "--input", input, "--device", "cpu"}), 0);
     const auto lines = output_lines(::testing::internal::GetCapturedStdout());
     ASSERT_EQ(lines.size(), 2u);
     for (size_t i = 0; i < 2; ++i) {
@@ -95,7 +99,9 @@ TEST(GenerateCommand, PrintsGreedyAndSampledContinuationsAndThroughput) {
   const auto greedy = lm.generate({{{1, 2, 3}, 5, {}}, {{5}, 2, {}}});
   ::testing::internal::CaptureStdout();
   ::testing::internal::CaptureStderr();
-  EXPECT_EQ(testing::run_command("generate", {saved.run.string(), "--input", input, "--max-tokens", "5"}), 0);
+  EXPECT_EQ(
+      testing::run_command("generate", {saved.run.string(), "--input", input, "--max-tokens", "5", "--device", "cpu"}),
+      0);
   const auto lines = output_lines(::testing::internal::GetCapturedStdout());
   const std::string err = ::testing::internal::GetCapturedStderr();
   ASSERT_EQ(lines.size(), 2u);
@@ -105,8 +111,8 @@ TEST(GenerateCommand, PrintsGreedyAndSampledContinuationsAndThroughput) {
   EXPECT_NE(err.find("tokens/s"), std::string::npos) << err;
 
   const std::vector<std::string> sampled = {
-      saved.run.string(), "--input", input, "--max-tokens", "5", "--temperature", "1.0", "--top-p", "0.95",
-      "--seed",           "4"};
+      saved.run.string(), "--input", input,      "--max-tokens", "5", "--temperature", "1.0", "--top-p", "0.95",
+      "--seed",           "4",       "--device", "cpu"};
   std::string first, second;
   for (std::string* out : {&first, &second}) {
     ::testing::internal::CaptureStdout();
@@ -135,6 +141,53 @@ TEST(GenerateCommand, BadInputNamesTheLine) {
   std::filesystem::create_directories(saved.dir / "empty_run");
   EXPECT_TRUE(testing::throws_invalid_argument(
       [&] { testing::run_command("generate", {(saved.dir / "empty_run").string()}); }, {"no committed checkpoint"}));
+}
+
+// stdout and stderr of `linea COMMAND ARGS...` (which must succeed).
+std::pair<std::string, std::string> command_output(const std::string& command, const std::vector<std::string>& args) {
+  ::testing::internal::CaptureStdout();
+  ::testing::internal::CaptureStderr();
+  const int status = testing::run_command(command, args);
+  std::string out = ::testing::internal::GetCapturedStdout(), err = ::testing::internal::GetCapturedStderr();
+  EXPECT_EQ(status, 0) << command << ": " << err;
+  return {out, err};
+}
+
+TEST(InferenceCommands, DeviceFlagChoosesTheDeviceAndNamesIt) {
+  const SavedRun saved;
+  const std::string scores =
+      write_file(saved.dir / "score.jsonl", "{\"context_ids\": [1, 2], \"continuation_ids\": [3]}\n");
+  const std::string prompts = write_file(saved.dir / "prompts.jsonl", "{\"prompt_ids\": [1, 2, 3]}\n");
+  for (const auto& [command, input] : {std::pair{"score", scores}, std::pair{"generate", prompts}}) {
+    const std::vector<std::string> args = {saved.run.string(), "--input", input};
+    const auto with = [&](std::vector<std::string> more) {
+      more.insert(more.begin(), args.begin(), args.end());
+      return more;
+    };
+    const auto [cpu_out, cpu_err] = command_output(command, with({"--device", "cpu"}));
+    EXPECT_NE(cpu_err.find(std::string("linea ") + command + ": device cpu, dtype f32\n"), std::string::npos)
+        << cpu_err;
+    EXPECT_TRUE(testing::throws_invalid_argument(
+        [&] {
+          testing::run_command(command, with({"--device", "gpu"}));
+        },
+        {"--device: expected auto, cpu or cuda, got \"gpu\""}))
+        << command;
+    if (cuda_device_available()) continue;  // auto and cuda run on the GPU there (tests/gpu/)
+    // No CUDA device here: auto (the default) takes the CPU and says why; cuda is an error.
+    const auto [auto_out, auto_err] = command_output(command, args);
+    EXPECT_EQ(auto_out, cpu_out) << command;
+    EXPECT_NE(auto_err.find(std::string("linea ") + command +
+                            ": device cpu, dtype f32 (--device auto: " + cuda_unavailable_reason() + ")"),
+              std::string::npos)
+        << auto_err;
+    EXPECT_TRUE(testing::throws_invalid_argument(
+        [&] {
+          testing::run_command(command, with({"--device", "cuda"}));
+        },
+        {"--device cuda, but " + cuda_unavailable_reason(), "use --device cpu or auto"}))
+        << command;
+  }
 }
 
 TEST(ExportCommand, WritesAnHfCheckpointThatImportsBack) {
