@@ -143,16 +143,6 @@ TEST(GenerateCommand, BadInputNamesTheLine) {
       [&] { testing::run_command("generate", {(saved.dir / "empty_run").string()}); }, {"no committed checkpoint"}));
 }
 
-// stdout and stderr of `linea COMMAND ARGS...` (which must succeed).
-std::pair<std::string, std::string> command_output(const std::string& command, const std::vector<std::string>& args) {
-  ::testing::internal::CaptureStdout();
-  ::testing::internal::CaptureStderr();
-  const int status = testing::run_command(command, args);
-  std::string out = ::testing::internal::GetCapturedStdout(), err = ::testing::internal::GetCapturedStderr();
-  EXPECT_EQ(status, 0) << command << ": " << err;
-  return {out, err};
-}
-
 TEST(InferenceCommands, DeviceFlagChoosesTheDeviceAndNamesIt) {
   const SavedRun saved;
   const std::string scores =
@@ -164,7 +154,7 @@ TEST(InferenceCommands, DeviceFlagChoosesTheDeviceAndNamesIt) {
       more.insert(more.begin(), args.begin(), args.end());
       return more;
     };
-    const auto [cpu_out, cpu_err] = command_output(command, with({"--device", "cpu"}));
+    const auto [cpu_out, cpu_err] = testing::command_output(command, with({"--device", "cpu"}));
     EXPECT_NE(cpu_err.find(std::string("linea ") + command + ": device cpu, dtype f32\n"), std::string::npos)
         << cpu_err;
     EXPECT_TRUE(testing::throws_invalid_argument(
@@ -175,7 +165,7 @@ TEST(InferenceCommands, DeviceFlagChoosesTheDeviceAndNamesIt) {
         << command;
     if (cuda_device_available()) continue;  // auto and cuda run on the GPU there (tests/gpu/)
     // No CUDA device here: auto (the default) takes the CPU and says why; cuda is an error.
-    const auto [auto_out, auto_err] = command_output(command, args);
+    const auto [auto_out, auto_err] = testing::command_output(command, args);
     EXPECT_EQ(auto_out, cpu_out) << command;
     EXPECT_NE(auto_err.find(std::string("linea ") + command +
                             ": device cpu, dtype f32 (--device auto: " + cuda_unavailable_reason() + ")"),
