@@ -42,10 +42,24 @@ limit = 1
 context_lengths = [512]
 )";
 
+// kConfig with its data sets in the fixtures.
+RunConfig fixture_config() {
+  return parse_run_config(kConfig, "run.toml",
+                          {"eval.data_dir=\"" + (testing::fixture_dir() / "eval").string() + "\""});
+}
+
+// The evaluation of config's [eval] with the fixture tokenizer, writing into `dir`.
+TrainingEvaluation fixture_evaluation(const RunConfig& config, const testing::TempDir& dir) {
+  return TrainingEvaluation(
+      config.eval,
+      data::load_tokenizer(
+          {"hf-tokenizer-json", (testing::fixture_dir() / "tokenizer" / "hf_bytelevel.json").string()}),
+      dir.path());
+}
+
 TEST(TrainingEvaluation, ParsesEvalAndRunsItsTasks) {
   testing::TempDir dir;
-  const std::string data = (testing::fixture_dir() / "eval").string();
-  const RunConfig config = parse_run_config(kConfig, "run.toml", {"eval.data_dir=\"" + data + "\""});
+  const RunConfig config = fixture_config();
   EXPECT_EQ(config.eval.tasks, (std::vector<std::string>{"arc_easy", "niah_single_1"}));
   EXPECT_EQ(config.eval.every, 50);
   EXPECT_EQ(config.eval.context_lengths, std::vector<int64_t>{512});
@@ -55,9 +69,7 @@ TEST(TrainingEvaluation, ParsesEvalAndRunsItsTasks) {
 
   Model model(config.model);
   model.init_parameters(1);
-  auto tokenizer = data::load_tokenizer(
-      {"hf-tokenizer-json", (testing::fixture_dir() / "tokenizer" / "hf_bytelevel.json").string()});
-  TrainingEvaluation evaluation(config.eval, std::move(tokenizer), dir.path());
+  TrainingEvaluation evaluation = fixture_evaluation(config, dir);
   nlohmann::json line = {{"step", 50}};
   std::ostringstream log;
   evaluation.run(model, 50, line, log);
@@ -77,8 +89,7 @@ bool same_bytes(const Tensor& a, const Tensor& b) {
 
 TEST(TrainingEvaluation, LeavesTheStepArenasGradientsAndWeightsAsTheyWere) {
   testing::TempDir dir;
-  const std::string data = (testing::fixture_dir() / "eval").string();
-  const RunConfig config = parse_run_config(kConfig, "run.toml", {"eval.data_dir=\"" + data + "\""});
+  const RunConfig config = fixture_config();
   Model model(config.model);
   model.init_parameters(1);
   // A training step of 2 sequences of 16 tokens: far smaller than the evaluation's 512-token prompts.
@@ -92,9 +103,7 @@ TEST(TrainingEvaluation, LeavesTheStepArenasGradientsAndWeightsAsTheyWere) {
   const size_t saved = model.saved_activation_bytes(), scratch = model.scratch_bytes();
   const Tensor grads = model.params().grads().clone(), values = model.params().values().clone();
 
-  auto tokenizer = data::load_tokenizer(
-      {"hf-tokenizer-json", (testing::fixture_dir() / "tokenizer" / "hf_bytelevel.json").string()});
-  TrainingEvaluation evaluation(config.eval, std::move(tokenizer), dir.path());
+  TrainingEvaluation evaluation = fixture_evaluation(config, dir);
   nlohmann::json line = {{"step", 50}};
   std::ostringstream log;
   evaluation.run(model, 50, line, log);
