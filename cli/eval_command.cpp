@@ -82,7 +82,7 @@ int run_eval(int argc, char** argv) {
   const int64_t batch_tokens = flags.integer("batch-tokens", 16384, 1, int64_t(1) << 30);
   eval::select_tasks(settings.tasks, settings.data_dir);  // a bad list fails before the model loads
 
-  const TrainedModel trained = load_trained_model(flags.positional()[0], device_choice(flags));
+  const TrainedModel trained = load_trained_model(flags.positional()[0], device_flag(flags));
   std::fprintf(stderr, "linea eval: %s\n", describe_placement(trained).c_str());
   const auto tokenizer =
       load_run_tokenizer(trained.config, flags.string("tokenizer", ""), trained.model->config().vocab);

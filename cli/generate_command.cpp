@@ -55,7 +55,7 @@ int run_generate(int argc, char** argv) {
   const std::vector<std::string> default_stops =
       flags.has("stop") ? std::vector<std::string>{*flags.get("stop")} : std::vector<std::string>{};
 
-  const TrainedModel trained = load_trained_model(flags.positional()[0], device_choice(flags));
+  const TrainedModel trained = load_trained_model(flags.positional()[0], device_flag(flags));
   std::fprintf(stderr, "linea generate: %s\n", describe_placement(trained).c_str());
   RequestText text(trained, flags.string("tokenizer", ""));
   std::vector<inference::GenerateRequest> requests;

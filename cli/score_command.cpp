@@ -39,7 +39,7 @@ int run_score(int argc, char** argv) {
   if (const auto done = flags.parse(argc, argv)) return *done;
   const std::string tokenizer_spec = flags.string("tokenizer", "");
   const int64_t batch_tokens = flags.integer("batch-tokens", 16384, 1, int64_t(1) << 30);
-  const TrainedModel trained = load_trained_model(flags.positional()[0], device_choice(flags));
+  const TrainedModel trained = load_trained_model(flags.positional()[0], device_flag(flags));
   std::fprintf(stderr, "linea score: %s\n", describe_placement(trained).c_str());
   RequestText text(trained, tokenizer_spec);
   std::vector<inference::ScoreRequest> requests;

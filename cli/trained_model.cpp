@@ -60,7 +60,7 @@ TrainedModel load_trained_model(const fs::path& path, const std::string& device_
   return trained;
 }
 
-std::string device_choice(const CommandLine& flags) { return flags.choice("device", "auto", {"auto", "cpu", "cuda"}); }
+std::string device_flag(const CommandLine& flags) { return flags.choice("device", "auto", {"auto", "cpu", "cuda"}); }
 
 std::string describe_placement(const TrainedModel& trained) {
   std::string text = "device " + std::string(device_name(trained.placement.device)) + ", dtype " +

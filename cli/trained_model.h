@@ -39,7 +39,7 @@ TrainedModel load_trained_model(const std::filesystem::path& path, const std::st
 inline constexpr const char* kDeviceUsage =
     "  --device D         cuda, cpu or auto (default: cuda when linea has CUDA and a device is visible,\n"
     "                     else cpu); on cuda the run's train.precision (bf16 for a bf16 run), f32 on cpu\n";
-std::string device_choice(const CommandLine& flags);
+std::string device_flag(const CommandLine& flags);
 
 // "device cuda, dtype bf16 (the run's train.precision = \"auto\")", "device cpu, dtype f32
 // (--device auto: no CUDA device is visible)": for the one line a command prints on stderr.
