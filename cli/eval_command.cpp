@@ -1,7 +1,8 @@
 // `linea eval CHECKPOINT|RUN_DIR --tasks LIST [--limit N] [--out FILE] [--data-dir DIR]`: the
 // evaluation tasks (eval/evaluation.h) on a trained model (cli/trained_model.h) through
-// inference::ModelLanguageModel; one JSON line per result into FILE (default RUN_DIR/eval.jsonl,
-// appended) and a readable line per result on stdout.
+// inference::ModelLanguageModel, on the device of --device (cli/trained_model.h); one JSON line per
+// result, with the step, checkpoint, device and dtype, into FILE (default RUN_DIR/eval.jsonl,
+// appended), a readable line per result on stdout, and the device and dtype on stderr.
 #include <cstdio>
 #include <fstream>
 #include <iostream>
@@ -21,7 +22,7 @@ namespace {
 
 constexpr const char* kUsage =
     "usage: linea eval RUN_DIR|CHECKPOINT --tasks LIST [--limit N] [--out FILE] [--data-dir DIR]\n"
-    "                  [--lengths L1,L2,...] [--seed S] [--tokenizer SPEC] [--batch-tokens N]\n"
+    "                  [--lengths L1,L2,...] [--seed S] [--tokenizer SPEC] [--batch-tokens N] [--device D]\n"
     "\n"
     "Runs evaluation tasks on the model of a run (its newest committed checkpoint) or of one checkpoint.\n"
     "LIST is comma-separated: arc_challenge, arc_easy, hellaswag, piqa, winogrande, openbookqa,\n"
@@ -68,8 +69,8 @@ std::filesystem::path run_directory(const std::filesystem::path& path) {
 }
 
 int run_eval(int argc, char** argv) {
-  CommandLine flags("eval", kUsage);
-  flags.option({"tasks", "limit", "out", "data-dir", "lengths", "seed", "tokenizer", "batch-tokens"});
+  CommandLine flags("eval", std::string(kUsage) + kDeviceUsage);
+  flags.option({"tasks", "limit", "out", "data-dir", "lengths", "seed", "tokenizer", "batch-tokens", "device"});
   if (const auto done = flags.positional(1, 1).parse(argc, argv)) return *done;
   flags.require({"tasks"});
   eval::EvalSettings settings;
@@ -81,7 +82,8 @@ int run_eval(int argc, char** argv) {
   const int64_t batch_tokens = flags.integer("batch-tokens", 16384, 1, int64_t(1) << 30);
   eval::select_tasks(settings.tasks, settings.data_dir);  // a bad list fails before the model loads
 
-  const TrainedModel trained = load_trained_model(flags.positional()[0]);
+  const TrainedModel trained = load_trained_model(flags.positional()[0], device_flag(flags));
+  std::fprintf(stderr, "linea eval: %s\n", describe_placement(trained).c_str());
   const auto tokenizer =
       load_run_tokenizer(trained.config, flags.string("tokenizer", ""), trained.model->config().vocab);
   inference::ModelLanguageModel lm(*trained.model, {.max_batch_tokens = batch_tokens, .max_batch_sequences = 32});
@@ -94,6 +96,8 @@ int run_eval(int argc, char** argv) {
     nlohmann::json line = r.to_json();
     line["step"] = trained.step;
     line["checkpoint"] = trained.checkpoint.string();
+    line["device"] = device_name(trained.placement.device);
+    line["dtype"] = dtype_name(trained.placement.compute);
     file << line.dump() << "\n";
   }
   file.flush();

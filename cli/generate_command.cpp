@@ -1,6 +1,7 @@
 // `linea generate RUN_DIR|CHECKPOINT [--input FILE]`: continuations of prompts with the model of
 // a run (cli/trained_model.h): prefill through the chunked forward, then token by token through
-// the layers' recurrent states and KV caches (inference/decoder.h), greedy or sampled.
+// the layers' recurrent states and KV caches (inference/decoder.h), greedy or sampled; on the device
+// of --device (the device and dtype named on stderr).
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
@@ -21,6 +22,7 @@ namespace {
 constexpr const char* kUsage =
     "usage: linea generate RUN_DIR|CHECKPOINT [--input FILE] [--max-tokens N] [--temperature T]\n"
     "                      [--top-k K] [--top-p P] [--seed S] [--stop TEXT] [--batch B] [--tokenizer SPEC]\n"
+    "                      [--device D]\n"
     "\n"
     "Continues each prompt of FILE (default: stdin), one per line: a JSON object\n"
     "  {\"prompt\": TEXT} or {\"prompt_ids\": [IDS]}, optionally with \"max_tokens\": N and \"stop\": [TEXT...],\n"
@@ -39,8 +41,9 @@ constexpr const char* kUsage =
     "  --tokenizer SPEC   instead of the run's (spm:MODEL, gpt2:DIR, hf:PATH/tokenizer.json, tiktoken:PATH)\n";
 
 int run_generate(int argc, char** argv) {
-  CommandLine flags("generate", kUsage);
-  flags.option({"input", "max-tokens", "temperature", "top-k", "top-p", "seed", "stop", "batch", "tokenizer"});
+  CommandLine flags("generate", std::string(kUsage) + kDeviceUsage);
+  flags.option(
+      {"input", "max-tokens", "temperature", "top-k", "top-p", "seed", "stop", "batch", "tokenizer", "device"});
   if (const auto done = flags.positional(1, 1).parse(argc, argv)) return *done;
   inference::SamplingOptions sampling;
   sampling.temperature = flags.number("temperature", 0, 0, 1e6);
@@ -52,7 +55,8 @@ int run_generate(int argc, char** argv) {
   const std::vector<std::string> default_stops =
       flags.has("stop") ? std::vector<std::string>{*flags.get("stop")} : std::vector<std::string>{};
 
-  const TrainedModel trained = load_trained_model(flags.positional()[0]);
+  const TrainedModel trained = load_trained_model(flags.positional()[0], device_flag(flags));
+  std::fprintf(stderr, "linea generate: %s\n", describe_placement(trained).c_str());
   RequestText text(trained, flags.string("tokenizer", ""));
   std::vector<inference::GenerateRequest> requests;
   std::vector<std::vector<std::string>> stops;  // stop strings per request

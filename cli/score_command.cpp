@@ -1,6 +1,7 @@
 // `linea score RUN_DIR|CHECKPOINT [--input FILE.jsonl]`: the log-likelihood of continuations
 // under a context (the primitive of multiple-choice evaluations), with the model of a run
-// (cli/trained_model.h) through inference::ModelLanguageModel, in batches.
+// (cli/trained_model.h) through inference::ModelLanguageModel, in batches; on the device of --device
+// (the device and dtype named on stderr).
 #include <cstdio>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
@@ -18,6 +19,7 @@ namespace {
 
 constexpr const char* kUsage =
     "usage: linea score RUN_DIR|CHECKPOINT [--input FILE.jsonl] [--tokenizer SPEC] [--batch-tokens N]\n"
+    "                   [--device D]\n"
     "\n"
     "Scores each line of FILE (default: stdin), a JSON object with either\n"
     "  {\"context\": TEXT, \"continuation\": TEXT}            (encoded with the run's tokenizer, the\n"
@@ -32,12 +34,13 @@ constexpr const char* kUsage =
     "  --batch-tokens N   tokens per forward pass (default 16384)\n";
 
 int run_score(int argc, char** argv) {
-  CommandLine flags("score", kUsage);
-  flags.option({"input", "tokenizer", "batch-tokens"}).positional(1, 1);
+  CommandLine flags("score", std::string(kUsage) + kDeviceUsage);
+  flags.option({"input", "tokenizer", "batch-tokens", "device"}).positional(1, 1);
   if (const auto done = flags.parse(argc, argv)) return *done;
   const std::string tokenizer_spec = flags.string("tokenizer", "");
   const int64_t batch_tokens = flags.integer("batch-tokens", 16384, 1, int64_t(1) << 30);
-  const TrainedModel trained = load_trained_model(flags.positional()[0]);
+  const TrainedModel trained = load_trained_model(flags.positional()[0], device_flag(flags));
+  std::fprintf(stderr, "linea score: %s\n", describe_placement(trained).c_str());
   RequestText text(trained, tokenizer_spec);
   std::vector<inference::ScoreRequest> requests;
   for (const InputLine& input : read_input_lines(flags.string("input", ""))) {

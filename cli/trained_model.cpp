@@ -27,15 +27,8 @@ fs::path checkpoint_directory(const fs::path& path) {
   return committed.back().directory;
 }
 
-}  // namespace
-
-TrainedModel load_trained_model(const fs::path& path) {
-  TrainedModel trained;
-  trained.checkpoint = checkpoint_directory(path);
-  CheckpointReader reader(trained.checkpoint);
-  trained.step = reader.info().step;
-  trained.config = parse_run_config(reader.info().config, (trained.checkpoint / "manifest.json").string(), {});
-  trained.model = std::make_unique<Model>(trained.config.model);
+// The model's parameters from the checkpoint's "model/<name>" tensors, into Parameter::value.
+void read_parameters(CheckpointReader& reader, TrainedModel& trained) {
   for (Parameter& p : trained.model->params().params()) {
     const std::string name = "model/" + p.name;
     if (!reader.contains(name)) {
@@ -48,8 +41,36 @@ TrainedModel load_trained_model(const fs::path& path) {
     }
     reader.read(name, std::vector<int64_t>(p.shape.size(), 0), p.value);
   }
-  trained.model->params().refresh_compute_values();
+}
+
+}  // namespace
+
+TrainedModel load_trained_model(const fs::path& path, const std::string& device_choice) {
+  TrainedModel trained;
+  trained.checkpoint = checkpoint_directory(path);
+  CheckpointReader reader(trained.checkpoint);
+  trained.step = reader.info().step;
+  trained.config = parse_run_config(reader.info().config, (trained.checkpoint / "manifest.json").string(), {});
+  trained.device_choice = device_choice;
+  trained.placement = inference_placement(trained.config, device_choice);
+  trained.model = std::make_unique<Model>(trained.config.model, DType::f32, true, TensorParallel{},
+                                          trained.placement.device, trained.placement.compute);
+  // Read on the host; on cuda then copied to the device and rounded into the compute weights.
+  trained.model->params().with_host_values([&] { read_parameters(reader, trained); });
   return trained;
+}
+
+std::string device_flag(const CommandLine& flags) { return flags.choice("device", "auto", {"auto", "cpu", "cuda"}); }
+
+std::string describe_placement(const TrainedModel& trained) {
+  std::string text = "device " + std::string(device_name(trained.placement.device)) + ", dtype " +
+                     std::string(dtype_name(trained.placement.compute));
+  if (trained.placement.device == Device::cuda) {
+    text += " (the run's train.precision = \"" + trained.config.train.precision + "\")";
+  } else if (trained.device_choice == "auto") {
+    text += " (--device auto: " + cuda_unavailable_reason() + ")";
+  }
+  return text;
 }
 
 std::unique_ptr<data::Tokenizer> load_run_tokenizer(const RunConfig& config, const std::string& spec,

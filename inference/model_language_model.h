@@ -7,7 +7,8 @@
 //             one token per step), with the sampling of `sampling` (greedy for the interface's
 //             generate). Every request gets the answer it would get alone: documents never see
 //             each other and request i samples from its own generator seeded with (seed, i).
-// Timings of the latest generate are in stats(). The model's CPU path only, so far.
+// Timings of the latest generate are in stats(). On the model's device (CPU or CUDA: the logits
+// come back to the host in f32, from the compute dtype's head).
 #pragma once
 #include <cstdint>
 #include <functional>

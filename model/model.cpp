@@ -235,6 +235,21 @@ Tensor Model::logits(const Tensor& ids, const SeqLayout& seqs, const std::vector
   return head_logits(ctx, x, rows);
 }
 
+void Model::with_separate_arenas(const std::function<void()>& fn) {
+  Arena activations(device()), scratch(device());
+  std::swap(activations_, activations);
+  std::swap(scratch_, scratch);
+  struct Restore {
+    Model& model;
+    Arena &activations, &scratch;
+    ~Restore() {
+      std::swap(model.activations_, activations);
+      std::swap(model.scratch_, scratch);
+    }
+  } restore{*this, activations, scratch};
+  fn();
+}
+
 size_t Model::DecodingState::bytes() const {
   size_t total = 0;
   for (const auto& layer : layers) total += layer->bytes();

@@ -105,6 +105,11 @@ class Model {
 
   Device device() const { return params_.device(); }
 
+  // Runs fn with the step arenas set aside: the passes fn makes (logits, decoding, evaluate) take
+  // arenas of their own, freed when fn returns (or throws), so that the training step's arenas keep
+  // their blocks and high water (evaluation during training: larger batches, decoding).
+  void with_separate_arenas(const std::function<void()>& fn);
+
   // Bytes of activations the largest step so far needed: kept for backward, temporaries, and both.
   size_t saved_activation_bytes() const { return activations_.high_water_bytes(); }
   size_t scratch_bytes() const { return scratch_.high_water_bytes(); }

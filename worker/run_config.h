@@ -74,8 +74,9 @@ struct ParallelConfig {
   bool validate = false;   // compare every collective call across ranks first (debugging)
 };
 
-// [eval]: evaluation tasks (eval/evaluation.h) run during training, on rank 0, every `every` steps
-// and after the last step; their results go to metrics.jsonl and the run's eval.jsonl.
+// [eval]: evaluation tasks (eval/evaluation.h) run during training, on rank 0 (tp = 1), on the
+// device it trains on, every `every` steps and after the last step; their results go to
+// metrics.jsonl and the run's eval.jsonl (worker/training_evaluation.h).
 struct EvalConfig {
   std::vector<std::string> tasks;  // empty: none
   int64_t every = 0;               // steps between evaluations (0: after the last step only)

@@ -2,6 +2,7 @@
 
 #include <fstream>
 #include <stdexcept>
+#include <vector>
 
 #include "eval/evaluation.h"
 #include "inference/model_language_model.h"
@@ -19,12 +20,20 @@ void TrainingEvaluation::run(Model& model, int64_t step, nlohmann::json& metrics
   settings.data_dir = config_.data_dir;
   settings.context_lengths = config_.context_lengths;
   settings.seed = uint64_t(config_.seed);
-  inference::ModelLanguageModel lm(model);
   std::ofstream out(file_, std::ios::app);
   if (!out) throw std::runtime_error(file_.string() + ": cannot open for appending");
-  for (const eval::TaskResult& r : eval::run_evaluation(settings, lm, *tokenizer_, log)) {
+  log << "step " << step << ": [eval] " << settings.tasks << " on " << device_name(model.device()) << " in "
+      << dtype_name(model.params().compute_dtype()) << "\n";
+  std::vector<eval::TaskResult> results;
+  model.with_separate_arenas([&] {
+    inference::ModelLanguageModel lm(model);
+    results = eval::run_evaluation(settings, lm, *tokenizer_, log);
+  });
+  for (const eval::TaskResult& r : results) {
     nlohmann::json line = r.to_json();
     line["step"] = step;
+    line["device"] = device_name(model.device());
+    line["dtype"] = dtype_name(model.params().compute_dtype());
     out << line.dump() << "\n";
     std::string prefix = "eval/" + r.task;
     if (r.context_length > 0) prefix.append("@").append(std::to_string(r.context_length));

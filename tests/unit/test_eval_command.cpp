@@ -1,7 +1,8 @@
 // `linea eval`, run in-process on a checkpoint written as `linea train` commits one: the
 // multiple-choice results it appends to RUN_DIR/eval.jsonl equal the ones computed directly from
-// ModelLanguageModel::score on the same model, RULER-style tasks run at the given length, and a
-// bad task list or a missing data file is an error naming it.
+// ModelLanguageModel::score on the same model (--device cpu; each line names the device and
+// dtype), RULER-style tasks run at the given length, and a bad task list, a missing data file or a
+// bad --device is an error naming it.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -44,7 +45,7 @@ TEST(EvalCommand, AppendsResultsThatEqualADirectScoreComputation) {
   const std::string tokenizer_file = (testing::fixture_dir() / "tokenizer" / "hf_bytelevel.json").string();
   ::testing::internal::CaptureStdout();
   EXPECT_EQ(testing::run_command("eval", {(dir / "run").string(), "--tasks", "arc,lambada", "--data-dir", data.string(),
-                                          "--tokenizer", "hf:" + tokenizer_file}),
+                                          "--tokenizer", "hf:" + tokenizer_file, "--device", "cpu"}),
             0);
   const std::string out = ::testing::internal::GetCapturedStdout();
   EXPECT_NE(out.find("arc_easy (2): acc "), std::string::npos) << out;
@@ -56,6 +57,10 @@ TEST(EvalCommand, AppendsResultsThatEqualADirectScoreComputation) {
   EXPECT_EQ(lines[0]["task"], "arc_challenge");
   EXPECT_EQ(lines[2]["task"], "lambada_openai");
   EXPECT_EQ(lines[0]["step"], 11);
+  for (const nlohmann::json& line : lines) {
+    EXPECT_EQ(line["device"], "cpu");
+    EXPECT_EQ(line["dtype"], "f32");
+  }
 
   const auto tok = data::load_tokenizer({"hf-tokenizer-json", tokenizer_file});
   inference::ModelLanguageModel lm(model);
@@ -77,6 +82,10 @@ TEST(EvalCommand, AppendsResultsThatEqualADirectScoreComputation) {
               testing::run_command("eval", {(dir / "run").string(), "--tasks", "piqa", "--data-dir",
                                             dir.path().string(), "--tokenizer", "hf:" + tokenizer_file});
             }).find("piqa.jsonl: cannot open"),
+            std::string::npos);
+  EXPECT_NE(testing::error_of([&] {
+              testing::run_command("eval", {(dir / "run").string(), "--tasks", "arc", "--device", "tpu"});
+            }).find("--device: expected auto, cpu or cuda, got \"tpu\""),
             std::string::npos);
 }
 

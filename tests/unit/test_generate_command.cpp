@@ -4,7 +4,10 @@
 // checkpoint directory itself; score prints the log-likelihoods ModelLanguageModel computes,
 // generate its greedy continuations (and sampled ones, reproducibly), export an fla checkpoint that
 // imports back to the same model, logits the logits of every position of the run's model and of
-// its export read as hf:DIR; bad input names the file, line and key.
+// its export read as hf:DIR; bad input names the file, line and key. --device: cpu gives these
+// results, auto takes the CPU where no CUDA device is visible (and says so on stderr), cuda there
+// and a word other than auto, cpu or cuda are errors naming the flag (the CUDA results:
+// tests/gpu/test_gpu_inference_commands.cpp).
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -18,12 +21,14 @@
 #include "checkpoint/safetensors.h"
 #include "inference/hf_checkpoint.h"
 #include "inference/model_language_model.h"
+#include "kernels/device_memory.h"
 #include "model/decoding_memory.h"
 #include "model/model.h"
 #include "tests/testing/kernel_test.h"
 #include "tests/testing/run_command.h"
 #include "tests/testing/temp_dir.h"
 #include "tests/testing/tiny_model.h"
+#include "worker/placement.h"
 #include "worker/run_config.h"
 
 namespace linea {
@@ -77,7 +82,7 @@ TEST(ScoreCommand, PrintsTheLogLikelihoodsOfTheCheckpointedModel) {
   const auto expected = lm.score({{{1, 2, 3}, {4, 5}}, {{}, {7, 8, 9}}});
   for (const std::filesystem::path& path : {saved.run, saved.run / "checkpoints" / "step-000000007"}) {
     ::testing::internal::CaptureStdout();
-    EXPECT_EQ(testing::run_command("score", {path.string(), "--input", input}), 0);
+    EXPECT_EQ(testing::run_command("score", {path.string(), "--input", input, "--device", "cpu"}), 0);
     const auto lines = output_lines(::testing::internal::GetCapturedStdout());
     ASSERT_EQ(lines.size(), 2u);
     for (size_t i = 0; i < 2; ++i) {
@@ -97,7 +102,9 @@ TEST(GenerateCommand, PrintsGreedyAndSampledContinuationsAndThroughput) {
   const auto greedy = lm.generate({{{1, 2, 3}, 5, {}}, {{5}, 2, {}}});
   ::testing::internal::CaptureStdout();
   ::testing::internal::CaptureStderr();
-  EXPECT_EQ(testing::run_command("generate", {saved.run.string(), "--input", input, "--max-tokens", "5"}), 0);
+  EXPECT_EQ(
+      testing::run_command("generate", {saved.run.string(), "--input", input, "--max-tokens", "5", "--device", "cpu"}),
+      0);
   const auto lines = output_lines(::testing::internal::GetCapturedStdout());
   const std::string err = ::testing::internal::GetCapturedStderr();
   ASSERT_EQ(lines.size(), 2u);
@@ -107,8 +114,8 @@ TEST(GenerateCommand, PrintsGreedyAndSampledContinuationsAndThroughput) {
   EXPECT_NE(err.find("tokens/s"), std::string::npos) << err;
 
   const std::vector<std::string> sampled = {
-      saved.run.string(), "--input", input, "--max-tokens", "5", "--temperature", "1.0", "--top-p", "0.95",
-      "--seed",           "4"};
+      saved.run.string(), "--input", input,      "--max-tokens", "5", "--temperature", "1.0", "--top-p", "0.95",
+      "--seed",           "4",       "--device", "cpu"};
   std::string first, second;
   for (std::string* out : {&first, &second}) {
     ::testing::internal::CaptureStdout();
@@ -137,6 +144,43 @@ TEST(GenerateCommand, BadInputNamesTheLine) {
   std::filesystem::create_directories(saved.dir / "empty_run");
   EXPECT_TRUE(testing::throws_invalid_argument(
       [&] { testing::run_command("generate", {(saved.dir / "empty_run").string()}); }, {"no committed checkpoint"}));
+}
+
+TEST(InferenceCommands, DeviceFlagChoosesTheDeviceAndNamesIt) {
+  const SavedRun saved;
+  const std::string scores =
+      write_file(saved.dir / "score.jsonl", "{\"context_ids\": [1, 2], \"continuation_ids\": [3]}\n");
+  const std::string prompts = write_file(saved.dir / "prompts.jsonl", "{\"prompt_ids\": [1, 2, 3]}\n");
+  for (const auto& [command, input] : {std::pair{"score", scores}, std::pair{"generate", prompts}}) {
+    const std::vector<std::string> args = {saved.run.string(), "--input", input};
+    const auto with = [&](std::vector<std::string> more) {
+      more.insert(more.begin(), args.begin(), args.end());
+      return more;
+    };
+    const auto [cpu_out, cpu_err] = testing::command_output(command, with({"--device", "cpu"}));
+    EXPECT_NE(cpu_err.find(std::string("linea ") + command + ": device cpu, dtype f32\n"), std::string::npos)
+        << cpu_err;
+    EXPECT_TRUE(testing::throws_invalid_argument(
+        [&] {
+          testing::run_command(command, with({"--device", "gpu"}));
+        },
+        {"--device: expected auto, cpu or cuda, got \"gpu\""}))
+        << command;
+    if (cuda_device_available()) continue;  // auto and cuda run on the GPU there (tests/gpu/)
+    // No CUDA device here: auto (the default) takes the CPU and says why; cuda is an error.
+    const auto [auto_out, auto_err] = testing::command_output(command, args);
+    EXPECT_EQ(auto_out, cpu_out) << command;
+    EXPECT_NE(auto_err.find(std::string("linea ") + command +
+                            ": device cpu, dtype f32 (--device auto: " + cuda_unavailable_reason() + ")"),
+              std::string::npos)
+        << auto_err;
+    EXPECT_TRUE(testing::throws_invalid_argument(
+        [&] {
+          testing::run_command(command, with({"--device", "cuda"}));
+        },
+        {"--device cuda, but " + cuda_unavailable_reason(), "use --device cpu or auto"}))
+        << command;
+  }
 }
 
 TEST(ExportCommand, WritesAnHfCheckpointThatImportsBack) {
