@@ -14,19 +14,21 @@ sanitize=$([ "${LINEA_SKIP_SANITIZE:-0}" = 1 ] && echo 0 || echo 1)
 LINEA_BUILD_TYPE=${LINEA_BUILD_TYPE:-Release} "$root/scripts/build.sh" \
   -DLINEA_UNIT_TESTS=$([ "$sanitize" = 1 ] && echo OFF || echo ON)
 
-# The sanitizer build runs beside the Release tests, at the lowest priority, with its output in
-# build-asan/build.log: those tests mostly wait on mpirun jobs, heartbeats and timeouts (about 270
-# CPU-seconds in 360 s on two cores), and the build takes the CPU they leave.
+asan_build=(env LINEA_BUILD_DIR="$root/build-asan" LINEA_BUILD_TYPE=RelWithDebInfo LINEA_TARGETS=unit_tests
+            "$root/scripts/build.sh" -DLINEA_SANITIZE=ON -DLINEA_CUDA=OFF "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -g1 -DNDEBUG")
+# The Release tests mostly wait (on mpirun jobs, heartbeats, timeouts: about 270 CPU-seconds in 360 s
+# on two cores), so the sanitizer build starts beside them at the lowest priority, in a process group
+# of its own (setsid), its output in build-asan/background.log. When they end it is stopped (ninja
+# ends its compilers and keeps what it finished) and carries on in the foreground at normal priority.
+stop_background_build() {
+  kill -TERM -- "-$background" 2>/dev/null || true
+  while kill -0 -- "-$background" 2>/dev/null; do sleep 1; done
+}
 if [ "$sanitize" = 1 ]; then
   mkdir -p "$root/build-asan"
-  asan_log=$root/build-asan/build.log
-  # setsid: a process group of its own, which the trap ends (ninja and the compilers with it) when
-  # a Release test fails first.
-  LINEA_BUILD_DIR="$root/build-asan" LINEA_BUILD_TYPE=RelWithDebInfo LINEA_TARGETS=unit_tests \
-    setsid nice -n 19 "$root/scripts/build.sh" -DLINEA_SANITIZE=ON -DLINEA_CUDA=OFF \
-    "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -g1 -DNDEBUG" >"$asan_log" 2>&1 &
-  asan_build=$!
-  trap 'kill -- -$asan_build 2>/dev/null || true' EXIT
+  setsid nice -n 19 "${asan_build[@]}" >"$root/build-asan/background.log" 2>&1 &
+  background=$!
+  trap stop_background_build EXIT
 fi
 
 # ctest runs nproc tests at once: one thread each, or OpenMP's and OpenBLAS's threads of every test
@@ -37,12 +39,9 @@ excluded=gpu
 ctest --test-dir "$root/build" --output-on-failure -j "$(nproc)" -LE "$excluded"
 
 if [ "$sanitize" = 1 ]; then
-  echo "[test.sh] the sanitizer build (build-asan/build.log):"
-  asan_status=0
-  wait "$asan_build" || asan_status=$?
+  stop_background_build
   trap - EXIT
-  cat "$asan_log"
-  [ "$asan_status" = 0 ] || exit "$asan_status"
+  "${asan_build[@]}"
   ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
     ctest --test-dir "$root/build-asan" --output-on-failure -j "$(nproc)" -L unit
 fi
