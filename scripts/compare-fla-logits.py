@@ -42,7 +42,9 @@ Inputs:
 
 Outputs: one JSON line per (case, direction, dtype) on stdout:
   {"case", "direction": "linea->fla" | "fla->linea", "dtype", "rel_rms", "max_abs_diff",
-   "tolerance", "pass", "attention"} (or "error" instead of the figures), then a summary table.
+   "tolerance", "pass", "attention"} (or "error" instead of the figures), bf16 lines also with
+  "fla_vs_own_f32_rel_rms" (fla's bf16 logits against its own f32 logits of the same model: the
+  share of rel_rms that is fla's bf16 rounding), then a summary table.
   TRITON_F32_DEFAULT is set to "ieee" unless given (Triton's f32 dots otherwise use TF32, about
   1e-3 relative), and torch's TF32 is off. Exit status 1 when a comparison fails or errs.
 """
@@ -139,12 +141,27 @@ class Fla:
         torch.backends.cudnn.allow_tf32 = False
         import fla.layers.attn as attn
         import fla.models  # noqa: F401  (registers fla's model types with transformers' Auto classes)
+        self.tie_heads_the_new_way(fla.models, transformers)
         self.torch, self.auto, self.load_file, self.attn = torch, transformers, load_file, attn
         self.flash = attn.flash_attn_func  # None when flash_attn is not installed
         self.mode = attention
         if attention == 'flash' and self.flash is None:
             raise RuntimeError('--attention flash: flash_attn is not installed')
         attn.flash_attn_func = self.reference_attention  # fla's Attention refuses to build without one
+
+    @staticmethod
+    def tie_heads_the_new_way(models, transformers):
+        """transformers ≥ 5 reads a model's `_tied_weights_keys` as {tied tensor: source tensor}; fla's
+        causal-LM classes still give the list form (["lm_head.weight"]), on which save_pretrained and
+        post_init fail ("'list' object has no attribute 'keys'"). Give each the dict form: fla's head
+        ties to its backbone's embedding table, `model.embeddings.weight`."""
+        if int(transformers.__version__.split('.')[0]) < 5:
+            return
+        for name in dir(models):
+            cls = getattr(models, name)
+            keys = getattr(cls, '_tied_weights_keys', None) if isinstance(cls, type) else None
+            if isinstance(keys, list):
+                cls._tied_weights_keys = {key: 'model.embeddings.weight' for key in keys}
 
     def reference_attention(self, q, k, v, causal=True, window_size=(-1, -1), **unused):
         """flash_attn_func's contract ([B, T, H, D] q, [B, T, Hkv, D] k, v; query head h reads kv
@@ -225,11 +242,18 @@ def compare_case(fla, linea, name, paths, tokens_path, ids, dtypes, seed, emit):
     tokens = torch.tensor(ids, dtype=torch.long, device='cuda')
 
     def measure(direction, model, linea_logits):
+        own_f32 = None  # fla's f32 logits of the same model: how far fla's bf16 run is from its own f32
         for dtype in dtypes:  # f32 before bf16: the cast is in place
             attention = fla.attention_for(dtype)
-            rel, worst = fla.compare(fla.logits(model, tokens, dtype), linea_logits)
-            emit({'case': name, 'direction': direction, 'dtype': dtype, 'rel_rms': rel, 'max_abs_diff': worst,
-                  'tolerance': TOLERANCE[dtype], 'pass': rel <= TOLERANCE[dtype], 'attention': attention})
+            logits = fla.logits(model, tokens, dtype)
+            rel, worst = fla.compare(logits, linea_logits)
+            record = {'case': name, 'direction': direction, 'dtype': dtype, 'rel_rms': rel, 'max_abs_diff': worst,
+                      'tolerance': TOLERANCE[dtype], 'pass': rel <= TOLERANCE[dtype], 'attention': attention}
+            if dtype == 'f32':
+                own_f32 = logits
+            elif own_f32 is not None:
+                record['fla_vs_own_f32_rel_rms'] = ((logits - own_f32).norm() / own_f32.norm()).item()
+            emit(record)
 
     measure('linea->fla', fla.load(paths['export']), paths['linea_logits'])
     model = fla.fla_initialised(paths['export'], seed)
@@ -299,12 +323,14 @@ def main():
         print('linea side of %d case(s) in %s, %d failed (--skip-fla: nothing compared)' %
               (len(names), args.work, len(records)))
         return 1 if records else 0
-    print('\n%-16s %-11s %-5s %-12s %s' % ('case', 'direction', 'dtype', 'rel_rms', 'pass'))
+    print('\n%-16s %-11s %-5s %-12s %-6s %s' % ('case', 'direction', 'dtype', 'rel_rms', 'pass', 'fla bf16 vs its f32'))
     for r in records:
         if 'error' in r:
             print('%-16s %s' % (r['case'], 'ERROR ' + r['error'][:100]))
         else:
-            print('%-16s %-11s %-5s %-12.3e %s' % (r['case'], r['direction'], r['dtype'], r['rel_rms'], r['pass']))
+            own = r.get('fla_vs_own_f32_rel_rms')
+            print('%-16s %-11s %-5s %-12.3e %-6s %s' % (r['case'], r['direction'], r['dtype'], r['rel_rms'], r['pass'],
+                                                      '%.3e' % own if own is not None else ''))
     return 0 if records and all(r['pass'] for r in records) else 1
 
 

@@ -5,12 +5,14 @@
 // prefill (the chunked ops from empty states) and of every step (the one-token kernels over the
 // states: delta rule, GLA family, HGRN, attention over the KV cache, the convs' and token shift's
 // input histories) equal those of one full forward over the whole documents (Model::logits).
-// Error: max |Δ| / max |logit| over a row. f32 models (f32 weights, activations and states): ≤ 1e-5.
-// bf16 models (bf16 weights and activations, f32 states and gates): ≤ 5e-2 — the two paths round
-// different intermediates to bf16 (the chunked bf16 tensor-core pipeline and flash attention on one
-// side, f32 one-token kernels over f32 states on the other), so they agree to a few bf16 roundings
-// carried through three layers; RWKV-6 runs f32 steps only (its layer refuses bf16). The worst error
-// per mixer and dtype is printed at the end. Also: 40 sequences at once (several blocks of each
+// Error: max |Δ| / max |logit| over a row. f32 models (f32 weights, activations and states): the
+// decoder's rows against the full forward's, ≤ 1e-5. bf16 models (bf16 weights and activations, f32
+// states and gates) round different intermediates to bf16 on the two paths (the chunked bf16
+// tensor-core pipeline and flash attention on one side, f32 one-token kernels over f32 states on the
+// other), so neither is the reference: both are measured against the f32 model of the same weights,
+// and the decoder's worst row may be at most 2× the full bf16 forward's worst row (it is as accurate
+// as the forward it replaces). RWKV-6 runs f32 steps only (its layer refuses bf16). The worst errors
+// per mixer and dtype are printed at the end. Also: 40 sequences at once (several blocks of each
 // kernel) and the decoder's state bytes on the device.
 #include <gtest/gtest.h>
 
@@ -31,15 +33,31 @@
 namespace linea {
 namespace {
 
+struct DecodingErrors {
+  double decoder = 0;       // worst row: decoder vs the reference
+  double full_forward = 0;  // worst row: the model's full forward vs the reference (bf16 only)
+};
+
 struct WorstErrors : ::testing::Environment {
-  std::map<std::string, double> worst;  // [mixer layout/dtype]
+  std::map<std::string, DecodingErrors> worst;  // [mixer layout/dtype]
   void TearDown() override {
-    for (const auto& [run, error] : worst) std::cout << "[cuda decoding rel. error] " << run << ": " << error << "\n";
+    for (const auto& [run, e] : worst) {
+      std::cout << "[cuda decoding rel. error] " << run << ": decoder " << e.decoder;
+      if (e.full_forward > 0) std::cout << ", full forward " << e.full_forward << " (vs the f32 model)";
+      std::cout << "\n";
+    }
+  }
+  void record(const std::string& run, const DecodingErrors& e) {
+    DecodingErrors& w = worst[run];
+    w.decoder = std::max(w.decoder, e.decoder);
+    w.full_forward = std::max(w.full_forward, e.full_forward);
   }
 };
 WorstErrors* const worst = static_cast<WorstErrors*>(::testing::AddGlobalTestEnvironment(new WorstErrors));
 
-double tolerance(DType dtype) { return dtype == DType::bf16 ? 5e-2 : 1e-5; }
+// bf16: the decoder's worst row over the full bf16 forward's worst row, both against the f32 model.
+constexpr double kBf16ErrorGrowth = 2.0;
+constexpr double kF32Tolerance = 1e-5;
 
 // Head sizes the CUDA kernels take (testing::kGpuSizes, as tests/gpu/test_gpu_model.cpp).
 ModelConfig config_for(const std::string& mixer, bool hybrid, int64_t window) {
@@ -65,9 +83,10 @@ double relative_error(const Tensor& a, int64_t a_row, const Tensor& b, int64_t b
 }
 
 // Prompts of prompt_lengths[s] tokens, then `steps` steps of one token each; every row's logits
-// against the full forward's. Returns the worst error.
-double check_decoding(const ModelConfig& config, DType dtype, const std::vector<int64_t>& prompt_lengths,
-                      int64_t steps) {
+// against the reference: the full forward of the same model (f32), of the f32 model of the same
+// weights (bf16).
+DecodingErrors check_decoding(const ModelConfig& config, DType dtype, const std::vector<int64_t>& prompt_lengths,
+                              int64_t steps) {
   Model model(config, DType::f32, true, {}, Device::cuda, dtype);
   model.init_parameters(7);
   const int64_t S = static_cast<int64_t>(prompt_lengths.size());
@@ -78,6 +97,22 @@ double check_decoding(const ModelConfig& config, DType dtype, const std::vector<
   std::vector<int64_t> all_rows(static_cast<size_t>(batch.seqs.num_tokens()));
   for (size_t i = 0; i < all_rows.size(); ++i) all_rows[i] = static_cast<int64_t>(i);
   const Tensor full = model.logits(batch.ids, batch.seqs, all_rows);
+  auto position = [&](int64_t s, int64_t step) {
+    return batch.seqs.begin(s) + prompt_lengths[static_cast<size_t>(s)] - 1 + step;
+  };
+
+  DecodingErrors errors;
+  Tensor reference = full;
+  if (dtype != DType::f32) {
+    Model f32_model(config, DType::f32, true, {}, Device::cuda, DType::f32);
+    f32_model.init_parameters(7);
+    reference = f32_model.logits(batch.ids, batch.seqs, all_rows);
+    for (int64_t s = 0; s < S; ++s)
+      for (int64_t step = 0; step <= steps; ++step)
+        errors.full_forward =
+            std::max(errors.full_forward, relative_error(full, position(s, step), reference, position(s, step)));
+  }
+  const double tolerance = dtype == DType::f32 ? kF32Tolerance : kBf16ErrorGrowth * errors.full_forward;
 
   inference::Decoder decoder(model, S);
   std::vector<inference::TokenIds> prompts;
@@ -86,20 +121,19 @@ double check_decoding(const ModelConfig& config, DType dtype, const std::vector<
     prompts.emplace_back(begin, begin + prompt_lengths[static_cast<size_t>(s)]);
   }
   Tensor logits = decoder.prefill(prompts);
-  double worst_error = 0;
   for (int64_t step = 0; step <= steps; ++step) {
     inference::TokenIds next;
     for (int64_t s = 0; s < S; ++s) {
-      const int64_t position = batch.seqs.begin(s) + prompt_lengths[static_cast<size_t>(s)] - 1 + step;
-      const double error = relative_error(logits, s, full, position);
-      worst_error = std::max(worst_error, error);
-      EXPECT_LE(error, tolerance(dtype)) << "sequence " << s << " step " << step;
-      if (step < steps) next.push_back(ids[position + 1]);
+      const double error = relative_error(logits, s, reference, position(s, step));
+      errors.decoder = std::max(errors.decoder, error);
+      EXPECT_LE(error, tolerance) << "sequence " << s << " step " << step
+                                  << (dtype == DType::f32 ? "" : " (2x the full bf16 forward's worst row)");
+      if (step < steps) next.push_back(ids[position(s, step) + 1]);
     }
     if (step < steps) logits = decoder.step(next);
   }
   EXPECT_GT(decoder.state_bytes(), 0u);
-  return worst_error;
+  return errors;
 }
 
 struct Case {
@@ -135,9 +169,7 @@ class GpuDecoder : public testing::GpuTest, public ::testing::WithParamInterface
 
 TEST_P(GpuDecoder, MatchesTheFullForward) {
   const Case& c = GetParam();
-  const double error = check_decoding(config_for(c.mixer, c.hybrid, c.window), c.dtype, {5, 1, 70}, 9);
-  double& w = worst->worst[case_name({c, 0})];
-  w = std::max(w, error);
+  worst->record(case_name({c, 0}), check_decoding(config_for(c.mixer, c.hybrid, c.window), c.dtype, {5, 1, 70}, 9));
 }
 
 INSTANTIATE_TEST_SUITE_P(Mixers, GpuDecoder, ::testing::ValuesIn(all_cases()), case_name);
@@ -150,9 +182,8 @@ TEST_P(GpuDecoderBatch, FortySequencesMatchTheFullForward) {
   for (int64_t s = 1; s <= 40; ++s) prompts.push_back(s);
   for (const std::string& mixer : {std::string("gdn"), std::string("gla"), std::string("hgrn")}) {
     SCOPED_TRACE(mixer);
-    const double error = check_decoding(config_for(mixer, true, 0), GetParam(), prompts, 3);
-    double& w = worst->worst[mixer + "_hybrid_40_sequences_" + std::string(dtype_name(GetParam()))];
-    w = std::max(w, error);
+    worst->record(mixer + "_hybrid_40_sequences_" + std::string(dtype_name(GetParam())),
+                  check_decoding(config_for(mixer, true, 0), GetParam(), prompts, 3));
   }
 }
 
