@@ -32,7 +32,7 @@ std::vector<void*> scratch_with_token_bounds(const SeqLayout& seqs, const std::v
   sizes.insert(sizes.end(), more.begin(), more.end());
   const std::vector<void*> pieces = scratch(sizes);
   int64_t* cu = static_cast<int64_t*>(pieces[0]);
-  check_cuda(cudaMemcpy(cu, seqs.cu_seqlens.data(), sizes[0], cudaMemcpyHostToDevice), "cudaMemcpy (cu_seqlens)");
+  upload(cu, seqs.cu_seqlens.data(), sizes[0]);
   if (seqs.num_tokens() > 0) {
     token_bounds_kernel<<<grid_stride_blocks(seqs.num_tokens()), kThreadsPerBlock>>>(
         static_cast<int64_t*>(pieces[1]), static_cast<int64_t*>(pieces[2]), cu, seqs.num_seqs(), seqs.num_tokens());

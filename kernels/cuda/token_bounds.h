@@ -11,7 +11,8 @@
 namespace linea::cuda {
 
 // One scratch() call (kernels/cuda/scratch.h) of the pieces cu_seqlens, begin, end (int64 each,
-// filled from seqs: an upload and one kernel, on the default stream), then the caller's `more`.
+// filled from seqs: an upload that does not wait for the device and one kernel, on the default
+// stream), then the caller's `more`.
 // The pointers stay valid until the next scratch() call.
 std::vector<void*> scratch_with_token_bounds(const SeqLayout& seqs, const std::vector<size_t>& more);
 

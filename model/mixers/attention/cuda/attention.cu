@@ -657,9 +657,9 @@ std::vector<Tile> key_tiles(const SeqLayout& seqs, const Dims& dims) {
                        [&](const Tile& t) { return last_query(t.end - 1, t.seq_end, dims.window) - t.begin; });
 }
 
-const Tile* upload(void* piece, const std::vector<Tile>& tiles) {
-  check_cuda(cudaMemcpy(piece, tiles.data(), tiles.size() * sizeof(Tile), cudaMemcpyHostToDevice),
-             "cudaMemcpy (attention tiles)");
+// The tiles into a scratch piece, without waiting for the device (kernels/cuda/scratch.h).
+const Tile* upload_tiles(void* piece, const std::vector<Tile>& tiles) {
+  upload(piece, tiles.data(), tiles.size() * sizeof(Tile));
   return static_cast<const Tile*>(piece);
 }
 
@@ -690,7 +690,7 @@ void attention_forward(Tensor out, Tensor lse, const Tensor& q, const Tensor& k,
     if (n == 0) return;
     const Dims dims = make_dims("attention_forward", shape, n);
     const std::vector<Tile> tiles = query_tiles(seqs, dims);
-    const Tile* device_tiles = upload(scratch({tiles.size() * sizeof(Tile)})[0], tiles);
+    const Tile* device_tiles = upload_tiles(scratch({tiles.size() * sizeof(Tile)})[0], tiles);
     float* lse_data = data_of<float>(lse);
     const unsigned grid = blocks(tiles.size(), dims.q_heads);
     if (q.dtype() == DType::bf16) {
@@ -721,8 +721,8 @@ void attention_backward(Tensor dq, Tensor dk, Tensor dv, const Tensor& dout, con
     const std::vector<void*> pieces = scratch(
         {static_cast<size_t>(rows) * sizeof(float), by_keys.size() * sizeof(Tile), by_queries.size() * sizeof(Tile)});
     float* delta = static_cast<float*>(pieces[0]);
-    const Tile* query_tiles_device = upload(pieces[1], by_keys);
-    const Tile* key_tiles_device = upload(pieces[2], by_queries);
+    const Tile* query_tiles_device = upload_tiles(pieces[1], by_keys);
+    const Tile* key_tiles_device = upload_tiles(pieces[2], by_queries);
     const float* lse_data = data_of<float>(lse);
     const unsigned query_grid = blocks(by_keys.size(), dims.q_heads),
                    key_grid = blocks(by_queries.size(), dims.kv_heads);
