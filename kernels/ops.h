@@ -62,7 +62,9 @@ void swiglu_backward(Tensor dgate, Tensor dup, const Tensor& dout, const Tensor&
 // ---- RoPE (rotate-half convention, as Llama/fla): in place on x: [N, H·Dh], Dh even ---------
 // For pair i < Dh/2 at position p: θ = p · base^(−2i/Dh);
 // (x_i, x_{i+Dh/2}) ← (x_i cosθ − x_{i+Dh/2} sinθ, x_i sinθ + x_{i+Dh/2} cosθ).
-// positions: i32 [N]. The backward is the rotation by −θ, i.e. rope_apply(..., inverse=true).
+// positions: i32 [N], any value (θ is linear in p: a negative position rotates the other way; no
+// range to check, so a CUDA call never waits for the device). The backward is the rotation by −θ,
+// i.e. rope_apply(..., inverse=true).
 void rope_apply(Tensor x, const Tensor& positions, int64_t heads, double base, bool inverse);
 
 // ---- L2 norm per head: y = x / sqrt(Σ x² + eps) over each head's Dh channels -------------------

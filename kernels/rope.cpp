@@ -1,7 +1,6 @@
 #include "kernels/cpu/rope.h"
 
 #include <cmath>
-#include <limits>
 
 #include "kernels/op_arguments.h"
 #include "kernels/ops.h"
@@ -19,14 +18,10 @@ void rope_apply(Tensor x, const Tensor& positions, int64_t heads, double base, b
   args.require(head_dim % 2 == 0, "x", "expected an even head dimension, got " + std::to_string(head_dim));
   args.require(std::isfinite(base) && base > 0, "base", "expected a finite value > 0, got " + std::to_string(base));
 #ifdef LINEA_WITH_CUDA
-  if (args.on_cuda()) {
-    args.require_indices_in_range(positions, "positions", 0, int64_t{std::numeric_limits<int32_t>::max()} + 1);
-    return cuda::rope_apply(x, positions, heads, base, inverse);
-  }
+  if (args.on_cuda()) return cuda::rope_apply(x, positions, heads, base, inverse);
 #endif
   args.dispatch([&](auto zero) {
     using T = decltype(zero);
-    args.require_indices_in_range(positions, "positions", 0, int64_t{std::numeric_limits<int32_t>::max()} + 1);
     cpu::rope_apply(x.data<T>(), positions.data<int32_t>(), x.dim(0), heads, head_dim, base, inverse);
   });
 }
