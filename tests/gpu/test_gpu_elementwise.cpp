@@ -4,8 +4,7 @@
 // parameter gradients accumulated deterministically, and the aliasing the CPU ops allow), and the
 // element type conversions convert / add_converted; the gate and element-wise ops of HGRN, HGRN-2,
 // Mamba-2 and RWKV-6; the column-block copies of the full-width norms under tensor parallelism
-// (ColumnBlocks, not yet run on a GPU); and the row copies of the decoding states (RowCopies, not
-// yet run on a GPU).
+// (ColumnBlocks, not yet run on a GPU); and the row copies of the decoding states (RowCopies).
 #include <gtest/gtest.h>
 
 #include <algorithm>

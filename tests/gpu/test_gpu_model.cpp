@@ -12,7 +12,7 @@
 // 0.073 KDA, 0.060 GDN-2, 0.061 GLA, 0.066 RetNet, 0.031 HGRN, 0.026 HGRN-2, 0.070 Mamba-2 — A_log,
 // dt_bias and the first layer's projections, whose gradients come through the most bf16 roundings;
 // the reference runs on the unrounded f32 masters; RWKV-6's bf16 case, on the masters drawn for it
-// since, has not yet run on a GPU). unit/test_model_step_conditioning.cpp checks on the CPU that
+// since: 0.067 on an H100). unit/test_model_step_conditioning.cpp checks on the CPU that
 // these problems leave a bf16 step that room. Routed models (model.routing: CLER, CLER-H, CLVR over
 // the softmax layer; every delta-rule mixer, f32 and bf16 steps; all pass on an H200) the same way,
 // with the routing parameters drawn away from their zero start so that every routed path carries
