@@ -22,7 +22,8 @@ constexpr const char* kUsage =
     "role, after applying the overrides (e.g. model.layers=12 model.hybrid=3:1). Nothing is allocated.\n"
     "--inference adds the decoding state per sequence: per mixer, the fixed part (recurrent states,\n"
     "short-conv inputs) and the part per token seen (KV caches, window - 1 tokens with a sliding\n"
-    "window), and the total at a few context lengths.\n";
+    "window), and the total at a few context lengths, in the bytes the decoders hold: recurrent\n"
+    "states in f32, inputs and KV caches in the run's dtype (bf16 on the GPU, f32 on the CPU).\n";
 
 int run_params(int argc, char** argv) {
   CommandLine flags("params", kUsage);
@@ -33,7 +34,7 @@ int run_params(int argc, char** argv) {
   const ModelConfig config = ModelConfig::parse(reader.section("model"));
   reader.check_unknown_keys({"model"});
   std::fputs(format_parameter_count(config, count_parameters(config)).c_str(), stdout);
-  if (inference) std::fputs(("\n" + format_decoding_memory(config, decoding_memory(config))).c_str(), stdout);
+  if (inference) std::printf("\n%s", format_decoding_memory(decoding_memory(config)).c_str());
   return 0;
 }
 

@@ -76,11 +76,12 @@ class MixerFamily {
   virtual double wide_values_per_token(const MixerConfig& config) const = 0;
   virtual double cuda_workspace_bytes(const MixerConfig& config, int64_t tokens) const = 0;
   virtual double cuda_saved_bytes(const MixerConfig&, int64_t) const { return 0; }
-  // Decoding memory of one layer (its MixerState, model/mixer.h), in values of the compute dtype:
-  // fixed per sequence (recurrent state, conv or token-shift inputs) and per token seen (a KV
-  // cache) for at most max_tokens tokens (a sliding window keeps window − 1; 0: every token).
+  // Decoding memory of one layer (its MixerState, model/mixer.h), in values: fixed per sequence,
+  // the recurrent state (held in f32 when the run computes in bf16: model/mixer.h zero_state) and
+  // the conv or token-shift inputs (in the compute dtype), and per token seen (a KV cache, in the
+  // compute dtype) for at most max_tokens tokens (a sliding window keeps window − 1; 0: all).
   struct DecodingMemory {
-    double per_sequence = 0, per_token = 0;
+    double state = 0, inputs = 0, per_token = 0;
     int64_t max_tokens = 0;
   };
   virtual DecodingMemory decoding_memory(const MixerConfig& config, int64_t d_model) const = 0;

@@ -50,7 +50,7 @@ class AttentionFamily final : public MixerFamily {
   // The KV cache: a key and a value per kv head and token, window − 1 tokens with a window.
   DecodingMemory decoding_memory(const MixerConfig& config, int64_t) const override {
     const AttentionConfig& c = config_as<AttentionConfig>(config);
-    return {0, 2.0 * double(c.kv_heads * c.head_dim), c.window > 0 ? c.window - 1 : 0};
+    return {0, 0, 2.0 * double(c.kv_heads * c.head_dim), c.window > 0 ? c.window - 1 : 0};
   }
 
   // QKᵀ and PV forward (4 FLOPs per key and channel), twice that backward, per query head.

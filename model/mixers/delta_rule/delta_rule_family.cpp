@@ -46,7 +46,7 @@ class DeltaRuleFamily final : public MixerFamily {
   DecodingMemory decoding_memory(const MixerConfig& config, int64_t) const override {
     const DeltaRuleConfig& c = config_as<DeltaRuleConfig>(config);
     const double keys = double(c.heads * c.d_k), values = double(c.heads * c.d_v);
-    return {keys * double(c.d_v) + (c.conv > 0 ? double(c.conv - 1) * (2 * keys + values) : 0.0)};
+    return {keys * double(c.d_v), c.conv > 0 ? double(c.conv - 1) * (2 * keys + values) : 0.0};
   }
 
   double wide_values_per_token(const MixerConfig& config) const override {

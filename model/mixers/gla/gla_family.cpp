@@ -119,9 +119,9 @@ class GlaFamily final : public MixerFamily {
     const double state = double(s.heads) * double(s.key_dim) * double(s.value_dim);
     if (config.mixer == "mamba2") {
       const Mamba2Config& c = config_as<Mamba2Config>(config);
-      return {state + double(c.conv - 1) * double(c.inner + 2 * c.state_size)};
+      return {state, double(c.conv - 1) * double(c.inner + 2 * c.state_size)};
     }
-    if (config.mixer == "rwkv6") return {state + double(d_model)};
+    if (config.mixer == "rwkv6") return {state, double(d_model)};
     return {state};
   }
 

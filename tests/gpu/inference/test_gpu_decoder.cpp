@@ -13,7 +13,7 @@
 // and the decoder's worst row may be at most 2× the full bf16 forward's worst row (it is as accurate
 // as the forward it replaces). RWKV-6 runs f32 steps only (its layer refuses bf16). The worst errors
 // per mixer and dtype are printed at the end. Also: 40 sequences at once (several blocks of each
-// kernel) and the decoder's state bytes on the device.
+// kernel) and the decoder's state bytes on the device, equal to model/decoding_memory.h's count.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "inference/decoder.h"
+#include "model/decoding_memory.h"
 #include "model/mixer_registry.h"
 #include "model/mixers/attention/attention_config.h"
 #include "model/model.h"
@@ -132,7 +133,12 @@ DecodingErrors check_decoding(const ModelConfig& config, DType dtype, const std:
     }
     if (step < steps) logits = decoder.step(next);
   }
-  EXPECT_GT(decoder.state_bytes(), 0u);
+  // The states hold what `linea params --inference` says (model/decoding_memory.h): recurrent
+  // states in f32, inputs and KV caches in the compute dtype.
+  const DecodingMemory memory = decoding_memory(config);
+  double expected = 0;
+  for (int64_t p : prompt_lengths) expected += memory.bytes_after(p + steps, dtype);
+  EXPECT_EQ(double(decoder.state_bytes()), expected);
   return errors;
 }
 

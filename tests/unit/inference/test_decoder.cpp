@@ -116,7 +116,8 @@ TEST(Decoder, LinearStatesStayFixedWhileTheKvCacheGrows) {
 }
 
 // `linea params --inference`'s model of the states (model/decoding_memory.h) against the bytes
-// the decoder's states hold, f32 (4 bytes a value), for every mixer in a hybrid with a window.
+// the decoder's states hold, in an f32 run, for every mixer in a hybrid with a window (the bf16
+// run's bytes: tests/gpu/inference/test_gpu_decoder.cpp).
 TEST(DecodingMemory, PredictsTheBytesOfTheDecoderStates) {
   for (const std::string& mixer : mixer_names()) {
     SCOPED_TRACE(mixer);
@@ -126,7 +127,7 @@ TEST(DecodingMemory, PredictsTheBytesOfTheDecoderStates) {
     inference::Decoder decoder(model, 2);
     decoder.prefill({{1, 2, 3, 4, 5}, {6, 7, 8, 9, 10}});
     for (int i = 0; i < 3; ++i) decoder.step({1, 2});
-    EXPECT_EQ(double(decoder.state_bytes()), 2 * 4 * decoding_memory(config).values_after(8));
+    EXPECT_EQ(double(decoder.state_bytes()), 2 * decoding_memory(config).bytes_after(8, DType::f32));
   }
 }
 
