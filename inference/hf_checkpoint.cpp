@@ -138,6 +138,18 @@ Shape stacked_shape(const HfTensor& t, const Params& params) {
   return shape;
 }
 
+// Calls fn(i, slice) for every part i of t in order, `slice` its stretch of `flat` (t's tensor as
+// one row: the parts stacked along the first dimension are consecutive in memory).
+template <class Fn>
+void for_each_part(const HfTensor& t, const Params& params, const Tensor& flat, Fn fn) {
+  int64_t at = 0;
+  for (const size_t i : t.parts) {
+    const int64_t n = params[i].value.numel();
+    fn(i, flat.slice(at, at + n));
+    at += n;
+  }
+}
+
 // Every tensor of the model's fla checkpoint, each parameter in exactly one.
 std::vector<HfTensor> hf_tensors(const Model& model, const hf::MixerTable& table) {
   const Params& params = model.params().params();
@@ -185,13 +197,8 @@ void export_hf(const Model& model, const fs::path& directory) {
   std::vector<std::pair<std::string, Tensor>> out;
   for (const HfTensor& t : hf_tensors(model, p.table)) {
     Tensor value = Tensor::empty(t.shape, DType::f32);
-    const Tensor flat = value.reshape({value.numel()});
-    int64_t at = 0;
-    for (const size_t i : t.parts) {
-      const int64_t n = params[i].value.numel();
-      flat.slice(at, at + n).copy_from(params[i].value.reshape({n}));
-      at += n;
-    }
+    for_each_part(t, params, value.reshape({value.numel()}),
+                  [&](size_t i, Tensor slice) { slice.copy_from(params[i].value.reshape({slice.numel()})); });
     out.emplace_back(t.name, value);
   }
   fs::create_directories(directory);
@@ -238,13 +245,8 @@ void import_hf(Model& model, const fs::path& directory) {
                                  (t.parts.size() > 1 ? " need " : " needs ") + shape_string(t.shape));
       }
       const Tensor value = file.read_f32(t.name);
-      const Tensor flat = value.reshape({value.numel()});
-      int64_t at = 0;
-      for (const size_t i : t.parts) {
-        const int64_t n = params[i].value.numel();
-        params[i].value.copy_from(flat.slice(at, at + n).reshape(params[i].shape));
-        at += n;
-      }
+      for_each_part(t, params, value.reshape({value.numel()}),
+                    [&](size_t i, const Tensor& slice) { params[i].value.copy_from(slice.reshape(params[i].shape)); });
     }
   });
 }
