@@ -216,19 +216,21 @@ TEST_P(GpuInferenceCommandsByDtype, GenerateMatchesTheCpu) {
               std::string(dtype_name(dtype)).c_str(), worst_gap);
 }
 
-// `linea eval RUN` of testing::kEvalRunTasks (and arc_challenge) on `device`, its lines keyed by
-// "<task>[@<length>]".
+// The key of an eval.jsonl result line: "<task>[@<context length>]".
+std::string result_key(const json& line) {
+  std::string key = line["task"].get<std::string>();
+  if (line.contains("context_length")) key += "@" + line["context_length"].dump();
+  return key;
+}
+
+// `linea eval RUN` of testing::kEvalRunTasks (and arc_challenge) on `device`, its lines by result_key.
 std::map<std::string, json> eval_results(const std::string& run, const std::string& device, const fs::path& out,
                                          const std::string& tasks) {
   testing::command_output("eval",
                           {run, "--tasks", tasks, "--limit", "2", "--lengths", "512", "--data-dir",
                            (testing::fixture_dir() / "eval").string(), "--device", device, "--out", out.string()});
   std::map<std::string, json> results;
-  for (const json& line : testing::json_lines(out)) {
-    std::string key = line["task"].get<std::string>();
-    if (line.contains("context_length")) key += "@" + line["context_length"].dump();
-    results[key] = line;
-  }
+  for (const json& line : testing::json_lines(out)) results[result_key(line)] = line;
   return results;
 }
 
@@ -298,10 +300,7 @@ TEST_F(GpuInferenceCommands, EvalDuringTrainingRunsOnTheGpuAndLeavesTheRun) {
   for (const json& line : testing::json_lines(trained_runs().run("bf16") / "eval.jsonl")) {
     EXPECT_EQ(line["device"], std::string("cuda"));
     EXPECT_EQ(line["dtype"], std::string("bf16"));
-    if (line["step"] != kSteps) continue;
-    std::string key = line["task"].get<std::string>();
-    if (line.contains("context_length")) key += "@" + line["context_length"].dump();
-    during[key] = line;
+    if (line["step"] == kSteps) during[result_key(line)] = line;
   }
   const auto after = eval_results(trained_runs().run("bf16").string(), "cuda", trained_runs().dir / "eval-after.jsonl",
                                   testing::kEvalRunTasks);
