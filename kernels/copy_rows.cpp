@@ -25,13 +25,17 @@ void copy_rows(Tensor out, const Tensor& in, const Tensor& rows) {
   const int32_t* pair = rows.data<int32_t>();
   const int64_t count = rows.dim(0);
   std::vector<bool> written(static_cast<size_t>(out.dim(0)), false);
+  // The messages are built only on failure: a prefill checks a pair per token and layer.
   for (int64_t i = 0; i < count; ++i) {
     const int32_t to = pair[2 * i], from = pair[2 * i + 1];
-    args.require(to >= 0 && to < out.dim(0) && from >= 0 && from < in.dim(0), "rows",
-                 "pair " + std::to_string(i) + " (" + std::to_string(to) + ", " + std::to_string(from) +
-                     ") is outside out's " + std::to_string(out.dim(0)) + " rows or in's " + std::to_string(in.dim(0)));
-    args.require(!written[static_cast<size_t>(to)], "rows",
-                 "row " + std::to_string(to) + " of out is written twice (pair " + std::to_string(i) + ")");
+    if (to < 0 || to >= out.dim(0) || from < 0 || from >= in.dim(0)) {
+      args.fail("rows", "pair " + std::to_string(i) + " (" + std::to_string(to) + ", " + std::to_string(from) +
+                            ") is outside out's " + std::to_string(out.dim(0)) + " rows or in's " +
+                            std::to_string(in.dim(0)));
+    }
+    if (written[static_cast<size_t>(to)]) {
+      args.fail("rows", "row " + std::to_string(to) + " of out is written twice (pair " + std::to_string(i) + ")");
+    }
     written[static_cast<size_t>(to)] = true;
   }
   if (count == 0 || row_bytes == 0) return;

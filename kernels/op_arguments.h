@@ -54,7 +54,9 @@ class OpArguments {
   // Checks that `seqs` is a layout of `tokens` tokens (SeqLayout::validate); a failure names "seqs".
   void layout(const SeqLayout& seqs, int64_t tokens) const;
 
-  // Throws "OP: NAME: MESSAGE" unless ok.
+  // Throws "OP: NAME: MESSAGE" unless ok. The message is built before the call, whatever ok: in a
+  // loop over elements test the condition and call fail() (copy_rows checked a pair per token that
+  // way, at 0.4 µs a pair: most of a GPU prefill's time).
   void require(bool ok, std::string_view name, const std::string& message) const {
     if (!ok) fail(name, message);
   }

@@ -10,12 +10,26 @@ namespace linea {
 InputHistory::InputHistory(int64_t sequences, int64_t rows, int64_t channels, DType dtype, Device device)
     : history_(Tensor::zeros({sequences, rows, channels}, dtype, device)) {}
 
-InputHistory::Extended InputHistory::extend(StepContext& ctx, const Tensor& x, const SeqLayout& seqs) const {
-  const int64_t S = seqs.num_seqs(), R = rows(), C = x.dim(1);
+Tensor InputHistory::forward(StepContext& ctx, const Tensor& x, const SeqLayout& seqs, const Op& op) {
+  const int64_t S = seqs.num_seqs(), C = x.dim(1);
   if (history_.dim(0) != S || history_.dim(2) != C) {
     throw std::invalid_argument("InputHistory: a history of " + history_.describe() + " for " + std::to_string(S) +
                                 " sequences of " + std::to_string(C) + " channels");
   }
+  if (empty_) {  // zeros before every start: the op reads the same on x itself
+    Tensor y = op(x, seqs);
+    keep_last_rows(x, seqs);
+    empty_ = false;
+    return y;
+  }
+  const Extended ext = extend(ctx, x, seqs);
+  const Tensor y = op(ext.x, ext.seqs);
+  keep_last_rows(ext.x, ext.seqs);  // every extended sequence has R rows at least
+  return new_rows(ctx, y, ext);
+}
+
+InputHistory::Extended InputHistory::extend(StepContext& ctx, const Tensor& x, const SeqLayout& seqs) const {
+  const int64_t S = seqs.num_seqs(), R = rows(), C = x.dim(1);
   Extended ext;
   ext.x = ctx.temporary({x.dim(0) + S * R, C});
   RowPairs from_history, from_x;
@@ -41,13 +55,16 @@ Tensor InputHistory::new_rows(StepContext& ctx, const Tensor& y, const Extended&
   return out;
 }
 
-void InputHistory::update(const Extended& ext) {
-  const int64_t S = ext.seqs.num_seqs(), R = rows(), C = history_.dim(2);
+void InputHistory::keep_last_rows(const Tensor& x, const SeqLayout& seqs) {
+  const int64_t S = seqs.num_seqs(), R = rows(), C = history_.dim(2);
   RowPairs pairs;
   for (int64_t s = 0; s < S; ++s) {
-    for (int64_t j = 0; j < R; ++j) pairs.add(s * R + j, ext.seqs.end(s) - R + j);
+    for (int64_t j = 0; j < R; ++j) {
+      const int64_t t = seqs.end(s) - R + j;  // before the start: the zero row stays
+      if (t >= seqs.begin(s)) pairs.add(s * R + j, t);
+    }
   }
-  pairs.copy(history_.reshape({S * R, C}), ext.x);
+  pairs.copy(history_.reshape({S * R, C}), x);
 }
 
 }  // namespace linea

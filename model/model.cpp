@@ -188,7 +188,8 @@ double Model::evaluate(const Tensor& ids, const Tensor& targets, const SeqLayout
 Tensor Model::head_logits(StepContext& ctx, const Tensor& residual, const std::vector<int64_t>& rows) {
   if (tp_.size > 1) throw std::invalid_argument("Model::logits: not available under tensor parallelism");
   const int64_t n = residual.dim(0), count = static_cast<int64_t>(rows.size());
-  // The rows are gathered like an embedding lookup: picked[r, :] = hidden[rows[r], :].
+  // The rows are gathered like an embedding lookup, picked[r, :] = residual[rows[r], :], and only
+  // they are normed (the norm is row by row; a prefill asks for one row of each prompt).
   Tensor row_ids = Tensor::empty({count}, DType::i32);
   for (int64_t r = 0; r < count; ++r) {
     if (rows[r] < 0 || rows[r] >= n) {
@@ -197,11 +198,10 @@ Tensor Model::head_logits(StepContext& ctx, const Tensor& residual, const std::v
     }
     row_ids.data<int32_t>()[r] = static_cast<int32_t>(rows[r]);
   }
-  const Tensor hidden = norm_.forward(ctx, residual);
   Tensor picked = ctx.temporary({count, config_.d_model});
-  ops::embedding_forward(picked, hidden, on_device(ctx, row_ids));
+  ops::embedding_forward(picked, residual, on_device(ctx, row_ids));
   Tensor logits = ctx.temporary({count, config_.vocab});
-  ops::linear_forward(logits, picked, head().compute, Tensor());
+  ops::linear_forward(logits, norm_.forward(ctx, picked), head().compute, Tensor());
   // On the host, in the master dtype (f32, or f64 in tests).
   Tensor wide = logits;
   if (logits.dtype() != params_.dtype()) {

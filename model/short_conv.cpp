@@ -38,11 +38,11 @@ InputHistory ShortConv::start_history(int64_t sequences) const {
 }
 
 Tensor ShortConv::forward_continuing(StepContext& ctx, const Tensor& x, InputHistory& history) const {
-  const InputHistory::Extended ext = history.extend(ctx, x, ctx.seqs);
-  Tensor y = ctx.temporary(ext.x.shape());
-  ops::short_conv_silu_forward(y, ext.x, weight_->compute, ext.seqs, bias_ ? bias_->compute : Tensor());
-  history.update(ext);
-  return history.new_rows(ctx, y, ext);
+  return history.forward(ctx, x, ctx.seqs, [&](const Tensor& in, const SeqLayout& seqs) {
+    Tensor y = ctx.temporary(in.shape());
+    ops::short_conv_silu_forward(y, in, weight_->compute, seqs, bias_ ? bias_->compute : Tensor());
+    return y;
+  });
 }
 
 void ShortConv::backward(StepContext& ctx, const Tensor& x, const Tensor& dy, Tensor dx) {

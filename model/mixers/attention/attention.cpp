@@ -101,12 +101,15 @@ void attention_over_cache(Tensor out, const Tensor& q, const Tensor& k_cache, co
   for (int64_t t = 0; t < n; ++t) {
     const int64_t s = query[2 * t], p = query[2 * t + 1];
     const int64_t keys = shape.window > 0 ? std::min<int64_t>(p + 1, shape.window) : p + 1;
-    args.require(s >= 0 && s < seqs && p >= 0, "queries",
-                 "query " + std::to_string(t) + " (sequence " + std::to_string(s) + ", position " + std::to_string(p) +
-                     ") is not a position of one of the caches' " + std::to_string(seqs) + " sequences");
-    args.require(keys <= capacity, "k_cache",
-                 "query " + std::to_string(t) + " sees " + std::to_string(keys) + " keys, more than the cache's " +
-                     std::to_string(capacity) + " rows");
+    if (s < 0 || s >= seqs || p < 0) {  // the messages only on failure (a check per query)
+      args.fail("queries", "query " + std::to_string(t) + " (sequence " + std::to_string(s) + ", position " +
+                               std::to_string(p) + ") is not a position of one of the caches' " + std::to_string(seqs) +
+                               " sequences");
+    }
+    if (keys > capacity) {
+      args.fail("k_cache", "query " + std::to_string(t) + " sees " + std::to_string(keys) +
+                               " keys, more than the cache's " + std::to_string(capacity) + " rows");
+    }
   }
   if (n == 0) return;
 #ifdef LINEA_WITH_CUDA

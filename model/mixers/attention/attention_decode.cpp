@@ -92,12 +92,13 @@ Tensor AttentionLayer::forward_continuing(StepContext& ctx, const Tensor& x, Mix
   if (fresh) ops::attention_forward(out, ctx.statistics({n, shape_.q_heads}), q, k, v, shape_, seqs);
   const int64_t C = state.capacity();
   RowPairs stored;
-  std::vector<int32_t> queries(static_cast<size_t>(2 * n));  // (sequence, position) per token
+  std::vector<int32_t> queries(fresh ? 0 : static_cast<size_t>(2 * n));  // (sequence, position) per token
   for (int64_t s = 0; s < S; ++s) {
     const int64_t after = state.seen[s] + seqs.end(s) - seqs.begin(s);
     for (int64_t t = seqs.begin(s); t < seqs.end(s); ++t) {
       const int64_t p = state.seen[s] + t - seqs.begin(s);
       if (p + C >= after) stored.add(s * C + p % C, t);
+      if (fresh) continue;
       queries[static_cast<size_t>(2 * t)] = static_cast<int32_t>(s);
       queries[static_cast<size_t>(2 * t + 1)] = static_cast<int32_t>(p);
     }

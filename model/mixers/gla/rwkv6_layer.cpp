@@ -59,11 +59,11 @@ void Rwkv6Layer::init(Rng& rng, double std) {
 Rwkv6Layer::Lerps Rwkv6Layer::shift(StepContext& ctx, const Tensor& x, InputHistory* history) const {
   Lerps l;
   if (history) {  // δ of the new tokens, from the previous token of each sequence kept in the history
-    const InputHistory::Extended ext = history->extend(ctx, x, ctx.seqs);
-    Tensor delta = ctx.temporary(ext.x.shape());
-    ops::token_shift_forward(delta, ext.x, ext.seqs);
-    history->update(ext);
-    l.delta = history->new_rows(ctx, delta, ext);
+    l.delta = history->forward(ctx, x, ctx.seqs, [&](const Tensor& in, const SeqLayout& seqs) {
+      Tensor delta = ctx.temporary(in.shape());
+      ops::token_shift_forward(delta, in, seqs);
+      return delta;
+    });
   } else {
     l.delta = ctx.temporary(x.shape());
     ops::token_shift_forward(l.delta, x, ctx.seqs);

@@ -94,6 +94,54 @@ TEST(Decoder, SlidingWindowAttentionMatchesFullForward) {
   check_decoding_matches_full_forward("gdn", true, 3);
 }
 
+// Model::logits_continuing over calls of several tokens per sequence (the decoder's steps take one;
+// a prefill from empty states skips the input histories' copies, a later call of several tokens
+// does not): three documents of 5 + 4 + 1, 1 + 2 + 6 and 13 + 1 + 3 tokens, every row of every call
+// against the full forward.
+void check_chunks_match_full_forward(const std::string& mixer, int64_t window) {
+  SCOPED_TRACE(mixer + " window " + std::to_string(window));
+  Model model(config_for(mixer, true, window));
+  model.init_parameters(7);
+  const std::vector<std::vector<int64_t>> calls = {{5, 1, 13}, {4, 2, 1}, {1, 6, 3}};  // tokens per sequence
+  std::vector<int64_t> lengths(3, 0);
+  for (const auto& call : calls) {
+    for (size_t s = 0; s < 3; ++s) lengths[s] += call[s];
+  }
+  const testing::PackedBatch batch = testing::packed_batch(lengths, model.config().vocab, 11);
+  std::vector<int64_t> all_rows(static_cast<size_t>(batch.seqs.num_tokens()));
+  for (size_t i = 0; i < all_rows.size(); ++i) all_rows[i] = static_cast<int64_t>(i);
+  const Tensor full = model.logits(batch.ids, batch.seqs, all_rows);
+
+  Model::DecodingState state = model.start_decoding(3);
+  std::vector<int64_t> seen(3, 0);
+  for (size_t c = 0; c < calls.size(); ++c) {
+    SeqLayout seqs;
+    std::vector<int32_t> ids;
+    std::vector<int64_t> full_rows;
+    for (size_t s = 0; s < 3; ++s) {
+      for (int64_t i = 0; i < calls[c][s]; ++i) {
+        const int64_t row = batch.seqs.begin(static_cast<int64_t>(s)) + seen[s] + i;
+        ids.push_back(batch.ids.data<int32_t>()[row]);
+        full_rows.push_back(row);
+      }
+      seen[s] += calls[c][s];
+      seqs.cu_seqlens.push_back(static_cast<int64_t>(ids.size()));
+    }
+    std::vector<int64_t> rows(ids.size());
+    for (size_t i = 0; i < rows.size(); ++i) rows[i] = static_cast<int64_t>(i);
+    const Tensor logits = model.logits_continuing(testing::index_tensor(ids), seqs, state, rows);
+    for (size_t i = 0; i < rows.size(); ++i) {
+      EXPECT_LE(relative_error(row_of(logits, static_cast<int64_t>(i)), row_of(full, full_rows[i])), 1e-5)
+          << "call " << c << " row " << i;
+    }
+  }
+}
+
+TEST(Decoder, EveryMixerMatchesFullForwardOverCallsOfSeveralTokens) {
+  for (const std::string& mixer : mixer_names()) check_chunks_match_full_forward(mixer, 0);
+  check_chunks_match_full_forward("gdn", 3);
+}
+
 TEST(Decoder, LinearStatesStayFixedWhileTheKvCacheGrows) {
   Model linear(config_for("gdn", false, 0)), attention(config_for("attention", false, 0)),
       window(config_for("attention", false, 4));

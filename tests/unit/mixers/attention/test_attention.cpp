@@ -301,6 +301,19 @@ TEST(Attention, BadArgumentsAreRejected) {
   expect_rejected(
       [&] { ops::attention_backward(p.dq, p.dk, p.dv, short_dout, p.q, p.k, p.v, p.out, p.lse, shape, p.seqs); },
       "attention_backward: dout: expected shape [5, 12]");
+
+  // attention_over_cache: each query names a sequence of the caches and a position whose keys fit
+  const Tensor cache = Tensor::zeros({2, 3, 6}, DType::f64);  // 2 sequences, 3 rows
+  const auto over_cache = [&](std::vector<int32_t> pairs) {
+    return [&p, shape, pairs, &cache] {
+      std::vector<int32_t> q = pairs;
+      ops::attention_over_cache(p.out, p.q, cache, cache, Tensor::view(q.data(), {5, 2}, DType::i32), shape);
+    };
+  };
+  expect_rejected(over_cache({0, 0, 1, 0, 1, 1, 2, 0, 0, 1}), "query 3 (sequence 2, position 0) is not a position");
+  expect_rejected(over_cache({0, 0, 1, -1, 1, 1, 1, 2, 0, 1}), "query 1 (sequence 1, position -1)");
+  expect_rejected(over_cache({0, 0, 1, 0, 1, 1, 1, 2, 0, 3}),
+                  "attention_over_cache: k_cache: query 4 sees 4 keys, more than the cache's 3 rows");
 }
 
 }  // namespace
