@@ -13,9 +13,13 @@
 //
 // Usage: bench_decode CONFIG.toml [--batch B=4] [--seq-len T=512] [--steps S=16] [--repeats R=3]
 //        [section.key=value ...]
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <ctime>
+#include <functional>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "bench/bench_util.h"
