@@ -202,27 +202,26 @@ class ChaosSoak : public ::testing::Test {
 
   int64_t logged_steps(const std::string& run) const { return testing::logged_steps(run_dir(run) / "metrics.jsonl"); }
 
-  pid_t rank_pid(const std::string& run, int64_t attempt, int rank) const {
-    return testing::job_rank_pid(*coordinator_, run, attempt, rank, 60s);
-  }
-
   // Breaks `run` with `kind` while its job is frozen, if it has logged at most kSteps -
   // kLastFaultMargin steps by then; returns what it cost once the run trains again, or nullopt
-  // (the job thawed unbroken) when it was too close to its end or no longer the attempt picked.
+  // (the job thawed unbroken) when it was too close to its end or is no longer the attempt picked
+  // (ended, relaunched: a coordinator restarted just before knows a run's step only from its next
+  // heartbeat, so the pick may have taken it for farther from its end than it was).
   std::optional<FaultRecord> inflict(Fault kind, const std::string& run) {
     FaultRecord record{kind, run};
     const json before = coordinator_->run_status(run);
+    if (before["state"] != "running" || !before["pid"].is_number_integer()) return std::nullopt;
     const int64_t attempt = before["attempt"];
     const auto mpirun = static_cast<pid_t>(before["pid"].get<int64_t>());
-    const int rank = std::uniform_int_distribution<int>(0, 1)(rng_);
-    const pid_t victim = kind == Fault::kill_mpirun || kind == Fault::kill_coordinator || kind == Fault::fill_disk
-                             ? mpirun
-                             : rank_pid(run, attempt, rank);
     testing::FrozenJob job(mpirun);
     const int64_t steps_at_fault = logged_steps(run);
     const json frozen = coordinator_->run_status(run);
-    if (steps_at_fault > kSteps - kLastFaultMargin || frozen["attempt"] != attempt || frozen["state"] != "running")
+    const pid_t rank = job.rank(std::uniform_int_distribution<int>(0, 1)(rng_));
+    if (steps_at_fault > kSteps - kLastFaultMargin || frozen["attempt"] != attempt || frozen["state"] != "running" ||
+        rank < 0)
       return std::nullopt;
+    const pid_t victim =
+        kind == Fault::kill_mpirun || kind == Fault::kill_coordinator || kind == Fault::fill_disk ? mpirun : rank;
     const double fault_time = coordinator::unix_now();
     switch (kind) {
       case Fault::kill_rank:

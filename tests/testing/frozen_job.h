@@ -4,8 +4,9 @@
 // does none of these, and it would forward the SIGCONT of a thaw to every rank, a rank meant to stay
 // stopped included. SIGSTOP is asynchronous; the constructor returns once every thread of every rank
 // has stopped (or ended), and throws std::runtime_error naming the thread when one has not within
-// 10 s. thaw() sends SIGCONT to them all, or to all but one that is to stay stopped; the destructor
-// thaws what is still frozen.
+// 10 s. rank(r) is the frozen process of MPI rank r (-1: none, e.g. the job has ended). thaw()
+// sends SIGCONT to them all, or to all but one that is to stay stopped; the destructor thaws what
+// is still frozen.
 #pragma once
 #include <signal.h>
 
@@ -42,6 +43,13 @@ class FrozenJob {
   ~FrozenJob() { thaw(); }
   FrozenJob(const FrozenJob&) = delete;
   FrozenJob& operator=(const FrozenJob&) = delete;
+
+  pid_t rank(int r) const {
+    const std::string entry = "OMPI_COMM_WORLD_RANK=" + std::to_string(r);
+    for (const pid_t p : pids_)
+      if (coordinator::process_has_environment_entry(p, entry)) return p;
+    return -1;
+  }
 
   // SIGCONT to every frozen process but `stays_stopped` (none by default); once.
   void thaw(pid_t stays_stopped = -1) {
