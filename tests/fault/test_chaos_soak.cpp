@@ -154,7 +154,7 @@ class ChaosSoak : public ::testing::Test {
         const std::string run = r["spec"]["name"];
         if (r["attempt"].get<int64_t>() < 0) ++waiting;
         if (r["state"] == "running" && r.value("heartbeat_seen", false) && r.value("checkpoint_step", -1) >= 5 &&
-            r["step"].get<int64_t>() < kSteps - 40)
+            logged_steps(run) < kSteps - 40)  // not the status's step: a restarted coordinator's is 0 until a heartbeat
           ready.push_back(run);
       }
       if (waiting < kQueued) submit(kQueued - waiting);
@@ -205,8 +205,7 @@ class ChaosSoak : public ::testing::Test {
   // Breaks `run` with `kind` while its job is frozen, if it has logged at most kSteps -
   // kLastFaultMargin steps by then; returns what it cost once the run trains again, or nullopt
   // (the job thawed unbroken) when it was too close to its end or is no longer the attempt picked
-  // (ended, relaunched: a coordinator restarted just before knows a run's step only from its next
-  // heartbeat, so the pick may have taken it for farther from its end than it was).
+  // (ended or relaunched since).
   std::optional<FaultRecord> inflict(Fault kind, const std::string& run) {
     FaultRecord record{kind, run};
     const json before = coordinator_->run_status(run);
