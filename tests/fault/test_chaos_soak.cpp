@@ -3,10 +3,10 @@
 // while a seeded schedule of kFaults faults breaks them, one at a time, each once the job it hits
 // trains again after the previous one. The queue is topped up as runs start, so that there is
 // always one to break however fast the jobs train beside the faults (a fixed queue of 24 ran dry
-// on an idle machine). A fault is dealt at a step the test knows: the job is frozen (SIGSTOP of
-// its session, tests/testing/frozen_job.h) while the test reads its logged steps and breaks it, and
-// one found too close to its end (loaded cores can starve the test while the job trains on) is
-// thawed unbroken and the fault goes to the next run picked:
+// on an idle machine). A fault is dealt at a step the test knows: the job's ranks are frozen
+// (SIGSTOP, tests/testing/frozen_job.h) while the test reads its logged steps and breaks it, and a
+// job found too close to its end (loaded cores can starve the test while the job trains on) or
+// ended is thawed unbroken, and the fault goes to the next run picked:
 //   kill_rank     SIGKILL of one rank (mpirun ends the job; the coordinator relaunches it);
 //   stop_rank     SIGSTOP of one rank (its heartbeats stop: torn down as hung, relaunched);
 //   kill_mpirun   SIGKILL of mpirun (its ranks are left; the coordinator ends them and relaunches);
@@ -318,7 +318,7 @@ TEST_F(ChaosSoak, EveryJobEndsAsIfNeverBroken) {
   }
   std::shuffle(schedule.begin(), schedule.end(), rng_);
   std::vector<FaultRecord> records;
-  int passed_over = 0;  // runs picked but found too close to their end when frozen
+  int passed_over = 0;  // runs picked but found too close to their end (or ended) when frozen
   for (const Fault kind : schedule) {
     for (std::optional<FaultRecord> record; !record;) {
       const std::string run = pick_training_run();
@@ -380,8 +380,8 @@ TEST_F(ChaosSoak, EveryJobEndsAsIfNeverBroken) {
   for (const auto& [kind, n] : by_kind) kinds += (kinds.empty() ? "" : ", ") + kind + " " + std::to_string(n);
   const double wall = std::chrono::duration<double>(Clock::now() - start).count();
   std::printf(
-      "[ soak     ] seed %llu: %zu faults survived (%s) over %zu runs of %lld steps (%d picked runs passed over, "
-      "too close to their end), every metrics.jsonl as the unbroken run's; steps lost per fault: mean %.1f, max "
+      "[ soak     ] seed %llu: %zu faults survived (%s) over %zu runs of %lld steps (%d picked runs passed over: "
+      "near their end or ended), every metrics.jsonl as the unbroken run's; steps lost per fault: mean %.1f, max "
       "%.0f; fault -> training again: median %.2f s, max %.2f s; %.0f s in all%s\n",
       static_cast<unsigned long long>(seed_), records.size(), kinds.c_str(), launched.size(),
       static_cast<long long>(kSteps), passed_over, lost.empty() ? 0.0 : [&] {
