@@ -460,17 +460,19 @@ class TrainingRun {
     progress.finish_line();
   }
 
-  // Waits for the last checkpoint and fills in the summary.
+  // Waits for the last checkpoint and fills in the summary. When that write failed the run is not
+  // complete (its last step is not committed): it stops with an error, and a coordinator hears why
+  // first, in one more heartbeat (the last step's went out before the write ended), so that it can
+  // name the reason of the exit as it does for failures during training.
   TrainSummary finish() {
     writer_->wait();
-    for (const CheckpointOutcome& outcome : writer_->take_outcomes()) {
-      if (!outcome.error) {
-        committed_step_ = std::max(committed_step_, outcome.step);
-        continue;
+    if (const std::optional<std::string> failure = take_checkpoint_outcomes()) {
+      if (heartbeats_) {
+        last_beat_.checkpoint_step = committed_step_;
+        last_beat_.checkpoint_error = *failure;
+        heartbeats_->heartbeat(last_beat_);
       }
-      throw_alike<std::runtime_error>(world_, checkpoint_root_.string() + ": the checkpoint of step " +
-                                                  std::to_string(outcome.step) + " failed: " + *outcome.error +
-                                                  newest_committed_note());
+      throw_alike<std::runtime_error>(world_, checkpoint_root_.string() + ": " + *failure + newest_committed_note());
     }
     summary_.checkpoint_write_ms = writer_->last_stats().write_ms;
     summary_.checkpoint_bytes = writer_->last_stats().bytes;
@@ -661,14 +663,14 @@ class TrainingRun {
       if (options_.on_step) options_.on_step(line);
     });
     if (heartbeats_) {
-      coordinator::Heartbeat beat;
-      beat.step = step;
-      beat.loss = loss;
-      beat.tokens_per_s = double(tokens_per_step_) / step_seconds;
-      if (eval_step) beat.val_loss = summary_.last_val_loss;
-      beat.checkpoint_step = committed_step_;
-      if (checkpoint_failures_in_a_row_ > 0) beat.checkpoint_error = last_checkpoint_failure_;
-      heartbeats_->heartbeat(beat);
+      last_beat_ = {};
+      last_beat_.step = step;
+      last_beat_.loss = loss;
+      last_beat_.tokens_per_s = double(tokens_per_step_) / step_seconds;
+      if (eval_step) last_beat_.val_loss = summary_.last_val_loss;
+      last_beat_.checkpoint_step = committed_step_;
+      if (checkpoint_failures_in_a_row_ > 0) last_beat_.checkpoint_error = last_checkpoint_failure_;
+      heartbeats_->heartbeat(last_beat_);
     }
     if (too_many_failures) {
       throw_alike<std::runtime_error>(
@@ -730,6 +732,7 @@ class TrainingRun {
   std::optional<TrainingEvaluation> evaluation_;
   std::optional<AsyncCheckpointWriter> writer_;
   std::unique_ptr<coordinator::HeartbeatClient> heartbeats_;
+  coordinator::Heartbeat last_beat_;  // the newest heartbeat sent (rank 0 under a coordinator)
   int64_t committed_step_ = -1;
   bool restarting_after_damage_ = false;  // every committed checkpoint was damaged: a fresh start
   int64_t checkpoint_failures_in_a_row_ = 0;

@@ -1,11 +1,17 @@
 // The chaos soak (label `soak`): one `linea coordinator` runs a queue of identical 2-rank tiny
 // training jobs (`mpirun -np 2 linea train`, tests/testing/tiny_training_job.h), two at a time,
 // while a seeded schedule of kFaults faults breaks them, one at a time, each once the job it hits
-// trains again after the previous one:
+// trains again after the previous one. The queue is topped up as runs start, so that there is
+// always one to break however fast the jobs train beside the faults (a fixed queue of 24 ran dry
+// on an idle machine). A fault is dealt at a step the test knows: the job's ranks are frozen
+// (SIGSTOP, tests/testing/frozen_job.h) while the test reads its logged steps and breaks it, and a
+// job found too close to its end (loaded cores can starve the test while the job trains on) or
+// ended is thawed unbroken, and the fault goes to the next run picked:
 //   kill_rank     SIGKILL of one rank (mpirun ends the job; the coordinator relaunches it);
 //   stop_rank     SIGSTOP of one rank (its heartbeats stop: torn down as hung, relaunched);
 //   kill_mpirun   SIGKILL of mpirun (its ranks are left; the coordinator ends them and relaunches);
-//   kill_coordinator  SIGKILL of the coordinator; a new one on the same address adopts the jobs;
+//   kill_coordinator  SIGKILL of the coordinator; a new one on the same address adopts the jobs
+//                 (the one broken is thawed once the new coordinator listens; the other trains on);
 //   fill_disk     the job's checkpoints file system (a small tmpfs) filled: the run stops after
 //                 its failed checkpoints (the coordinator names the reason), is relaunched once the
 //                 disk has room again;
@@ -18,11 +24,10 @@
 // tokens), that of the same job trained once without faults. Printed: the faults survived by
 // kind, steps lost per fault (logged at the fault − resumed from), and the time from each fault to
 // training again (the next first heartbeat, or for the coordinator the first step it hears of
-// after its restart): median and max. LINEA_SOAK_SEED=N repeats a schedule.
-#include <fcntl.h>
+// after its restart): median and max; and how many picked runs were passed over. LINEA_SOAK_SEED=N
+// repeats a schedule (the runs it hits depend on timing).
 #include <gtest/gtest.h>
 #include <signal.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -44,6 +49,7 @@
 #include "tests/testing/child_process.h"
 #include "tests/testing/coordinator_process.h"
 #include "tests/testing/damaged_checkpoint.h"
+#include "tests/testing/frozen_job.h"
 #include "tests/testing/small_file_system.h"
 #include "tests/testing/temp_dir.h"
 #include "tests/testing/tiny_training_job.h"
@@ -58,8 +64,11 @@ using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
 
 constexpr int kFaults = 30;
-constexpr int kRuns = 24;        // queued; those never launched when the faults are over are cancelled
+constexpr int kQueued = 2;       // runs waiting for a slot, at least (those never launched at the end are cancelled)
 constexpr int64_t kSteps = 300;  // per run
+// A fault is dealt only while the run has at most kSteps - kLastFaultMargin steps logged: a full disk
+// then fails at least two checkpoint writes (every 5 steps) and stops the run before its end.
+constexpr int64_t kLastFaultMargin = 20;
 constexpr int64_t kFileSystemBytes = 8 << 20;
 
 enum class Fault { kill_rank, stop_rank, kill_mpirun, kill_coordinator, fill_disk, damage_newest };
@@ -88,16 +97,6 @@ double median(std::vector<double> v) {
   return v.empty() ? 0 : v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
 }
 
-// Writes zeros into DIR/filler until the file system is full.
-void fill(const fs::path& dir) {
-  const int fd = ::open((dir / "filler").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  ASSERT_GE(fd, 0);
-  const std::vector<char> zeros(1 << 16, 0);
-  while (::write(fd, zeros.data(), zeros.size()) > 0) {
-  }
-  ::close(fd);
-}
-
 class ChaosSoak : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -105,11 +104,6 @@ class ChaosSoak : public ::testing::Test {
     seed_ = seed_text ? std::strtoull(seed_text, nullptr, 10) : std::random_device()();
     rng_.seed(seed_);
     config_ = testing::write_tiny_training_job(tmp_.path(), kSteps);
-    for (int i = 0; i < kRuns; ++i) {
-      const std::string run = run_name(i);
-      disks_.push_back(std::make_unique<testing::SmallFileSystem>(checkpoints(run), kFileSystemBytes));
-    }
-    disk_faults_ = disks_.front()->mounted();
   }
 
   static std::string run_name(int i) {  // r00, r01, ... (snprintf: GCC 12 warns of -Wrestrict on "r" + a substr)
@@ -131,32 +125,39 @@ class ChaosSoak : public ::testing::Test {
         port);
   }
 
-  void submit_all() {
+  // Queues `count` more runs, each with its small file system for its checkpoints.
+  void submit(int count) {
     json runs = json::array();
-    for (int i = 0; i < kRuns; ++i) {
-      const std::string run = run_name(i);
+    for (int i = 0; i < count; ++i) {
+      const std::string run = run_name(static_cast<int>(disks_.size()));
+      disks_[run] = std::make_unique<testing::SmallFileSystem>(checkpoints(run), kFileSystemBytes);
       runs.push_back({{"name", run},
                       {"config", config_.string()},
                       {"overrides", overrides(tmp_.path() / "runs" / run)},
                       {"run_dir", run_dir(run).string()},
                       {"processes", 2}});
     }
+    disk_faults_ = disks_.begin()->second->mounted();
     coordinator_->request({{"type", "submit"}, {"runs", runs}});
   }
 
   // A run that trains now (its current attempt has sent heartbeats, has a committed checkpoint and
-  // is far enough from its end to outlive a fault), chosen by the schedule; empty after 60 s.
+  // is far enough from its end to outlive a fault), chosen by the schedule; empty after 60 s. Tops
+  // the queue up to kQueued runs not launched yet.
   std::string pick_training_run() {
     const auto deadline = Clock::now() + 60s;
     while (Clock::now() < deadline) {
       std::vector<std::string> ready;
+      int waiting = 0;
       const json status = coordinator_->request({{"type", "status"}});
       for (const json& r : status["runs"]) {
         const std::string run = r["spec"]["name"];
+        if (r["attempt"].get<int64_t>() < 0) ++waiting;
         if (r["state"] == "running" && r.value("heartbeat_seen", false) && r.value("checkpoint_step", -1) >= 5 &&
-            r["step"].get<int64_t>() < kSteps - 40)
+            logged_steps(run) < kSteps - 40)  // not the status's step: a restarted coordinator's is 0 until a heartbeat
           ready.push_back(run);
       }
+      if (waiting < kQueued) submit(kQueued - waiting);
       if (!ready.empty()) return ready[std::uniform_int_distribution<size_t>(0, ready.size() - 1)(rng_)];
       std::this_thread::sleep_for(20ms);
     }
@@ -201,41 +202,51 @@ class ChaosSoak : public ::testing::Test {
 
   int64_t logged_steps(const std::string& run) const { return testing::logged_steps(run_dir(run) / "metrics.jsonl"); }
 
-  pid_t rank_pid(const std::string& run, int64_t attempt, int rank) const {
-    return testing::job_rank_pid(*coordinator_, run, attempt, rank, 60s);
-  }
-
-  // Breaks `run` with `kind`; returns what it cost once the run trains again.
-  FaultRecord inflict(Fault kind, const std::string& run) {
+  // Breaks `run` with `kind` while its job is frozen, if it has logged at most kSteps -
+  // kLastFaultMargin steps by then; returns what it cost once the run trains again, or nullopt
+  // (the job thawed unbroken) when it was too close to its end or is no longer the attempt picked
+  // (ended or relaunched since).
+  std::optional<FaultRecord> inflict(Fault kind, const std::string& run) {
     FaultRecord record{kind, run};
     const json before = coordinator_->run_status(run);
+    if (before["state"] != "running" || !before["pid"].is_number_integer()) return std::nullopt;
     const int64_t attempt = before["attempt"];
     const auto mpirun = static_cast<pid_t>(before["pid"].get<int64_t>());
-    const int rank = std::uniform_int_distribution<int>(0, 1)(rng_);
-    const pid_t victim = kind == Fault::kill_mpirun || kind == Fault::kill_coordinator || kind == Fault::fill_disk
-                             ? mpirun
-                             : rank_pid(run, attempt, rank);
+    testing::FrozenJob job(mpirun);
     const int64_t steps_at_fault = logged_steps(run);
+    const json frozen = coordinator_->run_status(run);
+    const pid_t rank = job.rank(std::uniform_int_distribution<int>(0, 1)(rng_));
+    if (steps_at_fault > kSteps - kLastFaultMargin || frozen["attempt"] != attempt || frozen["state"] != "running" ||
+        rank < 0)
+      return std::nullopt;
+    const pid_t victim =
+        kind == Fault::kill_mpirun || kind == Fault::kill_coordinator || kind == Fault::fill_disk ? mpirun : rank;
     const double fault_time = coordinator::unix_now();
     switch (kind) {
       case Fault::kill_rank:
       case Fault::kill_mpirun: ::kill(victim, SIGKILL); break;
-      case Fault::stop_rank: ::kill(victim, SIGSTOP); break;
+      case Fault::stop_rank: break;  // it stays stopped when the job thaws
       case Fault::damage_newest: {
         const auto committed = list_committed_checkpoints(checkpoints(run));
+        if (committed.empty()) return std::nullopt;
         testing::damage_checkpoint(committed.back().directory);
         ::kill(victim, SIGKILL);
         break;
       }
-      case Fault::fill_disk: fill(checkpoints(run)); break;
+      case Fault::fill_disk: disks_.at(run)->fill(); break;
       case Fault::kill_coordinator: {
         const uint16_t port = coordinator_->port();
         coordinator_->kill();
         coordinator_.reset();
         start_coordinator(port);
-        // Adopted: the same attempt reports to the new coordinator.
+        job.thaw();
+        // Adopted: the same attempt reports to the new coordinator (or, had no heartbeat of its
+        // last steps reached it, is found completed by it).
         const json after = coordinator_->wait_for(
-            run, [&](const json& s) { return s["attempt"] != attempt || s["step"].get<int64_t>() > steps_at_fault; },
+            run,
+            [&](const json& s) {
+              return s["attempt"] != attempt || s["step"].get<int64_t>() > steps_at_fault || s["state"] == "completed";
+            },
             60s, "heard of after the coordinator's restart");
         record.to_training_s = coordinator::unix_now() - fault_time;
         EXPECT_EQ(after["attempt"], attempt) << run << " was relaunched, not adopted";
@@ -243,24 +254,26 @@ class ChaosSoak : public ::testing::Test {
         return record;
       }
     }
+    job.thaw(kind == Fault::stop_rank ? victim : -1);
     if (kind == Fault::fill_disk) {
       // It stops after its failed checkpoints; the coordinator names the reason; then room again.
       const json ended = coordinator_->wait_for(
           run, [&](const json& s) { return s["attempt"] != attempt || s["state"] != "running"; }, 60s,
           "stopped by the full disk");
-      fs::remove(checkpoints(run) / "filler");
+      disks_.at(run)->make_room();
       EXPECT_NE(ended.value("last_error", "").find("its last checkpoint failed"), std::string::npos)
           << "seed " << seed_ << ": " << ended.dump();
     }
-    // Training again: the next attempt's first heartbeat, or (a fault close to the run's end, on
-    // loaded cores) that attempt ran its last steps and completed before a heartbeat was due;
-    // then its end bounds the time from above. A fault that reached the attempt only after its
-    // last step (it completed all the same, no relaunch) costs nothing: its end is the bound too.
+    // Training again: the next attempt's first heartbeat, or (on loaded cores) that attempt ran
+    // its last steps and completed before a heartbeat was due; then its end bounds the time from
+    // above. The attempt broken never completes: it was dealt the fault steps before its end.
     std::optional<double> back;
     coordinator_->wait_for(
         run,
         [&](const json& s) {
           if (s["attempt"].get<int64_t>() == attempt && s["state"] == "completed") {
+            ADD_FAILURE() << run << " attempt " << attempt << " completed after " << fault_name(kind) << " at step "
+                          << steps_at_fault << " (seed " << seed_ << "): " << s.dump();
             back = s["accounting"]["ended_at"].get<double>();
             return true;
           }
@@ -282,7 +295,7 @@ class ChaosSoak : public ::testing::Test {
   fs::path config_;
   uint64_t seed_ = 0;
   std::mt19937_64 rng_;
-  std::vector<std::unique_ptr<testing::SmallFileSystem>> disks_;
+  std::map<std::string, std::unique_ptr<testing::SmallFileSystem>> disks_;  // by run
   bool disk_faults_ = false;
   std::unique_ptr<testing::CoordinatorProcess> coordinator_;
 };
@@ -293,7 +306,7 @@ TEST_F(ChaosSoak, EveryJobEndsAsIfNeverBroken) {
   // The same job once, unbroken, beside the soak.
   testing::TrainJob reference(config_, overrides(tmp_.path() / "reference"), tmp_.path() / "reference.log");
   start_coordinator(0);
-  submit_all();
+  submit(2 + kQueued);
 
   // The schedule: every kind equally often (a full disk only where a small file system can be
   // mounted; a rank kill instead), in a seeded order.
@@ -305,16 +318,22 @@ TEST_F(ChaosSoak, EveryJobEndsAsIfNeverBroken) {
   }
   std::shuffle(schedule.begin(), schedule.end(), rng_);
   std::vector<FaultRecord> records;
+  int passed_over = 0;  // runs picked but found too close to their end (or ended) when frozen
   for (const Fault kind : schedule) {
-    const std::string run = pick_training_run();
-    ASSERT_FALSE(run.empty()) << "no run trains to break; coordinator log:\n" << coordinator_->log();
-    // A few more steps first, at a point the schedule chooses.
-    const int64_t at = logged_steps(run) + std::uniform_int_distribution<int64_t>(1, 8)(rng_);
-    testing::eventually([&] { return logged_steps(run) >= at; }, 20s);
-    try {
-      records.push_back(inflict(kind, run));
-    } catch (const std::exception& e) {
-      FAIL() << fault_name(kind) << " of " << run << " (seed " << seed_ << "): " << e.what();
+    for (std::optional<FaultRecord> record; !record;) {
+      const std::string run = pick_training_run();
+      ASSERT_FALSE(run.empty()) << "no run trains to break; coordinator log:\n" << coordinator_->log();
+      ASSERT_LT(passed_over, kFaults) << "runs picked kept ending before their faults (seed " << seed_ << ")";
+      // A few more steps first, at a point the schedule chooses.
+      const int64_t at = logged_steps(run) + std::uniform_int_distribution<int64_t>(1, 8)(rng_);
+      testing::eventually([&] { return logged_steps(run) >= at; }, 20s);
+      try {
+        record = inflict(kind, run);
+      } catch (const std::exception& e) {
+        FAIL() << fault_name(kind) << " of " << run << " (seed " << seed_ << "): " << e.what();
+      }
+      if (record) records.push_back(*record);
+      passed_over += record ? 0 : 1;
     }
   }
 
@@ -361,11 +380,11 @@ TEST_F(ChaosSoak, EveryJobEndsAsIfNeverBroken) {
   for (const auto& [kind, n] : by_kind) kinds += (kinds.empty() ? "" : ", ") + kind + " " + std::to_string(n);
   const double wall = std::chrono::duration<double>(Clock::now() - start).count();
   std::printf(
-      "[ soak     ] seed %llu: %zu faults survived (%s) over %zu runs of %lld steps, every metrics.jsonl as the "
-      "unbroken run's; steps lost per fault: mean %.1f, max %.0f; fault -> training again: median %.2f s, max "
-      "%.2f s; %.0f s in all%s\n",
+      "[ soak     ] seed %llu: %zu faults survived (%s) over %zu runs of %lld steps (%d picked runs passed over: "
+      "near their end or ended), every metrics.jsonl as the unbroken run's; steps lost per fault: mean %.1f, max "
+      "%.0f; fault -> training again: median %.2f s, max %.2f s; %.0f s in all%s\n",
       static_cast<unsigned long long>(seed_), records.size(), kinds.c_str(), launched.size(),
-      static_cast<long long>(kSteps), lost.empty() ? 0.0 : [&] {
+      static_cast<long long>(kSteps), passed_over, lost.empty() ? 0.0 : [&] {
         double sum = 0;
         for (double x : lost) sum += x;
         return sum / static_cast<double>(lost.size());
