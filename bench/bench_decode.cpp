@@ -16,7 +16,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
-#include <ctime>
 #include <functional>
 #include <memory>
 #include <string>
@@ -31,12 +30,6 @@ namespace {
 
 using namespace linea;
 
-double process_cpu_ms() {
-  timespec t{};
-  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
-  return double(t.tv_sec) * 1e3 + double(t.tv_nsec) / 1e6;
-}
-
 struct Best {
   double wall_ms = INFINITY, cpu_ms = INFINITY;
 };
@@ -47,12 +40,12 @@ Best best_of(int64_t repeats, const std::function<void()>& prepare, const std::f
   Best best;
   for (int64_t r = 0; r <= repeats; ++r) {
     prepare();
-    const double cpu = process_cpu_ms();
+    const double cpu = bench::process_cpu_ms();
     const auto start = bench::Clock::now();
     fn();
     if (r == 0) continue;
     best.wall_ms = std::min(best.wall_ms, bench::ms_since(start));
-    best.cpu_ms = std::min(best.cpu_ms, process_cpu_ms() - cpu);
+    best.cpu_ms = std::min(best.cpu_ms, bench::process_cpu_ms() - cpu);
   }
   return best;
 }

@@ -6,8 +6,6 @@
 // slowest rank's wall time and its process CPU time are kept and the median over S steps (after a
 // warm-up step) is reported. Rank 0 prints one JSON line; speedup = TP = 1 time / TP = R time
 // (ideally R: each rank does 1/R of the work, plus 4 all-reduces of [B·T, D] per layer).
-#include <time.h>
-
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -27,12 +25,6 @@ namespace {
 
 using namespace linea;
 
-double cpu_seconds() {
-  timespec t{};
-  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
-  return double(t.tv_sec) + 1e-9 * double(t.tv_nsec);
-}
-
 struct Timing {
   double wall_ms = 0, cpu_ms = 0, loss = 0;
   int64_t params = 0;
@@ -48,11 +40,11 @@ Timing time_steps(Model& model, Communicator& world, const Tensor& ids, const Te
   Tensor slowest = Tensor::empty({2}, DType::f64), all = Tensor::empty({world.size(), 2}, DType::f64);
   for (int64_t s = 0; s < steps; ++s) {
     world.barrier();
-    const double cpu_start = cpu_seconds();
+    const double cpu_start = bench::process_cpu_ms();
     const auto start = std::chrono::steady_clock::now();
     result.loss = model.forward_backward(ids, targets, seqs);
     slowest.data<double>()[0] = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    slowest.data<double>()[1] = cpu_seconds() - cpu_start;
+    slowest.data<double>()[1] = (bench::process_cpu_ms() - cpu_start) / 1e3;
     world.all_gather(slowest, all);
     int worst = 0;
     for (int r = 1; r < world.size(); ++r) {

@@ -1,9 +1,11 @@
 // What the CPU benchmarks share (bench/cuda/gpu_bench.h is the GPU benchmarks' own): timing (a
-// steady clock, best and median of repeated runs), the parse of their numeric arguments and of the
-// model benchmarks' command line (errors are std::invalid_argument naming the argument), random
-// tokens with next-token targets, one JSON line per result, and a main() that reports an exception
-// as "PROGRAM: error: ..." with exit status 1.
+// steady clock, best and median of repeated runs, the process's CPU time), the parse of their
+// numeric arguments and of the model benchmarks' command line (errors are std::invalid_argument
+// naming the argument), random tokens with next-token targets, one JSON line per result, and a
+// main() that reports an exception as "PROGRAM: error: ..." with exit status 1.
 #pragma once
+#include <time.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -26,6 +28,14 @@ using Clock = std::chrono::steady_clock;
 
 inline double ms_since(Clock::time_point start) {
   return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+}
+
+// CPU time of the whole process (all its threads) in milliseconds: steadier than wall time on a
+// shared machine.
+inline double process_cpu_ms() {
+  timespec t{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+  return double(t.tv_sec) * 1e3 + double(t.tv_nsec) / 1e6;
 }
 
 // Best wall time in milliseconds over `repeats` runs of fn (after one warm-up run).
