@@ -25,10 +25,12 @@ struct ProcStat {
   pid_t session = -1;
 };
 
-std::optional<ProcStat> read_proc_stat(pid_t pid) {
+// The stat file of a process or thread (/proc/PID/stat, /proc/PID/task/TID/stat); nullopt when it
+// cannot be read (it has ended).
+std::optional<ProcStat> read_stat(const std::string& path) {
   // One line. Read through the istream, which turns a failed read (ESRCH: the process ended after
   // the open) into badbit; an istreambuf_iterator would let the filebuf's exception through.
-  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::ifstream in(path);
   std::string text;
   if (!std::getline(in, text)) return std::nullopt;
   const size_t close_paren = text.rfind(')');  // the command name may itself hold ')' or spaces
@@ -41,20 +43,25 @@ std::optional<ProcStat> read_proc_stat(pid_t pid) {
   return st;
 }
 
+std::optional<ProcStat> read_proc_stat(pid_t pid) { return read_stat("/proc/" + std::to_string(pid) + "/stat"); }
+
 std::string errno_text(int err) { return std::strerror(err); }
 
-// Every process id listed in /proc (this one included).
-std::vector<pid_t> all_processes() {
-  std::vector<pid_t> pids;
-  std::unique_ptr<DIR, int (*)(DIR*)> proc(::opendir("/proc"), ::closedir);
-  if (!proc) return pids;
-  while (const dirent* entry = ::readdir(proc.get())) {
+// The numeric entries of a /proc folder: process ids in /proc (this one included), thread ids in
+// /proc/PID/task (none once the process has ended).
+std::vector<pid_t> numeric_entries(const std::string& folder) {
+  std::vector<pid_t> ids;
+  std::unique_ptr<DIR, int (*)(DIR*)> dir(::opendir(folder.c_str()), ::closedir);
+  if (!dir) return ids;
+  while (const dirent* entry = ::readdir(dir.get())) {
     char* end = nullptr;
-    const long pid = std::strtol(entry->d_name, &end, 10);
-    if (*end == '\0' && pid > 0) pids.push_back(static_cast<pid_t>(pid));
+    const long id = std::strtol(entry->d_name, &end, 10);
+    if (*end == '\0' && id > 0) ids.push_back(static_cast<pid_t>(id));
   }
-  return pids;
+  return ids;
 }
+
+std::vector<pid_t> all_processes() { return numeric_entries("/proc"); }
 
 }  // namespace
 
@@ -109,6 +116,15 @@ std::vector<pid_t> session_processes(pid_t sid) {
     if (st && st->session == sid && st->state != 'Z' && st->state != 'X') pids.push_back(pid);
   }
   return pids;
+}
+
+std::vector<std::pair<pid_t, char>> thread_states(pid_t pid) {
+  const std::string tasks = "/proc/" + std::to_string(pid) + "/task/";
+  std::vector<std::pair<pid_t, char>> states;
+  for (pid_t tid : numeric_entries(tasks)) {
+    if (const auto st = read_stat(tasks + std::to_string(tid) + "/stat")) states.emplace_back(tid, st->state);
+  }
+  return states;
 }
 
 std::vector<pid_t> processes_with_environment_entry(std::string_view entry) {

@@ -8,6 +8,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace linea::coordinator {
@@ -24,6 +25,9 @@ pid_t spawn_job(const JobCommand& command);
 
 // The live (not zombie) processes of session `sid`.
 std::vector<pid_t> session_processes(pid_t sid);
+// The state letter (R, S, D, T, t, Z, ...: proc(5)) of every thread of process `pid` that can still
+// be read, by thread id; empty once the process has ended.
+std::vector<std::pair<pid_t, char>> thread_states(pid_t pid);
 // Sends `signal` to every live process of the session; returns how many were signalled.
 int signal_session(pid_t sid, int signal);
 

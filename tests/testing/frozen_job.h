@@ -11,12 +11,8 @@
 #include <signal.h>
 
 #include <chrono>
-#include <filesystem>
-#include <fstream>
-#include <iterator>
 #include <stdexcept>
 #include <string>
-#include <system_error>
 #include <thread>
 #include <vector>
 
@@ -62,19 +58,11 @@ class FrozenJob {
 
  private:
   // "thread T of process P (state S)" for a thread of `pid` that is neither stopped nor ended; "" when
-  // there is none (the process may have ended: its task directory is gone).
+  // there is none (the process may have ended).
   static std::string running_thread(pid_t pid) {
-    std::error_code ec;
-    const std::filesystem::path tasks = "/proc/" + std::to_string(pid) + "/task";
-    for (const auto& task : std::filesystem::directory_iterator(tasks, ec)) {
-      std::ifstream in(task.path() / "stat");
-      const std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-      const size_t close = stat.rfind(')');  // the state follows the command, which may hold spaces and ')'
-      if (close == std::string::npos || close + 2 >= stat.size()) continue;  // ended while read
-      const char state = stat[close + 2];
+    for (const auto& [tid, state] : coordinator::thread_states(pid)) {
       if (state != 'T' && state != 't' && state != 'Z' && state != 'X')
-        return "thread " + task.path().filename().string() + " of process " + std::to_string(pid) + " (state " + state +
-               ")";
+        return "thread " + std::to_string(tid) + " of process " + std::to_string(pid) + " (state " + state + ")";
     }
     return "";
   }
