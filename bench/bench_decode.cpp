@@ -13,10 +13,7 @@
 //
 // Usage: bench_decode CONFIG.toml [--batch B=4] [--seq-len T=512] [--steps S=16] [--repeats R=3]
 //        [section.key=value ...]
-#include <algorithm>
-#include <cmath>
 #include <cstdint>
-#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -29,26 +26,6 @@
 namespace {
 
 using namespace linea;
-
-struct Best {
-  double wall_ms = INFINITY, cpu_ms = INFINITY;
-};
-
-// The best wall and CPU times of `repeats` runs of fn, after one warm-up run; prepare() runs
-// untimed before each.
-Best best_of(int64_t repeats, const std::function<void()>& prepare, const std::function<void()>& fn) {
-  Best best;
-  for (int64_t r = 0; r <= repeats; ++r) {
-    prepare();
-    const double cpu = bench::process_cpu_ms();
-    const auto start = bench::Clock::now();
-    fn();
-    if (r == 0) continue;
-    best.wall_ms = std::min(best.wall_ms, bench::ms_since(start));
-    best.cpu_ms = std::min(best.cpu_ms, bench::process_cpu_ms() - cpu);
-  }
-  return best;
-}
 
 int run(int argc, char** argv) {
   int64_t repeats = 3;
@@ -71,12 +48,12 @@ int run(int argc, char** argv) {
   }
   const SeqLayout seqs = SeqLayout::uniform(B, T);
 
-  const auto nothing = [] {};
-  const Best forward = best_of(repeats, nothing, [&] { model.logits(tokens.ids, seqs, last_rows); });
-  const Best evaluate = best_of(repeats, nothing, [&] { model.evaluate(tokens.ids, tokens.targets, seqs); });
+  using bench::Best, bench::best_of;
+  const Best forward = best_of(repeats, [&] { model.logits(tokens.ids, seqs, last_rows); });
+  const Best evaluate = best_of(repeats, [&] { model.evaluate(tokens.ids, tokens.targets, seqs); });
   std::unique_ptr<inference::Decoder> decoder;
   const Best prefill = best_of(
-      repeats, [&] { decoder = std::make_unique<inference::Decoder>(model, B); }, [&] { decoder->prefill(prompts); });
+      repeats, [&] { decoder->prefill(prompts); }, [&] { decoder = std::make_unique<inference::Decoder>(model, B); });
   Rng rng(3);
   std::vector<inference::TokenIds> step_tokens(static_cast<size_t>(steps), inference::TokenIds(static_cast<size_t>(B)));
   for (auto& step : step_tokens) {
@@ -85,11 +62,11 @@ int run(int argc, char** argv) {
   const Best decode = best_of(
       repeats,
       [&] {
-        decoder = std::make_unique<inference::Decoder>(model, B);
-        decoder->prefill(prompts);
+        for (const auto& step : step_tokens) decoder->step(step);
       },
       [&] {
-        for (const auto& step : step_tokens) decoder->step(step);
+        decoder = std::make_unique<inference::Decoder>(model, B);
+        decoder->prefill(prompts);
       });
 
   const double n = double(B * T);

@@ -38,17 +38,27 @@ inline double process_cpu_ms() {
   return double(t.tv_sec) * 1e3 + double(t.tv_nsec) / 1e6;
 }
 
-// Best wall time in milliseconds over `repeats` runs of fn (after one warm-up run).
-inline double best_ms(int repeats, const std::function<void()>& fn) {
-  fn();
-  double best = INFINITY;
-  for (int r = 0; r < repeats; ++r) {
+// The best wall time and the best process CPU time, in milliseconds, over `repeats` runs of fn
+// (after one warm-up run); prepare, when given, runs untimed before each run.
+struct Best {
+  double wall_ms = INFINITY, cpu_ms = INFINITY;
+};
+inline Best best_of(int64_t repeats, const std::function<void()>& fn, const std::function<void()>& prepare = {}) {
+  Best best;
+  for (int64_t r = 0; r <= repeats; ++r) {
+    if (prepare) prepare();
+    const double cpu = process_cpu_ms();
     const auto start = Clock::now();
     fn();
-    best = std::min(best, ms_since(start));
+    if (r == 0) continue;
+    best.wall_ms = std::min(best.wall_ms, ms_since(start));
+    best.cpu_ms = std::min(best.cpu_ms, process_cpu_ms() - cpu);
   }
   return best;
 }
+
+// Best wall time in milliseconds over `repeats` runs of fn (after one warm-up run).
+inline double best_ms(int repeats, const std::function<void()>& fn) { return best_of(repeats, fn).wall_ms; }
 
 // Median wall time in seconds over `repeats` runs of fn (no warm-up).
 inline double median_s(int repeats, const std::function<void()>& fn) {
