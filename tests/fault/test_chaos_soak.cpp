@@ -12,9 +12,9 @@
 //   kill_mpirun   SIGKILL of mpirun (its ranks are left; the coordinator ends them and relaunches);
 //   kill_coordinator  SIGKILL of the coordinator; a new one on the same address adopts the jobs
 //                 (the one broken is thawed once the new coordinator listens; the other trains on);
-//   fill_disk     the job's checkpoints file system (a small tmpfs) filled: the run stops after
-//                 its failed checkpoints (the coordinator names the reason), is relaunched once the
-//                 disk has room again;
+//   fill_disk     the job's checkpoints file system (a small tmpfs) filled, and kept full: the run
+//                 stops after its failed checkpoints (the coordinator names the reason), is
+//                 relaunched once the disk has room again;
 //   damage_newest a byte of every rank file of the newest committed checkpoint flipped, then a
 //                 rank killed: the relaunch falls back to the previous checkpoint and sets the
 //                 damaged one aside (were it still committed, a later damage_newest of the run
@@ -257,9 +257,15 @@ class ChaosSoak : public ::testing::Test {
     job.thaw(kind == Fault::stop_rank ? victim : -1);
     if (kind == Fault::fill_disk) {
       // It stops after its failed checkpoints; the coordinator names the reason; then room again.
+      // The disk is topped up while it trains on: a write the freeze caught before its commit may
+      // still commit on thaw and prune the oldest checkpoint, which frees room for the next.
       const json ended = coordinator_->wait_for(
-          run, [&](const json& s) { return s["attempt"] != attempt || s["state"] != "running"; }, 60s,
-          "stopped by the full disk");
+          run,
+          [&](const json& s) {
+            disks_.at(run)->fill();
+            return s["attempt"] != attempt || s["state"] != "running";
+          },
+          60s, "stopped by the full disk");
       disks_.at(run)->make_room();
       EXPECT_NE(ended.value("last_error", "").find("its last checkpoint failed"), std::string::npos)
           << "seed " << seed_ << ": " << ended.dump();

@@ -1,8 +1,9 @@
 // A small file system for the fault tests' full disks: a tmpfs of `bytes` mounted on a directory
 // (created if needed) and unmounted, lazily, when the object goes. Mounting needs root (or
-// CAP_SYS_ADMIN); mounted() says whether it worked, and why_not() why it did not. fill() writes
-// zeros into the file `filler` on it until no byte is left (throwing std::runtime_error when that
-// file cannot be made); make_room() removes that file again.
+// CAP_SYS_ADMIN); mounted() says whether it worked, and why_not() why it did not. fill() appends
+// zeros to the file `filler` on it until no byte is left (throwing std::runtime_error when that
+// file cannot be made or opened); called again, it takes whatever room was freed since (a pruned
+// checkpoint). make_room() removes that file again.
 #pragma once
 #include <fcntl.h>
 #include <sys/mount.h>
@@ -38,8 +39,8 @@ class SmallFileSystem {
   const std::string& why_not() const { return why_not_; }
 
   void fill() const {
-    const int fd = ::open(filler().c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    if (fd < 0) throw std::runtime_error("cannot create " + filler().string() + ": " + std::strerror(errno));
+    const int fd = ::open(filler().c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+    if (fd < 0) throw std::runtime_error("cannot create or open " + filler().string() + ": " + std::strerror(errno));
     const std::vector<char> zeros(1 << 16, 0);
     while (::write(fd, zeros.data(), zeros.size()) > 0) {
     }
