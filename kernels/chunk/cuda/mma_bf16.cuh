@@ -38,9 +38,12 @@ __device__ __forceinline__ uint32_t shared_address(const void* p) {
 }
 
 // 16 bytes from global to shared memory, asynchronously; zeros instead when !valid (no read).
+// `to` a shared address (shared_address) or a pointer into shared memory.
+__device__ __forceinline__ void copy16(uint32_t to, const void* from, bool valid) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(to), "l"(from), "r"(valid ? 16 : 0));
+}
 __device__ __forceinline__ void copy16(void* to, const void* from, bool valid) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(shared_address(to)), "l"(from),
-               "r"(valid ? 16 : 0));
+  copy16(shared_address(to), from, valid);
 }
 __device__ __forceinline__ void commit_copies() { asm volatile("cp.async.commit_group;" ::: "memory"); }
 // Waits until at most `kPending` of the thread's committed copy groups are still in flight.
@@ -49,16 +52,19 @@ __device__ __forceinline__ void wait_copies() {
   asm volatile("cp.async.wait_group %0;" ::"n"(kPending) : "memory");
 }
 
-__device__ __forceinline__ void ldsm_x4(uint32_t (&r)[4], const bf16* p) {
+// ldmatrix at a shared address (shared_address) or a pointer into shared memory.
+__device__ __forceinline__ void ldsm_x4(uint32_t (&r)[4], uint32_t address) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];"
                : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(shared_address(p)));
+               : "r"(address));
 }
-__device__ __forceinline__ void ldsm_x4_trans(uint32_t (&r)[4], const bf16* p) {
+__device__ __forceinline__ void ldsm_x4_trans(uint32_t (&r)[4], uint32_t address) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];"
                : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(shared_address(p)));
+               : "r"(address));
 }
+__device__ __forceinline__ void ldsm_x4(uint32_t (&r)[4], const bf16* p) { ldsm_x4(r, shared_address(p)); }
+__device__ __forceinline__ void ldsm_x4_trans(uint32_t (&r)[4], const bf16* p) { ldsm_x4_trans(r, shared_address(p)); }
 
 // A fragment of rows m0.., depth k0.. . Lane 8j + r addresses row r of the 8×8 block j (j = 0: rows
 // m0.., columns k0..; 1: m0 + 8..; 2: k0 + 8..; 3: both), which ldmatrix hands to a[j].
@@ -126,6 +132,63 @@ __device__ __forceinline__ void for_entries(int m0, int n0, Fn fn) {
   for (int r = 0; r < 4; ++r) fn(m0 + (l >> 2) + 8 * (r >> 1), n0 + 2 * (l & 3) + (r & 1), r);
 }
 
+// ---- addresses computed once ------------------------------------------------------------------
+// A lane's place in a Tile<C>: the byte offset in the tile of its entry (row, col) (col a multiple of
+// 8 for an ldmatrix row, even for a fragment pair). Entries (row + r0, col + c0) with r0 % 8 == 0,
+// c0 % 8 == 0 and no bit of c0 % 64 in common with col % 64 (bits 3..5) lie at at(r0, c0): the
+// swizzle (chunk ^ row % 8) keeps its row term and changes by c0's chunk bits alone, and whole rows
+// and 64-column blocks add, so with r0 and c0 known at compile time an address costs at most one
+// XOR (none when c0 % 64 == 0) and an immediate offset. Tiles start 128-byte aligned, so the offset
+// of one lane is the same for every tile of C columns read the same way.
+template <int C>
+struct TileLane {
+  uint32_t off;
+  __device__ TileLane(int row, int col) : off(2 * ((((col >> 3) ^ (row & 7)) << 3) | (col & 7)) + 2 * C * row) {
+    static_assert(C % 64 == 0, "a tile row is a multiple of 8 chunks of 16 bytes");
+  }
+  __device__ uint32_t at(int r0, int c0) const {
+    return (off ^ static_cast<uint32_t>((c0 & 56) << 1)) + static_cast<uint32_t>(2 * (r0 * C + (c0 >> 6) * 64));
+  }
+};
+// The lanes of the loaders above, at offsets (0, 0): a_mk(t, m0, k) reads at(0, k) of a_mk_lane(m0);
+// a_km(t, m0, k) at(k, 0) of a_km_lane(m0); b_kn(t, k, n0 + 8j) at(k, 8j) of b_kn_lane(n0);
+// b_nk(t, k, n0 + 8j) at(8j, k) of b_nk_lane(n0); a C fragment's pair of rows m0 + 8r at(8r, 8n) of
+// c_lane(m0, n0) (columns n0 + 8n). l: the lane.
+template <int C>
+__device__ __forceinline__ TileLane<C> a_mk_lane(int m0, int l = lane_id()) {
+  return {m0 + (l & 7) + ((l >> 3) & 1) * 8, (l >> 4) * 8};
+}
+template <int C>
+__device__ __forceinline__ TileLane<C> a_km_lane(int m0, int l = lane_id()) {
+  return {(l & 7) + (l >> 4) * 8, m0 + ((l >> 3) & 1) * 8};
+}
+template <int C>
+__device__ __forceinline__ TileLane<C> b_kn_lane(int n0, int l = lane_id()) {
+  return {(l & 7) + ((l >> 3) & 1) * 8, n0 + (l >> 4) * 8};
+}
+template <int C>
+__device__ __forceinline__ TileLane<C> b_nk_lane(int n0, int l = lane_id()) {
+  return {n0 + (l & 7) + (l >> 4) * 8, ((l >> 3) & 1) * 8};
+}
+template <int C>
+__device__ __forceinline__ TileLane<C> c_lane(int m0, int n0, int l = lane_id()) {
+  return {m0 + (l >> 2), n0 + 2 * (l & 3)};
+}
+
+// The tile's entry at byte offset `off`, as a 4-byte pair or a 16-byte piece.
+template <int C>
+__device__ __forceinline__ uint32_t& word_at(const Tile<C>& t, uint32_t off) {
+  return *reinterpret_cast<uint32_t*>(reinterpret_cast<unsigned char*>(t.data) + off);
+}
+template <int C>
+__device__ __forceinline__ uint4& piece_at(const Tile<C>& t, uint32_t off) {
+  return *reinterpret_cast<uint4*>(reinterpret_cast<unsigned char*>(t.data) + off);
+}
+template <int C>
+__device__ __forceinline__ uint32_t address_at(const Tile<C>& t, uint32_t off) {
+  return shared_address(t.data) + off;
+}
+
 // How a tile holds a product's operand: as it is (A: row m; B: row k) or transposed (A: row k;
 // B: row n).
 enum class Hold { as_is, transposed };
@@ -155,6 +218,37 @@ __device__ __forceinline__ void product(float (&acc)[N][4], const Tile<CA>& a, i
       }
       mma(acc[j], af, bf[0]);
       mma(acc[j + 1], af, bf[1]);
+    }
+  }
+}
+
+// acc (N column tiles) += A B over depth [0, kDepth), in depth order: A's fragments at a.at(0, k)
+// (kA as_is, lane a_mk_lane) or a.at(k, 0) (transposed, a_km_lane) of tile ta, B's at b.at(k, 8j)
+// (as_is, b_kn_lane) or b.at(8j, k) (transposed, b_nk_lane) of tile tb. The same products in the
+// same order as product() below.
+template <Hold kA, Hold kB, int kDepth, int N, int CA, int CB>
+__device__ __forceinline__ void product_at(float (&acc)[N][4], const Tile<CA>& ta, const TileLane<CA>& a,
+                                           const Tile<CB>& tb, const TileLane<CB>& b) {
+  static_assert(N % 2 == 0 && kDepth % 16 == 0, "column tiles come in pairs, depth in steps of 16");
+  const uint32_t sa = shared_address(ta.data), sb = shared_address(tb.data);
+#pragma unroll
+  for (int k = 0; k < kDepth; k += 16) {
+    uint32_t af[4];
+    if constexpr (kA == Hold::as_is) {
+      ldsm_x4(af, sa + a.at(0, k));
+    } else {
+      ldsm_x4_trans(af, sa + a.at(k, 0));
+    }
+#pragma unroll
+    for (int j = 0; j < N; j += 2) {
+      uint32_t r[4];
+      if constexpr (kB == Hold::as_is) {
+        ldsm_x4_trans(r, sb + b.at(k, 8 * j));
+      } else {
+        ldsm_x4(r, sb + b.at(8 * j, k));
+      }
+      mma(acc[j], af, r[0], r[1]);
+      mma(acc[j + 1], af, r[2], r[3]);
     }
   }
 }
