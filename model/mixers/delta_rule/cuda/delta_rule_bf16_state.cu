@@ -152,14 +152,27 @@ __device__ void load_state(StateAcc<Kd>& acc, const float* from, int K, int V, i
     v1 = inside ? from[static_cast<int64_t>(d) * V + e0 + e + 1] : 0.0f;
   });
 }
+// The same entries as load_state's, their places formed anew from thread_index() (so that they are
+// not held in registers through the chunk loop).
 template <int Kd>
 __device__ void save_state(StateAcc<Kd>& acc, float* to, int K, int V, int e0) {
-  for_state<Kd>(acc, [&](int d, int e, float& v0, float& v1) {
-    if (d < K && e0 + e < V) {
-      to[static_cast<int64_t>(d) * V + e0 + e] = v0;
-      to[static_cast<int64_t>(d) * V + e0 + e + 1] = v1;
+  using SL = StateLayout<Kd>;
+  const int tid = thread_index(), l = tid & 31, w = tid >> 5;
+  const int d0 = (Kd >= 128 ? 16 * w : 16 * (w & 3)) + (l >> 2), c0 = (Kd >= 128 ? 0 : 32 * (w >> 2)) + 2 * (l & 3);
+#pragma unroll
+  for (int m = 0; m < SL::kRowTiles; ++m) {
+#pragma unroll
+    for (int n = 0; n < SL::kColTiles; ++n) {
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        const int d = d0 + 128 * m + 8 * r, e = c0 + 8 * n;  // row0(m) = row0(0) + 128 m
+        if (d < K && e0 + e < V) {
+          to[static_cast<int64_t>(d) * V + e0 + e] = acc[m][n][2 * r];
+          to[static_cast<int64_t>(d) * V + e0 + e + 1] = acc[m][n][2 * r + 1];
+        }
+      }
     }
-  });
+  }
 }
 // The thread's lane in the state tile [Kd, 64] (its entries of row tile m at at(128 m + 8 r, 8 n)).
 template <int Kd>
@@ -428,14 +441,8 @@ __global__ void __launch_bounds__(kThreads, Kd <= 128 ? 2 : 1)
   __shared__ __align__(16) float G[kDecayValues<Kd, kDecayKind>];
   const Block blk(p.chunks, p.heads, value_tiles(p));
   const int H = p.heads, K = p.key_dim, V = p.value_dim, e0 = blk.e0, head = blk.head;
-  // The warp's rows and columns of A's and B's results, for the lanes built once.
-  const int m0 = warp_row0(), n0 = 32 * warp_half();
-
-  // The lanes of A's operands stay in registers; what the other phases address from (the thread's
-  // pieces of the row copies, its other lanes) is formed where it is used, from thread_index().
-  const mma::TileLane<Kd> a_rows = mma::a_mk_lane<Kd>(m0);    // K (A)
-  const mma::TileLane<kBV> b_cols = mma::b_kn_lane<kBV>(n0);  // dS (A), dO (B)
-  const mma::TileLane<Kd> q_cols = mma::b_nk_lane<Kd>(n0);    // Q (A)
+  // What the phases address from (the thread's pieces of the row copies, its lanes in the tiles) is
+  // formed where it is used, from thread_index() (the state and A's results take the registers).
   // Q, K, W rows; dO rows, dŨ.
   const auto keys = [&](int tid) { return RowPieces<Kd>(tid, H * K, head * K, K, 0); };
   const auto values = [&](int tid) { return RowPieces<kBV>(tid, H * V, head * V, V, e0); };
@@ -495,6 +502,11 @@ __global__ void __launch_bounds__(kThreads, Kd <= 128 ? 2 : 1)
     // from intra).
     float kq[4][4] = {}, du[4][4] = {};
     {
+      const int at_tid = thread_index(), at_lane = at_tid & 31;
+      const int m0 = 16 * ((at_tid >> 5) & 3), n0 = 32 * (at_tid >> 7);    // the warp's rows and columns
+      const mma::TileLane<Kd> a_rows = mma::a_mk_lane<Kd>(m0, at_lane);    // K
+      const mma::TileLane<kBV> b_cols = mma::b_kn_lane<kBV>(n0, at_lane);  // dS
+      const mma::TileLane<Kd> q_cols = mma::b_nk_lane<Kd>(n0, at_lane);    // Q
       const uint32_t k_at = mma::shared_address(sm.K.data), s_at = mma::shared_address(sm.dS.data),
                      q_at = mma::shared_address(sm.Q(qb).data);
       // Blocks of 64 key columns (one address step each), 4 depth steps of 16 unrolled in each.
@@ -551,9 +563,11 @@ __global__ void __launch_bounds__(kThreads, Kd <= 128 ? 2 : 1)
 
     // B: dŨ (the tile holds Pᵀ, or P from intra); −dŨ for C, dŨ stored from it.
     if constexpr (kChannel) {
-      mma::product_at<Hold::transposed, Hold::as_is, kC>(du, sm.Pt, mma::a_km_lane<kBV>(rows, tid & 31), sm.dO, b_cols);
+      mma::product_at<Hold::transposed, Hold::as_is, kC>(du, sm.Pt, mma::a_km_lane<kBV>(rows, tid & 31), sm.dO,
+                                                         mma::b_kn_lane<kBV>(cols, tid & 31));
     } else {
-      mma::product_at<Hold::as_is, Hold::as_is, kC>(du, sm.Pt, mma::a_mk_lane<kBV>(rows, tid & 31), sm.dO, b_cols);
+      mma::product_at<Hold::as_is, Hold::as_is, kC>(du, sm.Pt, mma::a_mk_lane<kBV>(rows, tid & 31), sm.dO,
+                                                    mma::b_kn_lane<kBV>(cols, tid & 31));
     }
 #pragma unroll
     for (int n = 0; n < 4; ++n) {
