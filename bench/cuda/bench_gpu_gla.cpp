@@ -2,9 +2,11 @@
 // HGRN's scan (model/mixers/hgrn/cuda/hgrn.h) at B·T = 32768 tokens, H = 16, K = V = 128, T = 4096
 // and 16384 (B = 8, 2), bf16 token operands and f32 gates: one JSON line per (op, T) with the
 // forward and forward+backward milliseconds (CUDA events, mean over the timed launches; the
-// backward recomputes the forward's intermediates). Ops: gla (a decay per channel), mamba2 (one per
-// token and head), retnet (fixed per head), rwkv6 (per channel, the bonus readout), hgrn2 (the key
-// tied to the decay), and hgrn over D = H·K = 2048 channels.
+// backward recomputing the forward's intermediates, and, as fwd_saving_ms and fwd_bwd_saved_ms,
+// with the forward saving them for the backward: ops::gla_saved_bytes, saved_gib; null for the ops
+// that save nothing: rwkv6, hgrn). Ops: gla (a decay per channel), mamba2 (one per token and
+// head), retnet (fixed per head), rwkv6 (per channel, the bonus readout), hgrn2 (the key tied to
+// the decay), and hgrn over D = H·K = 2048 channels.
 //
 // Usage: bench_gpu_gla [iterations=10] [op (gla|retnet|hgrn2|mamba2|rwkv6|hgrn; default: all)]
 //        [T (4096|16384; default: both)]
@@ -48,7 +50,14 @@ Tensor empty_like(const Tensor& t) {
   return t.defined() ? Tensor::empty(t.shape(), t.dtype(), Device::cuda) : Tensor();
 }
 
-void report(const std::string& op, int64_t batch, double fwd_ms, double fwd_bwd_ms) {
+// The timings with the forward saving its intermediates for the backward, where the op saves any.
+struct SavedTimes {
+  size_t bytes = 0;
+  double fwd_ms = 0, fwd_bwd_ms = 0;
+};
+
+void report(const std::string& op, int64_t batch, double fwd_ms, double fwd_bwd_ms, const SavedTimes& saved = {}) {
+  const auto when_saved = [&](double ms) { return saved.bytes ? nlohmann::json(ms) : nlohmann::json(nullptr); };
   emit({{"op", op},
         {"dtype", "bf16"},
         {"B", batch},
@@ -57,7 +66,10 @@ void report(const std::string& op, int64_t batch, double fwd_ms, double fwd_bwd_
         {"K", kKey},
         {"V", kValue},
         {"fwd_ms", fwd_ms},
-        {"fwd_bwd_ms", fwd_bwd_ms}});
+        {"fwd_bwd_ms", fwd_bwd_ms},
+        {"fwd_saving_ms", when_saved(saved.fwd_ms)},
+        {"fwd_bwd_saved_ms", when_saved(saved.fwd_bwd_ms)},
+        {"saved_gib", static_cast<double>(saved.bytes) / (1 << 30)}});
 }
 
 void bench_gla(ops::GlaMixer mixer, int64_t batch, int iterations, const Operands& x) {
@@ -74,13 +86,27 @@ void bench_gla(ops::GlaMixer mixer, int64_t batch, int iterations, const Operand
   ops::GlaGrads grads{empty_like(in.q), empty_like(in.k),
                       empty_like(in.v), spec.decay == ops::GlaDecay::head ? Tensor() : empty_like(in.g),
                       empty_like(in.u), Tensor()};
-  const auto forward = [&] { ops::gla_forward(ops::GlaImpl::chunked, spec, seqs, in, o, Tensor()); };
-  const double fwd_ms = mean_ms(iterations, forward);
-  const double fwd_bwd_ms = mean_ms(iterations, [&] {
-    forward();
-    ops::gla_backward(ops::GlaImpl::chunked, spec, seqs, in, x.d_o, Tensor(), grads);
-  });
-  report(std::string(ops::gla_mixer_name(mixer)), batch, fwd_ms, fwd_bwd_ms);
+  // Both ways of training: the backward recomputing the forward's intermediates (saved undefined),
+  // and the backward from what the forward saved (the layers' default, [model.<mixer>] recompute).
+  SavedTimes saving;
+  saving.bytes = ops::gla_saved_bytes(spec, seqs, in);
+  const Tensor saved_buffer =
+      saving.bytes ? Tensor::empty({static_cast<int64_t>((saving.bytes + 1) / 2)}, DType::bf16, Device::cuda)
+                   : Tensor();
+  const auto forward = [&](const Tensor& saved) {
+    ops::gla_forward(ops::GlaImpl::chunked, spec, seqs, in, o, Tensor(), saved);
+  };
+  const auto forward_backward = [&](const Tensor& saved) {
+    forward(saved);
+    ops::gla_backward(ops::GlaImpl::chunked, spec, seqs, in, x.d_o, Tensor(), grads, saved);
+  };
+  const double fwd_ms = mean_ms(iterations, [&] { forward(Tensor()); });
+  const double fwd_bwd_ms = mean_ms(iterations, [&] { forward_backward(Tensor()); });
+  if (saving.bytes) {
+    saving.fwd_ms = mean_ms(iterations, [&] { forward(saved_buffer); });
+    saving.fwd_bwd_ms = mean_ms(iterations, [&] { forward_backward(saved_buffer); });
+  }
+  report(std::string(ops::gla_mixer_name(mixer)), batch, fwd_ms, fwd_bwd_ms, saving);
 }
 
 void bench_hgrn(int64_t batch, int iterations, const Operands& x) {

@@ -16,7 +16,9 @@
 // these problems leave a bf16 step that room. Routed models (model.routing: CLER, CLER-H, CLVR over
 // the softmax layer; every delta-rule mixer, f32 and bf16 steps; all pass on an H200) the same way,
 // with the routing parameters drawn away from their zero start so that every routed path carries
-// gradient.
+// gradient. The bf16 steps of GLA, RetNet, HGRN-2 and Mamba-2 keep the op's intermediates for the
+// backward (ops::gla_saved_bytes, the default) and give the same gradients bit for bit as steps whose
+// backward recomputes them ([model.<mixer>] recompute = true), with more activation memory.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -25,6 +27,8 @@
 #include <vector>
 
 #include "kernels/ops.h"
+#include "model/mixers/attention/attention_config.h"
+#include "model/mixers/gla/gla_configs.h"
 #include "model/model.h"
 #include "model/routing.h"
 #include "tests/gpu/gpu_test.h"
@@ -146,6 +150,54 @@ std::vector<RoutedCase> routed_cases() {
 
 INSTANTIATE_TEST_SUITE_P(Routing, GpuRoutedModel, ::testing::ValuesIn(routed_cases()),
                          [](const ::testing::TestParamInfo<RoutedCase>& info) { return routed_case_name(info.param); });
+
+// The gradients of a bf16 step (two micro-batches) from the same masters, and the activations
+// arena's high water.
+struct Bf16Step {
+  Tensor grads;
+  size_t activation_bytes = 0;
+};
+
+Bf16Step bf16_step(const ModelConfig& config) {
+  Model cpu(config, DType::f64);
+  const Tensor masters = testing::draw_model_step_masters(cpu);
+  Model gpu(config, DType::f32, true, {}, Device::cuda, DType::bf16);
+  gpu.params().values().copy_from(masters);
+  gpu.params().refresh_compute_values();
+  gpu.params().zero_grads();
+  for (const Batch& b : testing::model_step_batches(config.vocab)) gpu.forward_backward(b.ids, b.targets, b.seqs, 0.5);
+  return {testing::to_host(gpu.params().grads()), gpu.saved_activation_bytes()};
+}
+
+// The recompute switch of a gla-family mixer's config.
+bool& gla_recompute(ModelConfig& config, const std::string& mixer) {
+  MixerConfig& c = config.mixer_configs.get(mixer);
+  if (auto* g = dynamic_cast<GlaConfig*>(&c)) return g->recompute;
+  if (auto* r = dynamic_cast<RetNetConfig*>(&c)) return r->recompute;
+  if (auto* h = dynamic_cast<Hgrn2Config*>(&c)) return h->recompute;
+  return dynamic_cast<Mamba2Config&>(c).recompute;
+}
+
+class GpuModelSaved : public testing::GpuTest, public ::testing::WithParamInterface<std::string> {};
+
+// Attention on the own kernels (bit-reproducible; cuDNN's dQ need not be, docs/gpu.md), so that
+// the two steps differ in the gla op's saved buffer alone.
+TEST_P(GpuModelSaved, Bf16StepFromSavedEqualsRecomputedBitForBit) {
+  const std::string mixer = GetParam();
+  ModelConfig config = testing::model_step_hybrid(mixer);
+  config.mixer_config<AttentionConfig>("attention").backend = ops::AttentionBackend::own;
+  ASSERT_FALSE(gla_recompute(config, mixer));  // the default
+  const Bf16Step saving = bf16_step(config);
+  gla_recompute(config, mixer) = true;
+  const Bf16Step recomputing = bf16_step(config);
+  EXPECT_GT(saving.activation_bytes, recomputing.activation_bytes) << "no saved buffer was kept";
+  ASSERT_EQ(saving.grads.nbytes(), recomputing.grads.nbytes());
+  EXPECT_EQ(0, std::memcmp(saving.grads.raw(), recomputing.grads.raw(), saving.grads.nbytes()))
+      << "err_ratio " << testing::compare(recomputing.grads, saving.grads).err_ratio;
+}
+
+INSTANTIATE_TEST_SUITE_P(GlaFamily, GpuModelSaved, ::testing::Values("gla", "retnet", "hgrn2", "mamba2"),
+                         [](const ::testing::TestParamInfo<std::string>& info) { return info.param; });
 
 TEST(GpuModelArguments, DeviceTokensAndBf16OnTheCpuAreRejected) {
   EXPECT_THROW(Model(testing::model_step_hybrid("gdn"), DType::f32, true, {}, Device::cpu, DType::bf16),

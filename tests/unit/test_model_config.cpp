@@ -160,6 +160,46 @@ TEST(ModelConfig, RecomputeIsReadAndMovesKeptBuffersIntoTheWorkspace) {
                                       {"model.linear.recompute", "expected a boolean"}));
 }
 
+// The gla family's recompute (default false, in every mixer's table) does the same for the mixers
+// whose bf16 CUDA step runs on the delta rule's pipeline as its plain write (gla, retnet, hgrn2,
+// mamba2); RWKV-6 saves nothing yet, both ways.
+TEST(ModelConfig, GlaRecomputeIsReadAndMovesKeptBuffersIntoTheWorkspace) {
+  const int64_t tokens = 4096;
+  for (const std::string mixer : {"gla", "retnet", "hgrn2", "mamba2", "rwkv6"}) {
+    const std::vector<std::string> base = {"model.mixer=" + mixer, "model.hybrid=pure"};
+    std::vector<std::string> with_recompute = base;
+    with_recompute.push_back("model.gla.recompute=true");
+    const ModelConfig saving = parse_model(kSmall, base), recomputing = parse_model(kSmall, with_recompute);
+    const MixerConfig& s = saving.layer_config(0);
+    const MixerConfig& r = recomputing.layer_config(0);
+    const MixerFamily& family = mixer_family(mixer);
+    if (mixer == "rwkv6") {
+      EXPECT_EQ(family.cuda_saved_bytes(s, tokens), 0.0);
+    } else {
+      EXPECT_GT(family.cuda_saved_bytes(s, tokens), 0.0) << mixer;
+    }
+    EXPECT_EQ(family.cuda_saved_bytes(r, tokens), 0.0) << mixer;
+    EXPECT_DOUBLE_EQ(family.cuda_saved_bytes(s, tokens) + family.cuda_workspace_bytes(s, tokens),
+                     family.cuda_workspace_bytes(r, tokens))
+        << mixer;
+  }
+  // Per token and head at K = V = 128 a GLA head (a decay per channel) keeps h (2·K·V/64 = 512
+  // bytes), G_L (4·K/64 = 8), K ⊙ exp(G_L − G) and scale Q ⊙ γ (2·K each) and scale P (2·64):
+  // 1160 bytes; a Mamba-2 head (K = 128, V = 64, one decay per token) h (256) and G (4): 260.
+  const ModelConfig gla = parse_model(kSmall, {"model.mixer=gla", "model.hybrid=pure", "model.gla.heads=1",
+                                               "model.gla.expand_k=2", "model.gla.expand_v=2"});
+  EXPECT_DOUBLE_EQ(mixer_family("gla").cuda_saved_bytes(gla.layer_config(0), 1), 1160.0);
+  const ModelConfig mamba2 = parse_model(kSmall, {"model.mixer=mamba2", "model.hybrid=pure"});
+  const auto& m = dynamic_cast<const Mamba2Config&>(mamba2.layer_config(0));
+  EXPECT_EQ(m.heads, 2);
+  EXPECT_DOUBLE_EQ(mixer_family("mamba2").cuda_saved_bytes(m, 1), 2 * 260.0);
+  EXPECT_TRUE(throws_invalid_argument(
+      [] {
+        parse_model(kSmall, {"model.mixer=gla", "model.gla.recompute=3"});
+      },
+      {"model.gla.recompute", "expected a boolean"}));
+}
+
 TEST(ModelConfig, ParsesAndDerivesDefaults) {
   const ModelConfig c = parse_model(kSmall);
   EXPECT_EQ(c.mixer, "gdn");

@@ -117,18 +117,44 @@ cpu::GlaGradients<T> gradients(const GlaSpec& spec, GlaGrads& g, const Dims& d, 
   return x;
 }
 
+// `saved`: undefined, or at least gla_saved_bytes on q's device where that is not 0.
+void check_saved(OpArguments& args, const GlaSpec& spec, const SeqLayout& seqs, const GlaInputs& in,
+                 const MixerDtypes& x, const Tensor& saved) {
+  if (!saved.defined()) return;
+  const size_t bytes = gla_saved_bytes(spec, seqs, in);
+  args.require(bytes > 0, "saved", "this call saves nothing (gla_saved_bytes = 0): leave it undefined");
+  args.require(saved.device() == x.device, "saved",
+               "expected on " + std::string(device_name(x.device)) + ", got " + saved.describe());
+  args.require(saved.nbytes() >= bytes, "saved",
+               "expected at least " + std::to_string(bytes) + " bytes, got " + saved.describe());
+}
+
 }  // namespace
 
-void gla_forward(GlaImpl impl, const GlaSpec& spec, const SeqLayout& seqs, const GlaInputs& in, Tensor o, Tensor ht) {
+size_t gla_saved_bytes(const GlaSpec& spec, const SeqLayout& seqs, const GlaInputs& in) {
+#ifdef LINEA_WITH_CUDA
+  if (in.q.defined() && in.q.device() == Device::cuda) return cuda::gla_saved_bytes(spec, seqs, in);
+#else
+  (void)spec, (void)seqs, (void)in;
+#endif
+  return 0;
+}
+
+void gla_forward(GlaImpl impl, const GlaSpec& spec, const SeqLayout& seqs, const GlaInputs& in, Tensor o, Tensor ht,
+                 Tensor saved) {
   const std::string op = "gla_forward";
   OpArguments args(op);
   MixerDtypes x;
   const Dims d = check_inputs(args, op, spec, seqs, in, x);
   args.typed(o, "o", {d.tokens, d.heads, d.value_dim}, x.operand);
   args.optional_typed(ht, "ht", {d.seqs, d.heads, d.key_dim, d.value_dim}, x.gate);
+  check_saved(args, spec, seqs, in, x, saved);
 #ifdef LINEA_WITH_CUDA
-  if (x.device == Device::cuda && impl == GlaImpl::recurrent) return cuda::gla_recurrent_forward(spec, seqs, in, o, ht);
-  if (x.device == Device::cuda) return cuda::gla_forward(spec, seqs, in, o, ht);
+  if (x.device == Device::cuda && impl == GlaImpl::recurrent) {
+    args.require(!saved.defined(), "saved", "the recurrent CUDA kernel saves nothing; leave it undefined");
+    return cuda::gla_recurrent_forward(spec, seqs, in, o, ht);
+  }
+  if (x.device == Device::cuda) return cuda::gla_forward(spec, seqs, in, o, ht, saved);
 #endif
   dispatch_cpu(x.operand, [&](auto zero) {
     using T = decltype(zero);
@@ -143,16 +169,17 @@ void gla_forward(GlaImpl impl, const GlaSpec& spec, const SeqLayout& seqs, const
 }
 
 void gla_backward(GlaImpl impl, const GlaSpec& spec, const SeqLayout& seqs, const GlaInputs& in, const Tensor& d_o,
-                  const Tensor& dht, GlaGrads& grads) {
+                  const Tensor& dht, GlaGrads& grads, const Tensor& saved) {
   const std::string op = "gla_backward";
   OpArguments args(op);
   MixerDtypes x;
   const Dims d = check_inputs(args, op, spec, seqs, in, x);
   args.typed(d_o, "d_o", {d.tokens, d.heads, d.value_dim}, x.operand);
   args.optional_typed(dht, "dht", {d.seqs, d.heads, d.key_dim, d.value_dim}, x.gate);
+  check_saved(args, spec, seqs, in, x, saved);
   check_operand_set(args, spec, d, x, {grads.dq, grads.dk, grads.dv, grads.dg, grads.du, grads.dh0}, "d", true);
 #ifdef LINEA_WITH_CUDA
-  if (x.device == Device::cuda) return cuda::gla_backward(spec, seqs, in, d_o, dht, grads);
+  if (x.device == Device::cuda) return cuda::gla_backward(spec, seqs, in, d_o, dht, grads, saved);
 #endif
   dispatch_cpu(x.operand, [&](auto zero) {
     using T = decltype(zero);

@@ -20,6 +20,8 @@
 // the states and their gradients f32 (model/mixers/gla/cuda/gla.h). The recurrent forward may update
 // a state in place: ht may be h0 itself.
 #pragma once
+#include <cstddef>
+
 #include "kernels/seq_layout.h"
 #include "kernels/tensor.h"
 
@@ -50,11 +52,23 @@ struct GlaGrads {
   Tensor dq, dk, dv, dg, du, dh0;
 };
 
-// o: [N, H, V], ht: [S, H, K, V] (may be undefined to skip).
-void gla_forward(GlaImpl impl, const GlaSpec& spec, const SeqLayout& seqs, const GlaInputs& in, Tensor o, Tensor ht);
+// What a chunked forward can save for its backward, which then does not recompute it: on CUDA, the
+// calls that run on the delta rule's bf16 pipeline as its plain write (model/mixers/gla/cuda/gla.h)
+// save that pipeline's chunk intermediates and per-chunk states, as ops::delta_rule_saved_bytes
+// does (model/mixers/delta_rule/delta_rule.h). gla_saved_bytes is the size of `saved`, 0 where a
+// call saves nothing (the CPU; f32 calls; RWKV-6's bonus readout; bf16 shapes that pipeline does
+// not take), and then `saved` stays undefined (a call given one anyway refuses it). Pass the same
+// `saved` (at least that many bytes on q's device, any dtype, 256-byte aligned as arenas hand them
+// out) to the chunked forward and then to the backward of the same inputs.
+size_t gla_saved_bytes(const GlaSpec& spec, const SeqLayout& seqs, const GlaInputs& in);
+
+// o: [N, H, V], ht: [S, H, K, V] (may be undefined to skip). saved: see gla_saved_bytes (the
+// recurrent forward saves nothing).
+void gla_forward(GlaImpl impl, const GlaSpec& spec, const SeqLayout& seqs, const GlaInputs& in, Tensor o, Tensor ht,
+                 Tensor saved = Tensor());
 // Gradients of the loss L with ∂L/∂o = d_o and ∂L/∂ht = dht (dht may be undefined = zeros).
-// Recomputes whatever the forward would have produced.
+// Recomputes whatever the forward would have produced, except what it left in `saved`.
 void gla_backward(GlaImpl impl, const GlaSpec& spec, const SeqLayout& seqs, const GlaInputs& in, const Tensor& d_o,
-                  const Tensor& dht, GlaGrads& grads);
+                  const Tensor& dht, GlaGrads& grads, const Tensor& saved = Tensor());
 
 }  // namespace linea::ops

@@ -43,6 +43,7 @@ void GlaConfig::read(ConfigSection& table) {
   gate_rank = table.integer("gate_rank", gate_rank);
   gate_normalizer = table.number("gate_normalizer", gate_normalizer);
   output_gate = table.boolean("output_gate", output_gate);
+  recompute = table.boolean("recompute", recompute);
 }
 
 void GlaConfig::resolve(int64_t d_model, const ConfigFieldError& fail) {
@@ -54,6 +55,7 @@ void GlaConfig::resolve(int64_t d_model, const ConfigFieldError& fail) {
 void RetNetConfig::read(ConfigSection& table) {
   widths.read(table);
   rope_theta = table.number("rope_theta", rope_theta);
+  recompute = table.boolean("recompute", recompute);
 }
 
 void RetNetConfig::resolve(int64_t d_model, const ConfigFieldError& fail) {
@@ -65,6 +67,7 @@ void RetNetConfig::resolve(int64_t d_model, const ConfigFieldError& fail) {
 void Hgrn2Config::read(ConfigSection& table) {
   expand_ratio = table.integer("expand_ratio", expand_ratio);
   lower_bound = table.boolean("lower_bound", lower_bound);
+  recompute = table.boolean("recompute", recompute);
 }
 
 void Hgrn2Config::resolve(int64_t d_model, const ConfigFieldError& fail) {
@@ -85,6 +88,7 @@ void Mamba2Config::read(ConfigSection& table) {
   dt_min = table.number("dt_min", dt_min);
   dt_max = table.number("dt_max", dt_max);
   dt_floor = table.number("dt_floor", dt_floor);
+  recompute = table.boolean("recompute", recompute);
 }
 
 void Mamba2Config::resolve(int64_t d_model, const ConfigFieldError& fail) {
@@ -108,6 +112,7 @@ void Rwkv6Config::read(ConfigSection& table) {
   widths.read(table);
   proj_rank = table.integer("proj_rank", proj_rank);
   decay_rank = table.integer("decay_rank", decay_rank);
+  recompute = table.boolean("recompute", recompute);
 }
 
 void Rwkv6Config::resolve(int64_t d_model, const ConfigFieldError& fail) {

@@ -11,6 +11,9 @@
 //           conv (4, with bias), dt_min (1e-3), dt_max (0.1), dt_floor (1e-4)
 //   rwkv6   heads (4), expand_k (0.5), expand_v (1.0), proj_rank (32, the token-shift LoRAs),
 //           decay_rank (64, the decay LoRA)
+// and every one of them recompute (false, the default: the CUDA forward of a training step keeps
+// for the backward what its chunked op saves, ops::gla_saved_bytes, which is 0 for RWKV-6 and the
+// f32 calls; true: the backward recomputes it, less memory, more time; the CPU always recomputes).
 // resolve() fills the derived widths and checks every field; errors name the key under `section`.
 #pragma once
 #include <cstdint>
@@ -41,6 +44,7 @@ class GlaConfig final : public MixerConfigOf<GlaConfig> {
   int64_t gate_rank = 16;
   double gate_normalizer = 16.0;
   bool output_gate = true;
+  bool recompute = false;  // true: the backward recomputes what the forward could save
 };
 
 class RetNetConfig final : public MixerConfigOf<RetNetConfig> {
@@ -51,6 +55,7 @@ class RetNetConfig final : public MixerConfigOf<RetNetConfig> {
 
   HeadWidths widths{8, 1.0, 2.0};
   double rope_theta = 10000.0;
+  bool recompute = false;  // true: the backward recomputes what the forward could save
 };
 
 class Hgrn2Config final : public MixerConfigOf<Hgrn2Config> {
@@ -61,6 +66,7 @@ class Hgrn2Config final : public MixerConfigOf<Hgrn2Config> {
 
   int64_t expand_ratio = 128;  // d_k
   bool lower_bound = true;
+  bool recompute = false;      // true: the backward recomputes what the forward could save
   int64_t heads = 0, d_v = 0;  // resolved
 };
 
@@ -72,6 +78,7 @@ class Mamba2Config final : public MixerConfigOf<Mamba2Config> {
 
   int64_t expand = 2, head_dim = 64, state_size = 128, conv = 4;
   double dt_min = 1e-3, dt_max = 0.1, dt_floor = 1e-4;
+  bool recompute = false;        // true: the backward recomputes what the forward could save
   int64_t inner = 0, heads = 0;  // resolved: d_in = expand·d, d_in / head_dim
 };
 
@@ -83,6 +90,7 @@ class Rwkv6Config final : public MixerConfigOf<Rwkv6Config> {
 
   HeadWidths widths;
   int64_t proj_rank = 32, decay_rank = 64;
+  bool recompute = false;  // true: the backward recomputes what the forward could save
 };
 
 }  // namespace linea

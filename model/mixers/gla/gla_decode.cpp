@@ -21,11 +21,13 @@ size_t GlaDecodeState::bytes() const {
   return total;
 }
 
-void gla_forward_continuing(StepContext& ctx, const ops::GlaSpec& spec, ops::GlaInputs in, Tensor o,
-                            GlaDecodeState* state) {
+Tensor gla_forward_continuing(StepContext& ctx, const ops::GlaSpec& spec, ops::GlaInputs in, Tensor o,
+                              GlaDecodeState* state, bool recompute) {
   if (!state) {
-    ops::gla_forward(ops::GlaImpl::chunked, spec, ctx.seqs, in, o, Tensor());
-    return;
+    const size_t bytes = ctx.backward_follows && !recompute ? ops::gla_saved_bytes(spec, ctx.seqs, in) : 0;
+    const Tensor saved = bytes ? ctx.activations.alloc({static_cast<int64_t>((bytes + 1) / 2)}, DType::bf16) : Tensor();
+    ops::gla_forward(ops::GlaImpl::chunked, spec, ctx.seqs, in, o, Tensor(), saved);
+    return saved;
   }
   in.h0 = state->h;
   if (one_token_each(ctx.seqs)) {
@@ -35,6 +37,7 @@ void gla_forward_continuing(StepContext& ctx, const ops::GlaSpec& spec, ops::Gla
     ops::gla_forward(ops::GlaImpl::chunked, spec, ctx.seqs, in, o, ht);
     state->h.copy_from(ht);
   }
+  return Tensor();
 }
 
 Tensor conv_forward_continuing(StepContext& ctx, ShortConv& conv, const Tensor& x, InputHistory* history) {

@@ -23,9 +23,12 @@ struct GlaDecodeState final : MixerState {
 
 // ops::gla_forward over ctx.seqs from zero states (state null: training), or continuing state->h
 // and updating it: the chunked forward on a prefill (its final states through ctx.scratch), the
-// recurrent one-token update in place on a decoding step.
-void gla_forward_continuing(StepContext& ctx, const ops::GlaSpec& spec, ops::GlaInputs in, Tensor o,
-                            GlaDecodeState* state);
+// recurrent one-token update in place on a decoding step. Returns the buffer the op saved its
+// intermediates in for the backward (ops::gla_saved_bytes, from ctx.activations): only from zero
+// states when a backward follows (ctx.backward_follows), the config does not `recompute` and the
+// call saves something; else undefined. The layer passes it to ops::gla_backward.
+Tensor gla_forward_continuing(StepContext& ctx, const ops::GlaSpec& spec, ops::GlaInputs in, Tensor o,
+                              GlaDecodeState* state, bool recompute);
 
 // A conv's forward, continuing `history` when it is given.
 class ShortConv;

@@ -22,30 +22,53 @@ namespace {
 
 // The op's shape in one layer: heads, key and value widths per head, the log decays per token and
 // head (K per channel, 1 per token, 0 fixed), the bonus readout.
+// tied: HGRN-2's key k = 1 − exp(g); recompute: the config's (no saved buffer).
 struct OpShape {
   int64_t heads = 0, key_dim = 0, value_dim = 0, decay_width = 0;
-  bool bonus = false;
+  bool bonus = false, tied = false, recompute = false;
 };
 
 OpShape op_shape(const MixerConfig& config) {
   if (config.mixer == "gla") {
-    const HeadWidths& w = config_as<GlaConfig>(config).widths;
-    return {w.heads, w.d_k, w.d_v, w.d_k, false};
+    const GlaConfig& c = config_as<GlaConfig>(config);
+    return {c.widths.heads, c.widths.d_k, c.widths.d_v, c.widths.d_k, false, false, c.recompute};
   }
   if (config.mixer == "retnet") {
-    const HeadWidths& w = config_as<RetNetConfig>(config).widths;
-    return {w.heads, w.d_k, w.d_v, 0, false};
+    const RetNetConfig& c = config_as<RetNetConfig>(config);
+    return {c.widths.heads, c.widths.d_k, c.widths.d_v, 0, false, false, c.recompute};
   }
   if (config.mixer == "hgrn2") {
     const Hgrn2Config& c = config_as<Hgrn2Config>(config);
-    return {c.heads, c.expand_ratio, c.d_v, c.expand_ratio, false};
+    return {c.heads, c.expand_ratio, c.d_v, c.expand_ratio, false, true, c.recompute};
   }
   if (config.mixer == "mamba2") {
     const Mamba2Config& c = config_as<Mamba2Config>(config);
-    return {c.heads, c.state_size, c.head_dim, 1, false};
+    return {c.heads, c.state_size, c.head_dim, 1, false, false, c.recompute};
   }
-  const HeadWidths& w = config_as<Rwkv6Config>(config).widths;
-  return {w.heads, w.d_k, w.d_v, w.d_k, true};
+  const Rwkv6Config& c = config_as<Rwkv6Config>(config);
+  return {c.widths.heads, c.widths.d_k, c.widths.d_v, c.widths.d_k, true, false, c.recompute};
+}
+
+constexpr double kChunk = 64;
+
+// Whether a bf16 step runs the op on the delta rule's bf16 pipeline as its plain write
+// (model/mixers/gla/cuda/gla.cu; delta_rule_bf16.h): the after-write readout, K ≤ 256 and V ≤ 512,
+// both multiples of 8.
+bool plain_write(const OpShape& s) {
+  return !s.bonus && s.key_dim <= 256 && s.value_dim <= 512 && s.key_dim % 8 == 0 && s.value_dim % 8 == 0;
+}
+
+// Per token and head, what that pipeline's forward can keep for the backward of a plain write
+// (delta_rule_bf16.cu, Bf16Sizes; bf16 but for the f32 decays): h (a K × V state per chunk); a
+// decay per token (or per head: RetNet's) its G; a decay per channel G_L (K per chunk),
+// K ⊙ exp(G_L − G), scale Q ⊙ γ and scale P (a C × C tile per chunk). The segments' transitions
+// (long sequences on few heads) are left out.
+double plain_kept_per_token_and_head(const OpShape& s) {
+  const double K = double(s.key_dim), V = double(s.value_dim);
+  double bytes = 2 * K * V / kChunk;
+  const bool per_channel = s.decay_width > 1;  // (a plain write has K ≥ 8)
+  if (per_channel) return bytes + 4 * K / kChunk + 2 * K + 2 * K + 2 * kChunk;
+  return bytes + 4;
 }
 
 // The op's forward and backward per token and head, chunked (C = 64): forward 4KV (the state's
@@ -96,16 +119,34 @@ class GlaFamily final : public MixerFamily {
   // The layers keep their activations in the step's dtype (the f32 gates of a bf16 step are
   // recomputed in the backward: model/wide_gates.h).
   double wide_values_per_token(const MixerConfig&) const override { return 0; }
-  // The CUDA backward's workspaces (model/mixers/gla/cuda/gla.cu): G per token and head (f64); f32 P and
-  // dP per chunk and head (C × C), the states entering and the gradients leaving each chunk
-  // (K × V each), the bonus's parts of du (K per chunk and head).
+  // The CUDA backward's workspaces (model/mixers/gla/cuda/gla.cu). On the bf16 pipeline (a plain
+  // write): the state gradient leaving each chunk (bf16 K × V per chunk and head; dŨ is dv itself),
+  // HGRN-2's tied key and its gradient (bf16 K each per token and head), and the kept buffers when
+  // the backward recomputes them (else they are in the layer's saved buffer, cuda_saved_bytes).
+  // Otherwise (gla_kernels.cuh): G per token and head (f64); f32 P and dP per chunk and head
+  // (C × C), the states entering and the gradients leaving each chunk (K × V each), the bonus's
+  // parts of du (K per chunk and head).
   double cuda_workspace_bytes(const MixerConfig& config, int64_t tokens) const override {
     const OpShape s = op_shape(config);
-    const double chunk = 64, chunks = std::ceil(double(tokens) / chunk), heads = double(s.heads);
+    if (plain_write(s)) {
+      const double K = double(s.key_dim), V = double(s.value_dim);
+      const double per_head =
+          2 * K * V / kChunk + (s.tied ? 4 * K : 0.0) + (s.recompute ? plain_kept_per_token_and_head(s) : 0.0);
+      return double(tokens) * double(s.heads) * per_head;
+    }
+    const double chunk = kChunk, chunks = std::ceil(double(tokens) / chunk), heads = double(s.heads);
     const double decays = double(tokens) * heads * double(std::max<int64_t>(s.decay_width, 1));
     const double tiles = chunks * heads * chunk * chunk, states = chunks * heads * double(s.key_dim * s.value_dim);
     const double parts = s.bonus ? chunks * heads * double(s.key_dim) : 0;
     return 8.0 * decays + 4.0 * (2 * tiles + 2 * states + parts);
+  }
+
+  // What the bf16 pipeline's forward keeps in the layer's saved buffer (ops::gla_saved_bytes) unless
+  // recompute; nothing for the calls gla_kernels.cuh runs (RWKV-6's bonus readout).
+  double cuda_saved_bytes(const MixerConfig& config, int64_t tokens) const override {
+    const OpShape s = op_shape(config);
+    if (s.recompute || !plain_write(s)) return 0;
+    return double(tokens) * double(s.heads) * plain_kept_per_token_and_head(s);
   }
 
   double mixing_flops_per_token(const MixerConfig& config, int64_t) const override {

@@ -16,15 +16,16 @@ constexpr const char* kHeadsKey = "model.<mixer>.heads";
 
 GlaLayer::GlaLayer(ParameterSet& params, const std::string& name, int64_t d_model, const GlaConfig& c, double norm_eps,
                    const TensorParallel& tp)
-    : GlaLayer(
-          params, name, d_model,
-          Shape{false, c.widths.heads, c.widths.d_k, c.widths.d_v, c.gate_rank, c.gate_normalizer, c.output_gate, 0.0},
-          norm_eps, tp) {}
+    : GlaLayer(params, name, d_model,
+               Shape{false, c.widths.heads, c.widths.d_k, c.widths.d_v, c.gate_rank, c.gate_normalizer, c.output_gate,
+                     0.0, c.recompute},
+               norm_eps, tp) {}
 
 GlaLayer::GlaLayer(ParameterSet& params, const std::string& name, int64_t d_model, const RetNetConfig& c,
                    double norm_eps, const TensorParallel& tp)
     : GlaLayer(params, name, d_model,
-               Shape{true, c.widths.heads, c.widths.d_k, c.widths.d_v, 0, 1.0, true, c.rope_theta}, norm_eps, tp) {}
+               Shape{true, c.widths.heads, c.widths.d_k, c.widths.d_v, 0, 1.0, true, c.rope_theta, c.recompute},
+               norm_eps, tp) {}
 
 GlaLayer::GlaLayer(ParameterSet& params, const std::string& name, int64_t d_model, const Shape& s, double norm_eps,
                    const TensorParallel& tp)
@@ -93,7 +94,8 @@ Tensor GlaLayer::run(StepContext& ctx, const Tensor& x, GlaDecodeState* state) {
   if (gk_proj_) gk_ = gk_proj_->forward(ctx, x);
   z_ = g_proj_ ? g_proj_->forward(ctx, x) : Tensor();
   o_ = ctx.activation({n, value_width_});
-  gla_forward_continuing(ctx, spec_, operands(ctx), o_.reshape({n, heads_, shape_.d_v}), state);
+  saved_ =
+      gla_forward_continuing(ctx, spec_, operands(ctx), o_.reshape({n, heads_, shape_.d_v}), state, shape_.recompute);
   return output_.forward(ctx, o_, z_);
 }
 
@@ -107,7 +109,7 @@ void GlaLayer::backward(StepContext& ctx, const Tensor& x, const Tensor& dy, Ten
   grads.dk = ctx.temporary({n, H, K});
   grads.dv = ctx.temporary({n, H, V});
   if (!shape_.retnet) grads.dg = ctx.scratch.alloc({n, H, K}, ctx.statistics_dtype());
-  ops::gla_backward(ops::GlaImpl::chunked, spec_, ctx.seqs, in, d_o.reshape({n, H, V}), Tensor(), grads);
+  ops::gla_backward(ops::GlaImpl::chunked, spec_, ctx.seqs, in, d_o.reshape({n, H, V}), Tensor(), grads, saved_);
 
   Tensor dq = grads.dq.reshape({n, key_width_}), dk = grads.dk.reshape({n, key_width_});
   if (shape_.retnet) {  // back through the rotation: the rotation by −θ

@@ -52,6 +52,7 @@ class GlaLayer final : public RunMixer<GlaDecodeState> {
     double gate_normalizer;  // GLA
     bool output_gate;
     double rope_theta;  // RetNet
+    bool recompute;     // the config's: no saved buffer
   };
   GlaLayer(ParameterSet& params, const std::string& name, int64_t d_model, const Shape& shape, double norm_eps,
            const TensorParallel& tp);
@@ -67,8 +68,8 @@ class GlaLayer final : public RunMixer<GlaDecodeState> {
   std::optional<Linear> g_proj_;          // the output gate
   HeadNormOutput output_;                 // g_norm and o_proj
 
-  // Kept by forward: the projections, the op's output.
-  Tensor q_, k_, v_, gk_, z_, o_;
+  // Kept by forward: the projections, the op's output, what the op saved for its backward.
+  Tensor q_, k_, v_, gk_, z_, o_, saved_;
 };
 
 }  // namespace linea

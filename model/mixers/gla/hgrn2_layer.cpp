@@ -12,6 +12,7 @@ Hgrn2Layer::Hgrn2Layer(ParameterSet& params, const std::string& name, int64_t d_
                        double norm_eps, const TensorParallel& tp, const LayerPlace& place)
     : d_k_(c.expand_ratio),
       d_v_(c.d_v),
+      recompute_(c.recompute),
       spec_(ops::gla_mixer_spec(ops::GlaMixer::hgrn2, c.expand_ratio)),
       shard_(tp.shard_heads(c.heads, "model.hgrn2 heads (d_model / expand_ratio)")),
       heads_(shard_.size()),
@@ -53,7 +54,7 @@ Tensor Hgrn2Layer::run(StepContext& ctx, const Tensor& x, GlaDecodeState* state)
   f_ = f_proj_.forward(ctx, x);
   i_ = i_proj_.forward(ctx, x);
   o_ = ctx.activation({n, value_width_});
-  gla_forward_continuing(ctx, spec_, operands(ctx).in, o_.reshape({n, heads_, d_v_}), state);
+  saved_ = gla_forward_continuing(ctx, spec_, operands(ctx).in, o_.reshape({n, heads_, d_v_}), state, recompute_);
   return output_.forward(ctx, o_, Tensor());
 }
 
@@ -66,7 +67,8 @@ void Hgrn2Layer::backward(StepContext& ctx, const Tensor& x, const Tensor& dy, T
   grads.dq = ctx.temporary({n, heads_, d_k_});
   grads.dv = ctx.temporary({n, heads_, d_v_});
   grads.dg = ctx.scratch.alloc({n, heads_, d_k_}, op.in.g.dtype());
-  ops::gla_backward(ops::GlaImpl::chunked, spec_, ctx.seqs, op.in, d_o.reshape({n, heads_, d_v_}), Tensor(), grads);
+  ops::gla_backward(ops::GlaImpl::chunked, spec_, ctx.seqs, op.in, d_o.reshape({n, heads_, d_v_}), Tensor(), grads,
+                    saved_);
 
   Tensor dq = ctx.temporary({n, key_width_}), df = ctx.scratch.alloc({n, key_width_}, op.f.dtype());
   ops::activation_backward(dq, grads.dq.reshape({n, key_width_}), q_, ops::Activation::silu);

@@ -50,6 +50,7 @@ class Hgrn2Layer final : public RunMixer<GlaDecodeState> {
   Operands operands(StepContext& ctx) const;
 
   int64_t d_k_, d_v_;
+  bool recompute_;  // the config's: no saved buffer
   ops::GlaSpec spec_;
   HeadShard shard_;
   int64_t heads_, key_width_, value_width_;  // of this rank
@@ -58,6 +59,7 @@ class Hgrn2Layer final : public RunMixer<GlaDecodeState> {
   std::optional<LayerLowerBound> lower_bound_;
 
   Tensor q_, f_, i_, o_;  // kept by forward: the projections, the op's output
+  Tensor saved_;          // what the op saved for its backward (ops::gla_saved_bytes)
 };
 
 }  // namespace linea

@@ -97,7 +97,8 @@ Tensor Mamba2Layer::run(StepContext& ctx, const Tensor& x, GlaDecodeState* state
   dt_ = dt_proj_.forward(ctx, x);
   const Operands op = operands(ctx, state);
   o_ = ctx.activation({n, inner_});
-  gla_forward_continuing(ctx, spec_, op.in, o_.reshape({n, heads_, config_.head_dim}), state);
+  saved_ =
+      gla_forward_continuing(ctx, spec_, op.in, o_.reshape({n, heads_, config_.head_dim}), state, config_.recompute);
   return output_.forward(ctx, gated(ctx, skip(ctx, op)), Tensor());
 }
 
@@ -115,7 +116,7 @@ void Mamba2Layer::backward(StepContext& ctx, const Tensor& x, const Tensor& dy, 
   grads.dk = ctx.temporary({n, H, N});
   grads.dv = ctx.temporary({n, H, P});
   grads.dg = ctx.scratch.alloc({n, H}, op.in.g.dtype());
-  ops::gla_backward(ops::GlaImpl::chunked, spec_, ctx.seqs, op.in, dskip.reshape({n, H, P}), Tensor(), grads);
+  ops::gla_backward(ops::GlaImpl::chunked, spec_, ctx.seqs, op.in, dskip.reshape({n, H, P}), Tensor(), grads, saved_);
   Tensor dxc = ctx.temporary({n, inner_}), ddelta = ctx.temporary({n, H});
   ops::scale_heads_backward(dxc, ddelta, grads.dv.reshape({n, inner_}), op.xc, op.delta);
   ops::add_scaled_heads_backward(dxc, D_->compute_grad, dskip, op.xc, D_->compute);

@@ -65,6 +65,7 @@ class Mamba2Layer final : public RunMixer<GlaDecodeState> {
   FullWidthNormOutput output_;  // norm and out_proj
 
   Tensor z_, xs_, B_, C_, dt_, o_;  // kept by forward: the projections (xs_: the x of xBC), the op's output
+  Tensor saved_;                    // what the op saved for its backward (ops::gla_saved_bytes)
 };
 
 }  // namespace linea

@@ -14,6 +14,7 @@ Rwkv6Layer::Rwkv6Layer(ParameterSet& params, const std::string& name, int64_t d_
     : d_k_(c.widths.d_k),
       d_v_(c.widths.d_v),
       norm_eps_(norm_eps),
+      recompute_(c.recompute),
       spec_(ops::gla_mixer_spec(ops::GlaMixer::rwkv6, c.widths.d_k)),
       shard_(tp.shard_heads(c.widths.heads, "model.rwkv6.heads")),
       heads_(shard_.size()),
@@ -112,7 +113,7 @@ Tensor Rwkv6Layer::run(StepContext& ctx, const Tensor& x, GlaDecodeState* state)
   v_ = v_proj_.forward(ctx, l.inputs[3]);
   g_ = g_proj_.forward(ctx, l.inputs[4]);
   o_ = ctx.activation({n, value_width_});
-  gla_forward_continuing(ctx, spec_, operands(ctx), o_.reshape({n, heads_, d_v_}), state);
+  saved_ = gla_forward_continuing(ctx, spec_, operands(ctx), o_.reshape({n, heads_, d_v_}), state, recompute_);
   const Normed gn = group_norm(ctx);
   Tensor y = ctx.temporary(o_.shape());
   ops::swiglu_forward(y, g_, gn.y);  // silu(g) ⊙ GroupNorm(o)
@@ -138,7 +139,8 @@ void Rwkv6Layer::backward(StepContext& ctx, const Tensor& x, const Tensor& dy, T
   grads.dv = ctx.temporary({n, heads_, d_v_});
   grads.dg = ctx.scratch.alloc({n, heads_, d_k_}, in.g.dtype());
   grads.du = ctx.scratch.alloc(bonus_->shape, in.u.dtype());
-  ops::gla_backward(ops::GlaImpl::chunked, spec_, ctx.seqs, in, d_o.reshape({n, heads_, d_v_}), Tensor(), grads);
+  ops::gla_backward(ops::GlaImpl::chunked, spec_, ctx.seqs, in, d_o.reshape({n, heads_, d_v_}), Tensor(), grads,
+                    saved_);
   ops::add_inplace(gate_parameter(ctx, *bonus_).grad, grads.du);
   Tensor dw = ctx.scratch.alloc({n, key_width_}, in.g.dtype());
   ops::exp_decay_backward(dw, grads.dg.reshape({n, key_width_}), in.g.reshape({n, key_width_}));

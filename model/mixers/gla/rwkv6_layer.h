@@ -67,6 +67,7 @@ class Rwkv6Layer final : public RunMixer<GlaDecodeState> {
 
   int64_t d_k_, d_v_;
   double norm_eps_;
+  bool recompute_;  // the config's: no saved buffer
   ops::GlaSpec spec_;
   HeadShard shard_;
   int64_t heads_, key_width_, value_width_;  // of this rank
@@ -80,6 +81,7 @@ class Rwkv6Layer final : public RunMixer<GlaDecodeState> {
 
   std::array<Tensor, kLerps> m_;  // kept by forward: the data-dependent lerp weights
   Tensor r_, w_, k_, v_, g_, o_;  // the projections (w_: before −exp), the op's output
+  Tensor saved_;                  // what the op saved for its backward (ops::gla_saved_bytes: none yet)
 };
 
 }  // namespace linea

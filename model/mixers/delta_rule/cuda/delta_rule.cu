@@ -201,7 +201,7 @@ void* saved_memory(const Tensor& saved, bool bf16_pipeline, const char* op) {
 
 size_t delta_rule_saved_bytes(const ops::DeltaRuleSpec& spec, const SeqLayout& seqs, const ops::DeltaRuleInputs& in) {
   return in.q.dtype() == DType::bf16 && delta::bf16_takes(spec, in, {}, delta::Write::delta)
-             ? delta::bf16_saved_bytes(spec, seqs, in)
+             ? delta::bf16_saved_bytes(spec, seqs, in, delta::Write::delta)
              : 0;
 }
 

@@ -226,8 +226,9 @@ bool bf16_takes(const ops::DeltaRuleSpec& spec, const ops::DeltaRuleInputs& in,
   return !in.w.defined() || aligned16({in.w.raw()});
 }
 
-size_t bf16_saved_bytes(const ops::DeltaRuleSpec& spec, const SeqLayout& seqs, const ops::DeltaRuleInputs& in) {
-  return carved_bytes(Bf16Sizes(spec, seqs, describe_call(spec, in), false, true, Write::delta).kept);
+size_t bf16_saved_bytes(const ops::DeltaRuleSpec& spec, const SeqLayout& seqs, const ops::DeltaRuleInputs& in,
+                        Write write) {
+  return carved_bytes(Bf16Sizes(spec, seqs, describe_call(spec, in), false, true, write).kept);
 }
 
 void bf16_forward(const ops::DeltaRuleSpec& spec, const SeqLayout& seqs, const ops::DeltaRuleInputs& in, Tensor o,

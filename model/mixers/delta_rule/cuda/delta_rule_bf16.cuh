@@ -28,8 +28,9 @@
 // most 64 chunks, chained by the segments' affine transitions (_segments.cu, delta_rule_bf16.cu).
 // The forward runs intra and state_forward (with O); the backward runs intra and state_forward
 // (without O, storing h and Ũ) again, then state_backward and gradients. A forward given a saved
-// buffer (ops::delta_rule_saved_bytes) also stores h, Ũ and, with a decay per channel, scale Q ⊙ γ
-// and scale P there, and its backward starts at state_backward.
+// buffer (ops::delta_rule_saved_bytes; for the plain write ops::gla_saved_bytes) also stores h, Ũ
+// (not for a plain write) and, with a decay per channel, scale Q ⊙ γ and scale P there, and its
+// backward starts at state_backward.
 #pragma once
 #include <cuda_bf16.h>
 

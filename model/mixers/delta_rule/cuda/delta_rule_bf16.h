@@ -22,10 +22,11 @@ enum class Write { delta, plain };
 // where defined.
 bool bf16_takes(const ops::DeltaRuleSpec& spec, const ops::DeltaRuleInputs& in,
                 std::initializer_list<const Tensor*> tensors, Write write);
-// The bytes of what the forward can save (the delta write) for the backward (`saved`: 256-byte aligned device memory
-// of that size, or null to save nothing and recompute it in the backward).
-size_t bf16_saved_bytes(const ops::DeltaRuleSpec& spec, const SeqLayout& seqs, const ops::DeltaRuleInputs& in);
-// `saved` only with Write::delta.
+// The bytes of what the forward can save for the backward with the given write (`saved`: 256-byte
+// aligned device memory of that size, or null to save nothing and recompute it in the backward).
+size_t bf16_saved_bytes(const ops::DeltaRuleSpec& spec, const SeqLayout& seqs, const ops::DeltaRuleInputs& in,
+                        Write write);
+// A backward given `saved` reads what the forward of the same inputs, spec and write left there.
 void bf16_forward(const ops::DeltaRuleSpec& spec, const SeqLayout& seqs, const ops::DeltaRuleInputs& in, Tensor o,
                   Tensor ht, void* saved, Write write);
 void bf16_backward(const ops::DeltaRuleSpec& spec, const SeqLayout& seqs, const ops::DeltaRuleInputs& in,

@@ -1,6 +1,8 @@
 // Host side of the CUDA gated-linear-attention family: the call, its chunk table and workspaces
 // (one scratch request per call) and the order of the kernels (model/mixers/gla/cuda/gla_kernels.cuh).
 #include <cstdint>
+#include <stdexcept>
+#include <string>
 #include <vector>
 
 #include "kernels/cuda/check.h"
@@ -80,11 +82,26 @@ ops::DeltaRuleInputs plain_inputs(const ops::GlaInputs& in, const Tensor& k) {
   d.q = in.q, d.k = k, d.v = in.v, d.g = in.g, d.h0 = in.h0;
   return d;
 }
+// A tied key is written out 16-byte aligned in the shape of q: q stands in for it where only its
+// shape and alignment count.
+const Tensor& key_or_stand_in(const ops::GlaSpec& spec, const ops::GlaInputs& in) {
+  return spec.key == ops::GlaKey::given ? in.k : in.q;
+}
 bool plain_takes(const ops::GlaSpec& spec, const ops::GlaInputs& in, std::initializer_list<const Tensor*> tensors) {
-  // A tied key is written out 16-byte aligned in the shape of q; q stands in for it in the check.
-  const Tensor& k = spec.key == ops::GlaKey::given ? in.k : in.q;
   return in.q.dtype() == DType::bf16 && spec.readout == ops::GlaReadout::after_write &&
-         delta::bf16_takes(plain_spec(spec), plain_inputs(in, k), tensors, delta::Write::plain);
+         delta::bf16_takes(plain_spec(spec), plain_inputs(in, key_or_stand_in(spec, in)), tensors, delta::Write::plain);
+}
+
+// The saved buffer's memory, null where undefined; refused where the pipeline does not take the
+// call (it is the only one that saves) or the memory is not 256-byte aligned.
+void* saved_memory(const Tensor& saved, bool plain, const char* op) {
+  if (!saved.defined()) return nullptr;
+  if (!plain || reinterpret_cast<uintptr_t>(saved.raw()) % 256 != 0) {
+    throw std::invalid_argument(std::string(op) +
+                                ": saved: only a bf16 call with the after-write readout and 16-byte aligned tensors "
+                                "(gla_saved_bytes > 0) saves its intermediates, into 256-byte aligned memory");
+  }
+  return saved.raw();
 }
 
 // k = 1 − exp(g) = −expm1(g) (exact for small |g|), rounded to bf16; n = N·H·K entries.
@@ -123,10 +140,19 @@ struct PlainKey {
 }  // namespace
 }  // namespace gla
 
-void gla_forward(const ops::GlaSpec& spec, const SeqLayout& seqs, const ops::GlaInputs& in, Tensor o, Tensor ht) {
-  if (gla::plain_takes(spec, in, {&o})) {
+size_t gla_saved_bytes(const ops::GlaSpec& spec, const SeqLayout& seqs, const ops::GlaInputs& in) {
+  if (!gla::plain_takes(spec, in, {})) return 0;
+  return delta::bf16_saved_bytes(gla::plain_spec(spec), seqs, gla::plain_inputs(in, gla::key_or_stand_in(spec, in)),
+                                 delta::Write::plain);
+}
+
+void gla_forward(const ops::GlaSpec& spec, const SeqLayout& seqs, const ops::GlaInputs& in, Tensor o, Tensor ht,
+                 Tensor saved) {
+  const bool plain = gla::plain_takes(spec, in, {&o});
+  void* const keep = gla::saved_memory(saved, plain, "gla_forward");
+  if (plain) {
     const gla::PlainKey key(spec, in, false);
-    return delta::bf16_forward(gla::plain_spec(spec), seqs, gla::plain_inputs(in, key.k), o, ht, nullptr,
+    return delta::bf16_forward(gla::plain_spec(spec), seqs, gla::plain_inputs(in, key.k), o, ht, keep,
                                delta::Write::plain);
   }
   const gla::Plan plan(spec, seqs, in, false);
@@ -136,13 +162,15 @@ void gla_forward(const ops::GlaSpec& spec, const SeqLayout& seqs, const ops::Gla
 }
 
 void gla_backward(const ops::GlaSpec& spec, const SeqLayout& seqs, const ops::GlaInputs& in, const Tensor& d_o,
-                  const Tensor& dht, ops::GlaGrads& grads) {
-  if (gla::plain_takes(spec, in, {&d_o, &grads.dq, &grads.dk, &grads.dv})) {
+                  const Tensor& dht, ops::GlaGrads& grads, const Tensor& saved) {
+  const bool plain = gla::plain_takes(spec, in, {&d_o, &grads.dq, &grads.dk, &grads.dv});
+  const void* const kept = gla::saved_memory(saved, plain, "gla_backward");
+  if (plain) {
     const gla::PlainKey key(spec, in, true);
     const bool tied = key.dk.defined();  // (its dg is defined: the key's only gradient)
     ops::DeltaRuleGrads g;
     g.dq = grads.dq, g.dk = tied ? key.dk : grads.dk, g.dv = grads.dv, g.dg = grads.dg, g.dh0 = grads.dh0;
-    delta::bf16_backward(gla::plain_spec(spec), seqs, gla::plain_inputs(in, key.k), d_o, dht, g, nullptr,
+    delta::bf16_backward(gla::plain_spec(spec), seqs, gla::plain_inputs(in, key.k), d_o, dht, g, kept,
                          delta::Write::plain);
     if (tied) {
       const int64_t n = key.k.numel();

@@ -12,22 +12,31 @@
 // stream. Chunks never cross a sequence of `seqs`; the state restarts at every sequence. K ≤ 256
 // (kMaxKeyDim), V any. Sums run in a fixed order: results repeat bit for bit.
 #pragma once
+#include <cstddef>
+
 #include "model/mixers/gla/gla.h"
 
 namespace linea::cuda {
 
 inline constexpr int64_t kGlaMaxKeyDim = 256;
 
-// o: [N, H, V]; ht: [S, H, K, V] or undefined.
-void gla_forward(const ops::GlaSpec& spec, const SeqLayout& seqs, const ops::GlaInputs& in, Tensor o, Tensor ht);
+// The bytes of what a forward can save for its backward (ops::gla_saved_bytes): the bf16 pipeline's
+// kept buffers for its plain write (delta_rule_bf16.cu, Bf16Sizes: h; a scalar decay's G; a decay
+// per channel's G_L, K ⊙ exp(G_L − G), scale Q ⊙ γ and scale P; the segments' transitions), 0 for
+// the calls gla_kernels.cuh runs. HGRN-2's tied key is not saved: the backward writes it out again.
+size_t gla_saved_bytes(const ops::GlaSpec& spec, const SeqLayout& seqs, const ops::GlaInputs& in);
+// o: [N, H, V]; ht: [S, H, K, V] or undefined; saved: undefined, or at least gla_saved_bytes.
+void gla_forward(const ops::GlaSpec& spec, const SeqLayout& seqs, const ops::GlaInputs& in, Tensor o, Tensor ht,
+                 Tensor saved);
 // The recurrent form (ops::GlaImpl::recurrent's forward): token by token, each (sequence, head) state
 // held in registers by one block per 32 value columns, read once and written once (gla_recurrent.cu);
 // decoding's one-token step. f32 arithmetic; ht may be h0 itself (updated in place); at most 65535
 // sequences.
 void gla_recurrent_forward(const ops::GlaSpec& spec, const SeqLayout& seqs, const ops::GlaInputs& in, Tensor o,
                            Tensor ht);
-// Gradients of L with ∂L/∂o = d_o and ∂L/∂ht = dht (undefined = zeros), as the CPU op's.
+// Gradients of L with ∂L/∂o = d_o and ∂L/∂ht = dht (undefined = zeros), as the CPU op's; from what
+// the forward saved where `saved` is defined.
 void gla_backward(const ops::GlaSpec& spec, const SeqLayout& seqs, const ops::GlaInputs& in, const Tensor& d_o,
-                  const Tensor& dht, ops::GlaGrads& grads);
+                  const Tensor& dht, ops::GlaGrads& grads, const Tensor& saved);
 
 }  // namespace linea::cuda

@@ -7,8 +7,12 @@
 // B=2 T=75 K=V=64 under the gate normalizers {0.1, 1, 10}; T=130 K=V=128; packed documents
 // [0, 15, 100, 300] (normalizers 1 and 0.01: decays underflow to 0); K=256 (the largest) with
 // V=100; odd K and V (36 × 20, 33 × 19, 16 × 48 without h0); one-token and exactly-64-token
-// sequences packed together; many (sequence, head) pairs (H=16). Also: the backward repeats bit for
-// bit, and a bf16 g or K > 256 on CUDA is rejected by name. The recurrent forward (decoding's
+// sequences packed together; many (sequence, head) pairs (H=16). Every bf16 case that saves
+// (ops::gla_saved_bytes > 0: GLA, RetNet, HGRN-2 and Mamba-2 on the delta rule's bf16 pipeline)
+// also runs with its backward from what the forward saved (`_saved`). Also: the backward repeats bit
+// for bit, the backward from the saved buffer equals the recomputing one bit for bit (on whole
+// sequences and on segments), a call that saves nothing refuses a buffer, and a bf16 g or K > 256
+// on CUDA is rejected by name. The recurrent forward (decoding's
 // one-token kernel) against the CPU recurrent op: GpuGlaRecurrent below. The largest err_ratio per
 // mixer, dtype and tensor is printed at the end.
 #include <gtest/gtest.h>
@@ -80,15 +84,24 @@ ops::GlaGrads device_grads(const GlaProblem& p, DType dtype) {
           device_empty(p.dht, DType::f32)};
 }
 
-// Forward and backward on the device; results as f64 host tensors.
-GlaResult run_on_device(const GlaProblem& host, DType dtype) {
+// The buffer a forward saves its intermediates into for the backward (ops::gla_saved_bytes),
+// undefined for a call that saves none.
+Tensor saved_buffer(const GlaProblem& p) {
+  const size_t bytes = ops::gla_saved_bytes(p.spec, p.seqs, p.in);
+  return bytes ? Tensor::empty({static_cast<int64_t>((bytes + 1) / 2)}, DType::bf16, Device::cuda) : Tensor();
+}
+
+// Forward and backward on the device (the backward from what the forward saved, with `save`);
+// results as f64 host tensors.
+GlaResult run_on_device(const GlaProblem& host, DType dtype, bool save = false) {
   const GlaProblem p = on_device(host, dtype);
+  const Tensor saved = save ? saved_buffer(p) : Tensor();
   GlaResult r;
   r.o = device_empty(p.d_o, dtype);
   r.ht = device_empty(p.dht, DType::f32);
-  ops::gla_forward(GlaImpl::chunked, p.spec, p.seqs, p.in, r.o, r.ht);
+  ops::gla_forward(GlaImpl::chunked, p.spec, p.seqs, p.in, r.o, r.ht, saved);
   r.grads = device_grads(p, dtype);
-  ops::gla_backward(GlaImpl::chunked, p.spec, p.seqs, p.in, p.d_o, p.dht, r.grads);
+  ops::gla_backward(GlaImpl::chunked, p.spec, p.seqs, p.in, p.d_o, p.dht, r.grads, saved);
   GlaResult h;
   const auto back = [](const Tensor& t) { return t.defined() ? testing::to_host(t) : Tensor(); };
   h.o = back(r.o);
@@ -121,11 +134,20 @@ const std::vector<Case>& cases() {
   return all;
 }
 
+// save: the backward runs from what the forward saved.
 struct Param {
   GlaMixer mixer;
   size_t case_index;
   DType dtype;
+  bool save = false;
 };
+
+// Whether the bf16 call of a mixer on a case saves its intermediates: the bf16 pipeline's plain
+// write (model/mixers/gla/cuda/gla.cu) takes the after-write readout with K and V multiples of 8
+// (V ≤ 512); the other cases run gla_kernels.cuh and save nothing (checked by SavedBytes below).
+bool bf16_saves(GlaMixer m, const testing::GlaShape& s) {
+  return m != GlaMixer::rwkv6 && s.key_dim % 8 == 0 && s.value_dim % 8 == 0 && s.value_dim <= 512;
+}
 
 std::vector<Param> all_params() {
   std::vector<Param> params;
@@ -134,6 +156,7 @@ std::vector<Param> all_params() {
       // RetNet's decays are fixed: no normalizer to vary.
       if (m == GlaMixer::retnet && cases()[c].normalizer != 1.0) continue;
       for (DType dtype : {DType::f32, DType::bf16}) params.push_back({m, c, dtype});
+      if (bf16_saves(m, cases()[c].shape)) params.push_back({m, c, DType::bf16, true});
     }
   }
   return params;
@@ -142,7 +165,8 @@ std::vector<Param> all_params() {
 std::string param_name(const ::testing::TestParamInfo<Param>& info) {
   const Case& c = cases()[info.param.case_index];
   return std::string(ops::gla_mixer_name(info.param.mixer)) + "_" + c.shape_name + "_norm" +
-         testing::name_number(c.normalizer) + "_" + std::string(dtype_name(info.param.dtype));
+         testing::name_number(c.normalizer) + "_" + std::string(dtype_name(info.param.dtype)) +
+         (info.param.save ? "_saved" : "");
 }
 
 class GpuGla : public testing::GpuTest, public ::testing::WithParamInterface<Param> {};
@@ -153,7 +177,10 @@ TEST_P(GpuGla, MatchesCpuInF64) {
   const GlaProblem p =
       representable(testing::make_gla_problem(prm.mixer, c.shape, c.normalizer, 77 + prm.case_index), prm.dtype);
   const auto ref = testing::run_forward_backward(GlaImpl::recurrent, p).named();
-  const auto got = run_on_device(p, prm.dtype).named();
+  if (prm.save) {
+    ASSERT_GT(ops::gla_saved_bytes(p.spec, p.seqs, on_device(p, prm.dtype).in), 0u);
+  }
+  const auto got = run_on_device(p, prm.dtype, prm.save).named();
   ASSERT_EQ(ref.size(), got.size());
   auto& w = worst->worst[std::string(ops::gla_mixer_name(prm.mixer)) + "/" + std::string(dtype_name(prm.dtype))];
   for (size_t i = 0; i < ref.size(); ++i) {
@@ -229,6 +256,47 @@ TEST_F(GpuGlaContract, BackwardRepeatsBitForBit) {
   }
 }
 
+// What the forward saves is what the backward would recompute, by the same kernels: a backward from
+// it gives the same bits, for every mixer on the bf16 pipeline, on whole sequences (K = 256 among
+// them) and on segments (a sequence of 130 chunks on a grid of two blocks).
+TEST_F(GpuGlaContract, BackwardFromSavedEqualsRecomputedBitForBit) {
+  for (GlaMixer m : ops::gla_mixers()) {
+    for (const testing::GlaShape& shape :
+         {testing::GlaShape{{0, 15, 100, 300}, 2, 64, 64, true}, testing::GlaShape{{0, 200}, 2, 256, 128, true},
+          testing::GlaShape{{0, 100, 8400}, 1, 64, 64, true}}) {
+      if (!bf16_saves(m, shape)) continue;
+      const GlaProblem p = representable(testing::make_gla_problem(m, shape, 1.0, 9), DType::bf16);
+      EXPECT_GT(ops::gla_saved_bytes(p.spec, p.seqs, on_device(p, DType::bf16).in), 0u) << ops::gla_mixer_name(m);
+      const auto recomputed = run_on_device(p, DType::bf16, false).named();
+      const auto from_saved = run_on_device(p, DType::bf16, true).named();
+      ASSERT_EQ(recomputed.size(), from_saved.size());
+      for (size_t i = 0; i < recomputed.size(); ++i) {
+        const Tensor& a = recomputed[i].second;
+        const Tensor& b = from_saved[i].second;
+        ASSERT_EQ(a.nbytes(), b.nbytes());
+        EXPECT_EQ(0, std::memcmp(a.raw(), b.raw(), a.nbytes()))
+            << ops::gla_mixer_name(m) << " T=" << shape.cu_seqlens.back() << " " << recomputed[i].first
+            << ": err_ratio " << testing::compare(a, b).err_ratio;
+      }
+    }
+  }
+}
+
+// Which calls save: every bf16 case of bf16_saves, and none of the others (f32; RWKV-6; K or V not
+// a multiple of 8).
+TEST_F(GpuGlaContract, SavedBytes) {
+  for (GlaMixer m : ops::gla_mixers()) {
+    for (const Case& c : cases()) {
+      const GlaProblem host = testing::make_gla_problem(m, c.shape, 1.0, 13);
+      const GlaProblem f = on_device(representable(host, DType::f32), DType::f32);
+      EXPECT_EQ(0u, ops::gla_saved_bytes(f.spec, f.seqs, f.in)) << ops::gla_mixer_name(m) << " " << c.shape_name;
+      const GlaProblem b = on_device(representable(host, DType::bf16), DType::bf16);
+      EXPECT_EQ(bf16_saves(m, c.shape), ops::gla_saved_bytes(b.spec, b.seqs, b.in) > 0)
+          << ops::gla_mixer_name(m) << " " << c.shape_name;
+    }
+  }
+}
+
 // Runs `fn`, expecting std::invalid_argument whose message holds `needle`.
 template <class Fn>
 void expect_rejected(Fn&& fn, const std::string& needle) {
@@ -238,6 +306,38 @@ void expect_rejected(Fn&& fn, const std::string& needle) {
   } catch (const std::invalid_argument& e) {
     EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
   }
+}
+
+// A call that saves nothing (f32; RWKV-6's bonus readout in bf16; the recurrent forward) refuses a
+// saved buffer by name, and so does a call given one too small.
+TEST_F(GpuGlaContract, SavedIsRefusedWhereNothingIsSaved) {
+  const testing::GlaShape shape{{0, 70}, 2, 64, 64, true};
+  const Tensor saved = Tensor::empty({1024}, DType::bf16, Device::cuda);
+  const GlaProblem host = testing::make_gla_problem(GlaMixer::gla, shape, 1.0, 3);
+  const GlaProblem f = on_device(representable(host, DType::f32), DType::f32);
+  Tensor o = Tensor::empty(f.d_o.shape(), DType::f32, Device::cuda);
+  expect_rejected([&] { ops::gla_forward(GlaImpl::chunked, f.spec, f.seqs, f.in, o, Tensor(), saved); },
+                  "gla_forward: saved: this call saves nothing (gla_saved_bytes = 0)");
+  ops::GlaGrads fg = device_grads(f, DType::f32);
+  expect_rejected([&] { ops::gla_backward(GlaImpl::chunked, f.spec, f.seqs, f.in, f.d_o, f.dht, fg, saved); },
+                  "gla_backward: saved: this call saves nothing");
+
+  const GlaProblem rwkv6 =
+      on_device(representable(testing::make_gla_problem(GlaMixer::rwkv6, shape, 1.0, 4), DType::bf16), DType::bf16);
+  EXPECT_EQ(0u, ops::gla_saved_bytes(rwkv6.spec, rwkv6.seqs, rwkv6.in));
+  Tensor ob = Tensor::empty(rwkv6.d_o.shape(), DType::bf16, Device::cuda);
+  expect_rejected([&] { ops::gla_forward(GlaImpl::chunked, rwkv6.spec, rwkv6.seqs, rwkv6.in, ob, Tensor(), saved); },
+                  "saved: this call saves nothing");
+
+  const GlaProblem b = on_device(representable(host, DType::bf16), DType::bf16);
+  const size_t bytes = ops::gla_saved_bytes(b.spec, b.seqs, b.in);
+  ASSERT_GT(bytes, 0u);
+  const Tensor small = Tensor::empty({static_cast<int64_t>(bytes / 4)}, DType::bf16, Device::cuda);
+  expect_rejected([&] { ops::gla_forward(GlaImpl::chunked, b.spec, b.seqs, b.in, ob, Tensor(), small); },
+                  "saved: expected at least " + std::to_string(bytes) + " bytes");
+  const Tensor enough = saved_buffer(b);
+  expect_rejected([&] { ops::gla_forward(GlaImpl::recurrent, b.spec, b.seqs, b.in, ob, Tensor(), enough); },
+                  "the recurrent CUDA kernel saves nothing");
 }
 
 TEST_F(GpuGlaContract, RejectsBf16DecaysAndWideKeys) {

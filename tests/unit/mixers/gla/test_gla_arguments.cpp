@@ -104,5 +104,26 @@ TEST(GlaArguments, BackwardRejectsBadGradients) {
       {"d_o", "[7, 2, 5]"}));
 }
 
+// The CPU op saves nothing (ops::gla_saved_bytes = 0, whatever the mixer), so a saved buffer given to
+// the forward or the backward is refused by name before anything is written.
+TEST(GlaArguments, CpuSavesNothingAndRefusesASavedBuffer) {
+  const Tensor saved = Tensor::empty({1024}, DType::bf16);
+  for (GlaMixer m : ops::gla_mixers()) {
+    const GlaProblem p = testing::make_gla_problem(m, kShape, 1, 11);
+    EXPECT_EQ(0u, ops::gla_saved_bytes(p.spec, p.seqs, p.in)) << ops::gla_mixer_name(m);
+    Tensor o = Tensor::empty({7, 2, 5}, DType::f64);
+    fill_constant(o, 7);
+    for (GlaImpl impl : {GlaImpl::chunked, GlaImpl::recurrent}) {
+      EXPECT_TRUE(throws_invalid_argument([&] { ops::gla_forward(impl, p.spec, p.seqs, p.in, o, Tensor(), saved); },
+                                          {"gla_forward", "saved: this call saves nothing (gla_saved_bytes = 0)"}));
+    }
+    for (int64_t i = 0; i < o.numel(); ++i) ASSERT_EQ(o.data<double>()[i], 7.0);
+    ops::GlaGrads grads = testing::run_forward_backward(GlaImpl::recurrent, p).grads;
+    EXPECT_TRUE(throws_invalid_argument(
+        [&] { ops::gla_backward(GlaImpl::chunked, p.spec, p.seqs, p.in, p.d_o, p.dht, grads, saved); },
+        {"gla_backward", "saved: this call saves nothing"}));
+  }
+}
+
 }  // namespace
 }  // namespace linea
