@@ -418,24 +418,24 @@ __global__ void __launch_bounds__(kThreads, kPlain ? 2 : 1)
           const float k = entry(sm.K, i, d), qv = entry(sm.Q, i, d), b = erase(i, d);
           const float dq = dQ[n][q] + row_p;  // dq's decayed terms
           db_e[n][q] += k * row_k;
+          float dG_e;
           if constexpr (kBonus) {  // dq's decayed terms belong to row i − 1 (dGq)
-            float dG_e = b * db_e[n][q] - k * column;
+            dG_e = b * db_e[n][q] - k * column;
             if (i == L - 1) dG_e += expf(dt.at(i, d)) * state_dot_rows[d];
             const float u = k0 + d < K ? p.u[static_cast<int64_t>(head) * K + k0 + d] : 0.0f;
             const float below = i + 1 < kC ? subdiagonal[i + 1] * entry(sm.Q, i + 1, d) : 0.0f;
             const float above = i > 0 ? subdiagonal[i] * entry(sm.K, i - 1, d) : 0.0f;
             dK[n][q] += b * row_k + column + diagonal[i] * u * qv + below;
             dQ[n][q] = dq + diagonal[i] * u * k + above;
-            dG_tile[i * DecayTile::kPitch + d] = i < L ? dG_e : 0.0f;
             dGq_tile[i * DecayTile::kPitch + d] = i < L ? qv * dq : 0.0f;
           } else {
-            float dG_e = qv * dq + b * db_e[n][q] - k * column;
+            dG_e = qv * dq + b * db_e[n][q] - k * column;
             if (i == L - 1) dG_e += expf(dt.at(i, d)) * state_dot_rows[d];
             dK[n][q] += b * row_k + column + diagonal[i] * qv;
             dQ[n][q] = dq + diagonal[i] * k;
-            dG_tile[i * DecayTile::kPitch + d] = i < L ? dG_e : 0.0f;
           }
           if constexpr (!kGated) dbA[q >> 1] += db_e[n][q];
+          dG_tile[i * DecayTile::kPitch + d] = i < L ? dG_e : 0.0f;
           r_tile[i * DecayTile::kPitch + d] = i < L ? r_e[n][q] : 0.0f;
         });
         mma::for_pairs(dQ[n], m0, c0 + 8 * n, [&](int i, int d, float x0, float x1) {
