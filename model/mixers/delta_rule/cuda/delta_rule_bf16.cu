@@ -22,6 +22,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <stdexcept>
 #include <vector>
 
 #include "kernels/cuda/check.h"
@@ -140,6 +141,10 @@ struct Bf16Plan {
   // bonus (Problem::u), or null.
   Bf16Plan(const ops::DeltaRuleSpec& spec, const SeqLayout& seqs, const ops::DeltaRuleInputs& in, bool backward,
            void* saved, Write write, const float* u) {
+    if (u && (write != Write::plain || spec.decay != ops::DecayKind::channel)) {
+      throw std::invalid_argument(
+          "delta_rule bf16 pipeline: the bonus readout is a plain write with a decay per channel");
+    }
     const Call call = describe_call(spec, in);
     const Bf16Sizes sizes(spec, seqs, call, backward, saved != nullptr, write, u != nullptr);
     segments = sizes.segments.count();
