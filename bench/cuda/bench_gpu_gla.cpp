@@ -4,9 +4,11 @@
 // forward and forward+backward milliseconds (CUDA events, mean over the timed launches; the
 // backward recomputing the forward's intermediates, and, as fwd_saving_ms and fwd_bwd_saved_ms,
 // with the forward saving them for the backward: ops::gla_saved_bytes, saved_gib; null for the ops
-// that save nothing: rwkv6, hgrn). Ops: gla (a decay per channel), mamba2 (one per token and
-// head), retnet (fixed per head), rwkv6 (per channel, the bonus readout), hgrn2 (the key tied to
-// the decay), and hgrn over D = H·K = 2048 channels.
+// that save nothing: hgrn). Ops: gla (a decay per channel), mamba2 (one per token and head), retnet
+// (fixed per head), rwkv6 (per channel, the bonus readout), hgrn2 (the key tied to the decay), and
+// hgrn over D = H·K = 2048 channels. Every op but hgrn takes the delta rule's bf16 tensor-core
+// pipeline at these shapes (model/mixers/gla/cuda/gla.cu: plain_takes), rwkv6 as its plain write
+// with the bonus readout.
 //
 // Usage: bench_gpu_gla [iterations=10] [op (gla|retnet|hgrn2|mamba2|rwkv6|hgrn; default: all)]
 //        [T (4096|16384; default: both)]

@@ -52,10 +52,10 @@ OpShape op_shape(const MixerConfig& config) {
 constexpr double kChunk = 64;
 
 // Whether a bf16 step runs the op on the delta rule's bf16 pipeline as its plain write
-// (model/mixers/gla/cuda/gla.cu; delta_rule_bf16.h): the after-write readout, K ≤ 256 and V ≤ 512,
-// both multiples of 8.
+// (model/mixers/gla/cuda/gla.cu; delta_rule_bf16.h): K ≤ 256 and V ≤ 512, both multiples of 8
+// (RWKV-6's bonus readout included).
 bool plain_write(const OpShape& s) {
-  return !s.bonus && s.key_dim <= 256 && s.value_dim <= 512 && s.key_dim % 8 == 0 && s.value_dim % 8 == 0;
+  return s.key_dim <= 256 && s.value_dim <= 512 && s.key_dim % 8 == 0 && s.value_dim % 8 == 0;
 }
 
 // Per token and head, what that pipeline's forward can keep for the backward of a plain write
@@ -121,7 +121,8 @@ class GlaFamily final : public MixerFamily {
   double wide_values_per_token(const MixerConfig&) const override { return 0; }
   // The CUDA backward's workspaces (model/mixers/gla/cuda/gla.cu). On the bf16 pipeline (a plain
   // write): the state gradient leaving each chunk (bf16 K × V per chunk and head; dŨ is dv itself),
-  // HGRN-2's tied key and its gradient (bf16 K each per token and head), and the kept buffers when
+  // HGRN-2's tied key and its gradient (bf16 K each per token and head), RWKV-6's parts of du (f32 K
+  // per chunk and head), and the kept buffers when
   // the backward recomputes them (else they are in the layer's saved buffer, cuda_saved_bytes).
   // Otherwise (gla_kernels.cuh): G per token and head (f64); f32 P and dP per chunk and head
   // (C × C), the states entering and the gradients leaving each chunk (K × V each), the bonus's
@@ -130,8 +131,8 @@ class GlaFamily final : public MixerFamily {
     const OpShape s = op_shape(config);
     if (plain_write(s)) {
       const double K = double(s.key_dim), V = double(s.value_dim);
-      const double per_head =
-          2 * K * V / kChunk + (s.tied ? 4 * K : 0.0) + (s.recompute ? plain_kept_per_token_and_head(s) : 0.0);
+      const double per_head = 2 * K * V / kChunk + (s.tied ? 4 * K : 0.0) + (s.bonus ? 4 * K / kChunk : 0.0) +
+                              (s.recompute ? plain_kept_per_token_and_head(s) : 0.0);
       return double(tokens) * double(s.heads) * per_head;
     }
     const double chunk = kChunk, chunks = std::ceil(double(tokens) / chunk), heads = double(s.heads);

@@ -13,12 +13,19 @@
 //   backward: the same S_start; C (the gradient at a segment's start from dS = 0 at its end) by the
 //             reverse pass; dS_end by the reverse chain (Aᵀ); then the reverse pass itself from each
 //             segment's dS_end.
+// RWKV-6's bonus readout (Bonus, Problem::u) changes only what intra stores (P, Q', Qg) and what
+// gradients adds: the segments and their transitions read those as they are, so long sequences run
+// by segments as any plain write does. Its du is the chunks' parts (Workspace::du_parts, a buffer
+// of the backward) summed in a fixed order (add_partials). A saved buffer needs nothing more for
+// the bonus: the kept Qg and P are intra's, with the bonus, and du_parts is the backward's own.
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <stdexcept>
 #include <vector>
 
 #include "kernels/cuda/check.h"
+#include "kernels/cuda/column_sums.cuh"
 #include "kernels/cuda/element_types.cuh"
 #include "kernels/cuda/launch.h"
 #include "kernels/cuda/scratch.h"
@@ -66,12 +73,12 @@ SegmentTable segment_table(const std::vector<int64_t>& table, int64_t seqs, int 
 // (`Kept`: G, T, W, U from intra; Ũ and h from the state pass; a decay per channel's G_L,
 // K ⊙ exp(G_L − G), scale Q ⊙ γ and scale P; with segments, their transitions A) and the rest
 // (`Passing`: the chunk and segment tables; the forward's output operands Q', R and GDN-2's w ⊙ V;
-// the backward's dŨ and dh; the segments' B, S_start, C and dS_end). A plain forward keeps only
-// what its own passes read (no Ũ, h, scale Q ⊙ γ, scale P). A plain write has no T, W, U (V) and Ũ
-// (V), and its dŨ is dv.
+// the backward's dŨ and dh (and the bonus's du_parts); the segments' B, S_start, C and dS_end). A
+// plain forward keeps only what its own passes read (no Ũ, h, scale Q ⊙ γ, scale P). A plain write
+// has no T, W, U (V) and Ũ (V), and its dŨ is dv.
 struct Bf16Sizes {
   enum Kept { kG, kT, kW, kU, kUt, kH, kGlast, kKend, kQg, kP, kA, kKeptCount };
-  enum Passing { kTable, kSegTable, kQe, kR, kVw, kDUt, kDh, kB, kSStart, kC, kDSEnd, kPassingCount };
+  enum Passing { kTable, kSegTable, kQe, kR, kVw, kDUt, kDh, kDuParts, kB, kSStart, kC, kDSEnd, kPassingCount };
   std::vector<size_t> kept, passing;
   std::vector<int64_t> table;
   SegmentTable segments;
@@ -79,7 +86,7 @@ struct Bf16Sizes {
   // `saving`: the kept buffers live in a saved buffer (a forward that fills it, a backward that
   // reads it). Every kept buffer is sized for a forward that saves and for any backward.
   Bf16Sizes(const ops::DeltaRuleSpec& spec, const SeqLayout& seqs, const Call& call, bool backward, bool saving,
-            Write write)
+            Write write, bool bonus)
       : kept(kKeptCount), passing(kPassingCount), table(chunk_table(seqs)) {
     const bool delta = write == Write::delta;
     const bool all_kept = backward || saving;
@@ -112,6 +119,7 @@ struct Bf16Sizes {
     passing[kVw] = per_channel && gated && !backward ? values * b : 0;
     passing[kDUt] = delta && backward ? values * b : 0;
     passing[kDh] = backward ? states * b : 0;
+    passing[kDuParts] = bonus && backward ? pairs * call.key_dim * f : 0;
     // B and S_start: the forward's segment starts, which a backward without saved buffers makes again
     passing[kB] = passing[kSStart] = segmented && !(backward && saving) ? seg_kv : 0;
     passing[kC] = passing[kDSEnd] = segmented && backward ? seg_kv : 0;
@@ -128,11 +136,16 @@ struct Bf16Plan {
   float *A = nullptr, *B = nullptr, *S_start = nullptr, *C = nullptr, *dS_end = nullptr;
   const int64_t* seq_segment = nullptr;
 
-  // A backward with `saved` reads the kept buffers a forward with the same `saved` wrote.
+  // A backward with `saved` reads the kept buffers a forward with the same `saved` wrote. `u`: the
+  // bonus (Problem::u), or null.
   Bf16Plan(const ops::DeltaRuleSpec& spec, const SeqLayout& seqs, const ops::DeltaRuleInputs& in, bool backward,
-           void* saved, Write write) {
+           void* saved, Write write, const float* u) {
+    if (u && (write != Write::plain || spec.decay != ops::DecayKind::channel)) {
+      throw std::invalid_argument(
+          "delta_rule bf16 pipeline: the bonus readout is a plain write with a decay per channel");
+    }
     const Call call = describe_call(spec, in);
-    const Bf16Sizes sizes(spec, seqs, call, backward, saved != nullptr, write);
+    const Bf16Sizes sizes(spec, seqs, call, backward, saved != nullptr, write, u != nullptr);
     segments = sizes.segments.count();
     std::vector<size_t> request = sizes.passing;
     if (!saved) request.insert(request.end(), sizes.kept.begin(), sizes.kept.end());
@@ -154,7 +167,8 @@ struct Bf16Plan {
                call.scale,
                spec.decay,
                spec.gate,
-               write == Write::plain};
+               write == Write::plain,
+               u};
     const auto k = [&](int i) { return sizes.kept[i] ? kept[i] : nullptr; };
     const auto p = [&](int i) { return sizes.passing[i] ? pass[i] : nullptr; };
     const auto k16 = [&](int i) { return static_cast<bf16*>(k(i)); };
@@ -166,6 +180,7 @@ struct Bf16Plan {
     ws.Kend = k16(Bf16Sizes::kKend), ws.Qg = k16(Bf16Sizes::kQg), ws.P = k16(Bf16Sizes::kP);
     ws.Qe = p16(Bf16Sizes::kQe), ws.R = p16(Bf16Sizes::kR), ws.Vw = p16(Bf16Sizes::kVw);
     ws.dUt = p16(Bf16Sizes::kDUt), ws.dh = p16(Bf16Sizes::kDh);
+    ws.du_parts = static_cast<float*>(p(Bf16Sizes::kDuParts));
     if (problem.plain) ws.U = const_cast<bf16*>(problem.v);  // U = V, read only
     if (segments == 0) return;
     std::vector<int64_t> seg = sizes.segments.seg_chunk;
@@ -228,12 +243,12 @@ bool bf16_takes(const ops::DeltaRuleSpec& spec, const ops::DeltaRuleInputs& in,
 
 size_t bf16_saved_bytes(const ops::DeltaRuleSpec& spec, const SeqLayout& seqs, const ops::DeltaRuleInputs& in,
                         Write write) {
-  return carved_bytes(Bf16Sizes(spec, seqs, describe_call(spec, in), false, true, write).kept);
+  return carved_bytes(Bf16Sizes(spec, seqs, describe_call(spec, in), false, true, write, false).kept);
 }
 
 void bf16_forward(const ops::DeltaRuleSpec& spec, const SeqLayout& seqs, const ops::DeltaRuleInputs& in, Tensor o,
-                  Tensor ht, void* saved, Write write) {
-  const Bf16Plan plan(spec, seqs, in, false, saved, write);
+                  Tensor ht, void* saved, Write write, const Bonus& bonus) {
+  const Bf16Plan plan(spec, seqs, in, false, saved, write, pointer<const float>(bonus.u));
   bf16path::intra(plan.problem, plan.ws);
   if (plan.segments == 0) {
     bf16path::state_forward(plan.problem, plan.ws, pointer<const float>(in.h0), pointer<float>(ht), pointer<bf16>(o));
@@ -244,9 +259,10 @@ void bf16_forward(const ops::DeltaRuleSpec& spec, const SeqLayout& seqs, const o
 }
 
 void bf16_backward(const ops::DeltaRuleSpec& spec, const SeqLayout& seqs, const ops::DeltaRuleInputs& in,
-                   const Tensor& d_o, const Tensor& dht, ops::DeltaRuleGrads& grads, const void* saved, Write write) {
+                   const Tensor& d_o, const Tensor& dht, ops::DeltaRuleGrads& grads, const void* saved, Write write,
+                   const Bonus& bonus) {
   // The backward only reads the kept buffers when they come from the forward.
-  Bf16Plan plan(spec, seqs, in, true, const_cast<void*>(saved), write);
+  Bf16Plan plan(spec, seqs, in, true, const_cast<void*>(saved), write, pointer<const float>(bonus.u));
   if (plan.problem.plain) plan.ws.dUt = pointer<bf16>(grads.dv);  // dv = dŨ
   if (!saved) bf16path::intra(plan.problem, plan.ws);
   const bf16* d_out = pointer<const bf16>(d_o);
@@ -268,6 +284,12 @@ void bf16_backward(const ops::DeltaRuleSpec& spec, const SeqLayout& seqs, const 
       plan.problem, for_gradients, d_out,
       {pointer<bf16>(grads.dq), pointer<bf16>(grads.dk), pointer<bf16>(grads.dv), pointer<bf16>(grads.dbeta),
        pointer<bf16>(grads.db), pointer<bf16>(grads.dw), pointer<float>(grads.dg)});
+  if (plan.problem.u) {  // du = Σ over the chunks of their parts, in a fixed order
+    float* const du = pointer<float>(bonus.du);
+    const int64_t width = int64_t{plan.problem.heads} * plan.problem.key_dim;
+    check_cuda(cudaMemsetAsync(du, 0, static_cast<size_t>(width) * sizeof(float), 0), "cudaMemsetAsync (du)");
+    add_partials(du, plan.ws.du_parts, plan.problem.chunks.count, width);
+  }
 }
 
 }  // namespace linea::cuda::delta

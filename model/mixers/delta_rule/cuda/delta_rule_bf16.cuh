@@ -57,6 +57,13 @@ inline constexpr int kMaxV = 512;  // intra holds a chunk's V rows whole
 // G (and the decay per channel's tiles) and the output's Q' = scale γ ⊙ Q and R = P, the state
 // passes skip the W products, state_backward's dŨ is dv, and gradients skips what flows through
 // T, W and β. With `plain`, gate is GateKind::beta and beta is null.
+// `u` (RWKV-6's bonus readout; a plain write with a decay per channel only, else null): the readout
+// reads the state before the token's write plus the bonus, o_t = scale (S_{t−1}ᵀ q_t +
+// (q_t · (u ⊙ k_t)) v_t), u [H, K] f32. Per chunk the query side decays by R_i = G_{i−1} (R_0 = 0)
+// for G: intra's P has the pairs j < i with exp(R_i − G_j) and the diagonal scale Σ_d q_id u_d k_id,
+// its Q' and Qg are scale Q ⊙ exp(R); the state passes and the segments read them as they are
+// (S_end is the after-write one), and gradients adds the bonus's terms and writes du's part of each
+// chunk (Workspace::du_parts).
 struct Problem {
   const bf16 *q, *k, *v;
   const bf16* beta;        // GateKind::beta: [N, H]
@@ -69,6 +76,7 @@ struct Problem {
   ops::DecayKind decay;
   ops::GateKind gate;
   bool plain;
+  const float* u;  // [H, K], or null
 };
 
 // Buffers between the kernels: G [N, H] f32 (scalar decay); T [NC, H, C, C] (row-major, all C × C
@@ -80,10 +88,12 @@ struct Problem {
 // [N, H, V]. A null pointer is not written: Qe, R and Vw are the forward's output only; Ut, h, Qg
 // and P are written where given (the backward's recomputation, or a forward that saves them).
 // A plain write has no T and W (null: the state passes read W as zeros), U is V itself (read
-// only), Ũ is not stored (gradients reads V in its place) and dŨ is the dv output.
+// only), Ũ is not stored (gradients reads V in its place) and dŨ is the dv output. With the bonus
+// (Problem::u) the backward's du_parts [NC, H, K] f32: Σ_i δ_i q_i ⊙ k_i of each chunk (gradients).
 struct Workspace {
   float *G, *Glast;
   bf16 *T, *W, *U, *Ut, *dUt, *h, *dh, *Qe, *R, *Kend, *Qg, *P, *Vw;
+  float* du_parts;
 };
 
 // The gradients (dg null without decay; dbeta with the β gate, db and dw with GDN-2's).

@@ -28,6 +28,21 @@
 // products: 200 KB. A plain write keeps Q, K, dP̃ and value tiles without v, in key passes of 64: 104 KB, two blocks a
 // multiprocessor. Reads per chunk and head: q, k, v, dO, Ũ, dŨ, h, dh, T, G, β (dO, Ũ, dŨ once more per extra pass);
 // writes dq, dk, dv, dβ, dg.
+//
+// RWKV-6's bonus readout (kBonus: a plain write with a decay per channel, Problem::u; intra's P has
+// pairs j < i with exp(R_i − G_j), R_i = G_{i−1}, R_0 = 0, and the diagonal scale Σ_d q_id u_d k_id):
+// with dP = dO Vᵀ, δ_i = scale dP_ii and sub_i = scale dP_{i,i−1} (i ≥ 1),
+//   dq_i = scale exp(R_i) ⊙ (dO S0ᵀ)_i + Σ_{j<i−1} scale dP_ij k_j ⊙ exp(R_i − G_j) + sub_i k_{i−1} + δ_i u ⊙ k_i
+//   dk_j = exp(G_L − G_j) ⊙ (V dSᵀ)_j + Σ_{i>j+1} scale dP_ij q_i ⊙ exp(R_i − G_j) + sub_{j+1} q_{j+1} + δ_j u ⊙ q_j
+//   du   = Σ_i δ_i q_i ⊙ k_i, the chunk's part to Workspace::du_parts (summed over the chunks in a fixed
+//          order by the caller)
+// (the sums over pairs by the channel blocks with a shift of 1, delta_rule_bf16_channel.cuh). In ∂L/∂G
+// the query side's q_i ⊙ (dq_i's decayed terms: the first two) belongs to row i − 1 (∂L/∂R_i; none
+// for i = 0) and the key side's −k_j ⊙ (dk_j's pair sum) to row j. The pairs (i, i − 1) have decay 1
+// and would add and remove the same amount at row i − 1: dP̃ leaves them out and sub enters dq and dk
+// alone, outside ∂L/∂G (as δ does after the write; the bonus's δ terms carry no decay at all). The
+// query side's part goes to a third f32 tile dGq beside dG and r, and
+// dg_i = Σ_{s≥i} (dG_s + dGq_{s+1}) + Σ_{s<i} r_s.
 #include "kernels/cuda/check.h"
 #include "kernels/cuda/warp_reduce.cuh"
 #include "model/mixers/delta_rule/cuda/delta_rule_bf16.cuh"
@@ -84,18 +99,22 @@ __device__ __forceinline__ float row_sum(float x) {
 }
 
 // kPlain: Problem::plain, whose kernel fits two blocks a multiprocessor (128 registers a thread).
-template <int Kt, ops::DecayKind kDecayKind, ops::GateKind kGate, bool kPlain>
+// kBonus: RWKV-6's readout (Problem::u; a plain write with a decay per channel).
+template <int Kt, ops::DecayKind kDecayKind, ops::GateKind kGate, bool kPlain, bool kBonus = false>
 __global__ void __launch_bounds__(kThreads, kPlain ? 2 : 1)
     gradients_kernel(Problem p, Workspace ws, const bf16* d_o, Outputs out) {
   constexpr bool kDecay = kDecayKind == ops::DecayKind::scalar, kChannel = kDecayKind == ops::DecayKind::channel;
   constexpr bool kGated = kGate == ops::GateKind::erase_write;
+  static_assert(!kBonus || (kPlain && kChannel), "the bonus readout is a plain write with a decay per channel");
+  constexpr int kShift = kBonus ? 1 : 0;  // the query side's decay R_i = G_{i − kShift}
   extern __shared__ __align__(128) unsigned char shared[];
   const GradientShared<Kt, kPlain> sm(shared);
   constexpr int kN = Kt / 16;  // column tiles of a warp's part of a [64, Kt] result
   __shared__ float G[kC], beta[kC];
   // A decay per channel: after step 1 the value tiles' place holds the three reach operands (row
-  // reach of K, column reaches of x and Q), then G; after the reach products, dG and r [C, Kt].
-  using DecayTile = channel::DecayTile<Kt>;
+  // reach of K, column reaches of x and Q), then G; after the reach products, dG and r [C, Kt]
+  // (and with the bonus dGq, the query side's part of ∂L/∂G, before G).
+  using DecayTile = channel::DecayTile<Kt, kShift>;
   __shared__ uint32_t steep[channel::kBlocks][Kt / 32];
   __shared__ float state_dot_rows[kChannel ? Kt : 1];
   bf16* const reach_k = sm.values;
@@ -104,6 +123,9 @@ __global__ void __launch_bounds__(kThreads, kPlain ? 2 : 1)
   const DecayTile dt{reinterpret_cast<float*>(reach_q + channel::kReachRows * Kt), &steep[0][0]};
   float* const dG_tile = reinterpret_cast<float*>(reach_k);
   float* const r_tile = dG_tile + kC * DecayTile::kPitch;
+  float* const dGq_tile = r_tile + kC * DecayTile::kPitch;
+  static_assert(3 * kC * DecayTile::kPitch * sizeof(float) <= 3 * channel::kReachRows * Kt * sizeof(bf16),
+                "dG, r and dGq fit over the reach operands, before G");
   static_assert(!kChannel || 3 * channel::kReachRows * Kt * sizeof(bf16) + DecayTile::kBytes <=
                                  2 * ValueTiles<Kt, kPlain>::kElements * sizeof(bf16),
                 "the channel decay's tiles fit in the value tiles' place");
@@ -111,6 +133,7 @@ __global__ void __launch_bounds__(kThreads, kPlain ? 2 : 1)
   __shared__ float sums[kSums][2][kC];  // row sums, one per warp column half
   __shared__ float state_dot[kThreads / 32];
   __shared__ float dG_rows[kC], r_rows[kC], diagonal[kC];
+  __shared__ float subdiagonal[kBonus ? kC : 1];  // sub_i = scale dP_{i,i−1} (sub_0 = 0)
   const int64_t chunk = blockIdx.x;
   const int head = blockIdx.y, H = p.heads, K = p.key_dim, V = p.value_dim;
   const Span s = chunk_span(p.chunks, chunk);
@@ -137,6 +160,7 @@ __global__ void __launch_bounds__(kThreads, kPlain ? 2 : 1)
     const int i = threadIdx.x;
     beta[i] = kGated || kPlain ? 1.0f : i < L ? __bfloat162float(p.beta[(s.first + i) * H + head]) : 0.0f;
     G[i] = kDecay && i < L ? ws.G[(s.first + i) * H + head] : 0.0f;
+    if (kBonus && i == 0) subdiagonal[0] = 0.0f;
   }
   // e_ij (j ≤ i < L: exponent ≤ 0) and γ_i.
   const auto pair_decay = [&](int i, int j) { return kDecay ? expf(G[i] - G[j]) : 1.0f; };
@@ -265,11 +289,16 @@ __global__ void __launch_bounds__(kThreads, kPlain ? 2 : 1)
           });
         }
         mma::for_pairs(dP[n], m0, j0 + 8 * n, [&](int i, int j, float x0, float x1) {
-          const float p0 = j < i && i < L ? p.scale * x0 * pair_decay(i, j) : 0.0f;
-          const float p1 = j + 1 < i && i < L ? p.scale * x1 * pair_decay(i, j + 1) : 0.0f;
+          // dP̃: the pairs j < i (with the bonus j < i − 1: the subdiagonal is kept apart)
+          const float p0 = j < i - kShift && i < L ? p.scale * x0 * pair_decay(i, j) : 0.0f;
+          const float p1 = j + 1 < i - kShift && i < L ? p.scale * x1 * pair_decay(i, j + 1) : 0.0f;
           put(sm.dP, i, j, p0, p1);
           if (j == i) diagonal[i] = p.scale * x0;
           if (j + 1 == i) diagonal[i] = p.scale * x1;
+          if constexpr (kBonus) {
+            if (j == i - 1) subdiagonal[i] = p.scale * x0;
+            if (j + 1 == i - 1) subdiagonal[i] = p.scale * x1;
+          }
         });
       }
     }
@@ -347,7 +376,7 @@ __global__ void __launch_bounds__(kThreads, kPlain ? 2 : 1)
         mma::for_entries(m0, c0 + 8 * n, [&](int i, int d, int q) {
           const float k = entry(sm.K, i, d), dy = -dY[n][q];
           const float g = expf(dt.at(i, d)), to_end = expf(dt.at(kC - 1, d) - dt.at(i, d));
-          dQ[n][q] *= p.scale * g;
+          dQ[n][q] *= p.scale * (kBonus ? expf(dt.readout(i, d)) : g);  // scale exp(R_i)
           r_e[n][q] = k * to_end * dK[n][q];
           db_e[n][q] = k * g * dy;
           dK[n][q] = to_end * dK[n][q] + erase(i, d) * g * dy;
@@ -374,25 +403,37 @@ __global__ void __launch_bounds__(kThreads, kPlain ? 2 : 1)
         mma::for_entries(m0, c0 + 8 * n, [&](int i, int d, int q) {
           float row_k = dek[n][q] * channel::row_near(dt, i, d), row_p = prow[n][q] * channel::row_near(dt, i, d);
           float column = col[n][q] * channel::column_near(dt, i, d);
-          if (dt.is_steep(block, d)) {  // the pairs inside the block one by one
+          if (dt.is_steep(block, d)) {  // the pairs inside the block one by one (those of dP̃)
             const int first_row = i - i % channel::kBlock;
-            for (int j = first_row; j < i; ++j) {
-              const float kf = entry(sm.K, j, d) * expf(dt.at(i, d) - dt.at(j, d));
+            for (int j = first_row; j < i - kShift; ++j) {
+              const float kf = entry(sm.K, j, d) * expf(dt.readout(i, d) - dt.at(j, d));
               if constexpr (!kPlain) row_k += entry(sm.dA, i, j) * kf;
               row_p += entry(sm.dP, i, j) * kf;
             }
-            for (int m = i + 1; m < first_row + channel::kBlock; ++m) {
+            for (int m = i + 1 + kShift; m < first_row + channel::kBlock; ++m) {
               const float written = kPlain ? 0.0f : entry(dAx, m, i) * x_entry(m, d);
-              column += (written + entry(sm.dP, m, i) * entry(sm.Q, m, d)) * expf(dt.at(m, d) - dt.at(i, d));
+              column += (written + entry(sm.dP, m, i) * entry(sm.Q, m, d)) * expf(dt.readout(m, d) - dt.at(i, d));
             }
           }
           const float k = entry(sm.K, i, d), qv = entry(sm.Q, i, d), b = erase(i, d);
-          const float dq = dQ[n][q] + row_p;
+          const float dq = dQ[n][q] + row_p;  // dq's decayed terms
           db_e[n][q] += k * row_k;
-          float dG_e = qv * dq + b * db_e[n][q] - k * column;
-          if (i == L - 1) dG_e += expf(dt.at(i, d)) * state_dot_rows[d];
-          dK[n][q] += b * row_k + column + diagonal[i] * qv;
-          dQ[n][q] = dq + diagonal[i] * k;
+          float dG_e;
+          if constexpr (kBonus) {  // dq's decayed terms belong to row i − 1 (dGq)
+            dG_e = b * db_e[n][q] - k * column;
+            if (i == L - 1) dG_e += expf(dt.at(i, d)) * state_dot_rows[d];
+            const float u = k0 + d < K ? p.u[static_cast<int64_t>(head) * K + k0 + d] : 0.0f;
+            const float below = i + 1 < kC ? subdiagonal[i + 1] * entry(sm.Q, i + 1, d) : 0.0f;
+            const float above = i > 0 ? subdiagonal[i] * entry(sm.K, i - 1, d) : 0.0f;
+            dK[n][q] += b * row_k + column + diagonal[i] * u * qv + below;
+            dQ[n][q] = dq + diagonal[i] * u * k + above;
+            dGq_tile[i * DecayTile::kPitch + d] = i < L ? qv * dq : 0.0f;
+          } else {
+            dG_e = qv * dq + b * db_e[n][q] - k * column;
+            if (i == L - 1) dG_e += expf(dt.at(i, d)) * state_dot_rows[d];
+            dK[n][q] += b * row_k + column + diagonal[i] * qv;
+            dQ[n][q] = dq + diagonal[i] * k;
+          }
           if constexpr (!kGated) dbA[q >> 1] += db_e[n][q];
           dG_tile[i * DecayTile::kPitch + d] = i < L ? dG_e : 0.0f;
           r_tile[i * DecayTile::kPitch + d] = i < L ? r_e[n][q] : 0.0f;
@@ -410,7 +451,8 @@ __global__ void __launch_bounds__(kThreads, kPlain ? 2 : 1)
         }
       }
       __syncthreads();
-      // dg_id = Σ_{s≥i} dG_sd + Σ_{s<i} r_sd, a thread per channel.
+      // dg_id = Σ_{s≥i} dG_sd + Σ_{s<i} r_sd (with the bonus + Σ_{s>i} dGq_sd), a thread per
+      // channel; with the bonus also the chunk's du_d = Σ_i δ_i q_id k_id.
       if (threadIdx.x < Kt && k0 + static_cast<int>(threadIdx.x) < K) {
         const int d = threadIdx.x;
         float before = 0.0f;
@@ -423,6 +465,12 @@ __global__ void __launch_bounds__(kThreads, kPlain ? 2 : 1)
         for (int i = L - 1; i >= 0; --i) {
           after += dG_tile[i * DecayTile::kPitch + d];
           out.dg[((s.first + i) * H + head) * K + k0 + d] = after + r_tile[i * DecayTile::kPitch + d];
+          if constexpr (kBonus) after += dGq_tile[i * DecayTile::kPitch + d];  // for the rows before i
+        }
+        if constexpr (kBonus) {
+          float du = 0.0f;
+          for (int i = 0; i < L; ++i) du += diagonal[i] * entry(sm.Q, i, d) * entry(sm.K, i, d);
+          ws.du_parts[(chunk * H + head) * static_cast<int64_t>(K) + k0 + d] = du;
         }
       }
     }
@@ -469,9 +517,9 @@ __global__ void __launch_bounds__(kThreads, kPlain ? 2 : 1)
   }
 }
 
-template <int Kt, ops::DecayKind kDecay, ops::GateKind kGate, bool kPlain>
+template <int Kt, ops::DecayKind kDecay, ops::GateKind kGate, bool kPlain, bool kBonus = false>
 void launch(const Problem& p, const Workspace& ws, const bf16* d_o, const Outputs& out) {
-  const auto kernel = gradients_kernel<Kt, kDecay, kGate, kPlain>;
+  const auto kernel = gradients_kernel<Kt, kDecay, kGate, kPlain, kBonus>;
   constexpr size_t bytes = GradientShared<Kt, kPlain>::bytes();
   allow_shared_memory(reinterpret_cast<const void*>(kernel), bytes);
   const dim3 grid(static_cast<unsigned>(p.chunks.count), static_cast<unsigned>(p.heads));
@@ -487,6 +535,9 @@ void gradients(const Problem& p, const Workspace& ws, const bf16* d_o, const Out
     constexpr ops::DecayKind kDecay = decltype(decay)::value;
     constexpr ops::GateKind kGate = decltype(gate)::value;
     if constexpr (kGate == ops::GateKind::beta) {
+      if constexpr (kDecay == ops::DecayKind::channel) {
+        if (p.u) return launch<64, kDecay, kGate, true, true>(p, ws, d_o, out);  // the bonus readout (plain)
+      }
       if (p.plain) return launch<64, kDecay, kGate, true>(p, ws, d_o, out);  // key passes of 64: 104 KB
     }
     if constexpr (kDecay == ops::DecayKind::channel) {  // key passes of 64 (the channel tiles fit)

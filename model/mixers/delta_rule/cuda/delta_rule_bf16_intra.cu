@@ -295,12 +295,19 @@ __global__ void __launch_bounds__(kThreads, Kd <= 128 ? 2 : 1) intra_kernel(Prob
 //   forward: Q' = scale Q ⊙ γ − P W, R = P T' (O = Q' S + R V'), GDN-2's V';
 //   backward: scale Q ⊙ γ and P for state_backward.
 // x ⊙ γ enters W as a pair hi + lo like T' (the forward's Q' takes the difference of two close
-// terms). The key columns run in passes of Kt = min(Kd, 128): A and P accumulate over the passes,
+// terms). A plain write forms P, K ⊙ exp(G_L − G), G_L and scale Q ⊙ γ only (T' = I, W = 0, R = P).
+// RWKV-6's bonus readout (kBonus, a plain write; o_t reads S_{t−1} and the bonus u [H, K]):
+//   P_ij = scale Σ_d q_id k_jd exp(R_id − G_jd) (j < i, R_i = G_{i−1}, R_0 = 0: the factorization
+//          with a shift of 1, delta_rule_bf16_channel.cuh),  P_ii = scale Σ_d q_id u_d k_id,
+//   scale Q ⊙ exp(R) for scale Q ⊙ γ (Q' of the output and Qg of the backward);
+// the state passes read them as they are (O = Q' S + P V, dŨ = Pᵀ dO + Kend dS = dv, dS's Qgᵀ dO).
+// The diagonal is summed per pass from the staged Q and K tiles, before they are rescaled in place.
+// The key columns run in passes of Kt = min(Kd, 128): A and P accumulate over the passes,
 // W, Q' and the rest are per column. Tiles (Kt = 128): K and Q of the pass (the left operands in
 // place), G f32, a region for the reach operands (160 rows), then A and T f32, then x ⊙ γ hi and lo,
 // then W hi and lo; T' hi and lo, P hi and lo; two value blocks (and two of w): 154 KB (GDN-2:
 // 170 KB), one block a multiprocessor.
-template <int Kd, ops::GateKind kGate>
+template <int Kd, ops::GateKind kGate, int kShift = 0>
 struct ChannelIntraShared {
   static constexpr int Kt = Kd < 128 ? Kd : 128;
   static constexpr bool kGated = kGate == ops::GateKind::erase_write;
@@ -314,7 +321,7 @@ struct ChannelIntraShared {
            (plain ? 0 : sizeof(bf16) * (4 + kValueBlocks) * kC * kC);
   }
   Tile<Kt> K, Q;
-  channel::DecayTile<Kt> decay;
+  channel::DecayTile<Kt, kShift> decay;
   unsigned char* region;
   Tile<kC> Tu_hi, Tu_lo, P_hi, P_lo;
   bf16* values;  // V block b at values + (b % 2) C², w's at values + (2 + b % 2) C²
@@ -330,14 +337,18 @@ struct ChannelIntraShared {
   }
 };
 
-template <int Kd, ops::GateKind kGate, bool kOutput>
+// kBonus: RWKV-6's readout (p.u set, p.plain, the β gate).
+template <int Kd, ops::GateKind kGate, bool kOutput, bool kBonus>
 __global__ void __launch_bounds__(kThreads) intra_channel_kernel(Problem p, Workspace ws) {
-  using Shared = ChannelIntraShared<Kd, kGate>;
+  static_assert(!kBonus || kGate == ops::GateKind::beta, "the bonus readout is a plain write");
+  constexpr int kShift = kBonus ? 1 : 0;  // the query side's decay R_i = G_{i − kShift}
+  using Shared = ChannelIntraShared<Kd, kGate, kShift>;
   constexpr int Kt = Shared::Kt, kN = Kt / 16;
   constexpr bool kGated = Shared::kGated;
   extern __shared__ __align__(128) unsigned char shared[];
   __shared__ uint32_t steep[channel::kBlocks][Kt / 32];
   __shared__ float beta[kC];
+  __shared__ float bonus_diagonal[kBonus ? kC : 1];  // Σ_d q_id u_d k_id
   const Shared sm(shared, &steep[0][0]);
   const int64_t chunk = blockIdx.x;
   const int head = blockIdx.y, H = p.heads, K = p.key_dim, V = p.value_dim;
@@ -348,7 +359,7 @@ __global__ void __launch_bounds__(kThreads) intra_channel_kernel(Problem p, Work
   float(*A)[kPitch] = reinterpret_cast<float(*)[kPitch]>(sm.region);
   float(*T)[kPitch] = A + kC;
   const Tile<Kt> Y_hi{reach}, Y_lo{reach + kC * Kt};  // later W hi and lo
-  const channel::DecayTile<Kt>& dt = sm.decay;
+  const channel::DecayTile<Kt, kShift>& dt = sm.decay;
 
   // x_id (key column k0 + d), from the K tile.
   const auto x_entry = [&](int i, int d, int k0) {
@@ -370,6 +381,10 @@ __global__ void __launch_bounds__(kThreads) intra_channel_kernel(Problem p, Work
 
   // A (not for a plain write) and P over the passes: warp entries rows 16 block.., columns 32 half.. .
   float kk[4][4] = {}, pk[4][4] = {};
+  // kBonus: the thread's part of row threadIdx.x / 4's diagonal (the pass's 16-byte pieces
+  // threadIdx.x % 4, + 4, …), summed over the passes.
+  static_assert(!kBonus || kThreads == 4 * kC, "four threads a row of the bonus diagonal");
+  float diagonal_part = 0.0f;
   for (int pass = 0; pass < passes; ++pass) {
     const int k0 = pass * Kt;
     if (pass > 0) __syncthreads();  // the previous pass's operands are read
@@ -390,10 +405,10 @@ __global__ void __launch_bounds__(kThreads) intra_channel_kernel(Problem p, Work
 #pragma unroll
       for (int t = 0; t < 2; ++t) {
         mma::for_entries(m0, 32 * half + 8 * (nt + t), [&](int i, int j, int r) {
-          if (j > i || i >= L) return;
+          if (j > i - kShift || i >= L) return;  // P's pairs: j ≤ i, or j < i with the shift
           float a = 0.0f, pq = 0.0f;
           channel::for_steep(dt, block, [&](int d) {
-            const float kj = entry(sm.K, j, d) * expf(dt.at(i, d) - dt.at(j, d));
+            const float kj = entry(sm.K, j, d) * expf(dt.readout(i, d) - dt.at(j, d));
             a += x_entry(i, d, k0) * kj;
             pq += entry(sm.Q, i, d) * kj;
           });
@@ -403,8 +418,24 @@ __global__ void __launch_bounds__(kThreads) intra_channel_kernel(Problem p, Work
       }
     }
     channel::fill_row_reach<Kt>(reach, dt, [&](int j, int d) { return entry(sm.K, j, d); });
+    if constexpr (kBonus) {  // from Q and K as staged (rescaled below)
+      const int i = threadIdx.x >> 2;
+      const float* const u = p.u + static_cast<int64_t>(head) * K + k0;
+      for (int c = 8 * (threadIdx.x & 3); c < Kt && k0 + c < K; c += 32) {  // K: a multiple of 8
+        const uint4 qx = *reinterpret_cast<const uint4*>(sm.Q.at(i, c));
+        const uint4 kx = *reinterpret_cast<const uint4*>(sm.K.at(i, c));
+        const uint32_t* const qw = reinterpret_cast<const uint32_t*>(&qx);
+        const uint32_t* const kw = reinterpret_cast<const uint32_t*>(&kx);
+#pragma unroll
+        for (int w = 0; w < 4; ++w) {
+          const float2 qv = mma::unpack(qw[w]), kv = mma::unpack(kw[w]);
+          diagonal_part += qv.x * u[c + 2 * w] * kv.x + qv.y * u[c + 2 * w + 1] * kv.y;
+        }
+      }
+    }
     __syncthreads();
-    // The left operands in place: x_i ⊙ exp(G_i − G_n), q_i ⊙ exp(G_i − G_n).
+    // The left operands in place: x_i ⊙ exp(G_i − G_n), q_i ⊙ exp(G_i − G_n) (exp(R_i − R_n) with the
+    // shift).
     for (int q = threadIdx.x; q < kC * Kt / 2; q += blockDim.x) {
       const int i = q / (Kt / 2), d = 2 * (q % (Kt / 2));
       const float f0 = channel::row_near(dt, i, d), f1 = channel::row_near(dt, i, d + 1);
@@ -427,6 +458,11 @@ __global__ void __launch_bounds__(kThreads) intra_channel_kernel(Problem p, Work
                                                             reach_rows, 16 * J, Kt);
     }
   }
+  if constexpr (kBonus) {  // the row's four parts, in a fixed order
+    diagonal_part += __shfl_xor_sync(0xffffffffu, diagonal_part, 1);
+    diagonal_part += __shfl_xor_sync(0xffffffffu, diagonal_part, 2);
+    if ((threadIdx.x & 3) == 0) bonus_diagonal[threadIdx.x >> 2] = diagonal_part;
+  }
   __syncthreads();  // the reach operands are read: A and T go over them
   if (!p.plain) {
 #pragma unroll
@@ -444,13 +480,17 @@ __global__ void __launch_bounds__(kThreads) intra_channel_kernel(Problem p, Work
       put_split(sm.Tu_hi, sm.Tu_lo, i, j, t0 * beta[j], t1 * beta[j + 1]);
     });
   }
-  // P (scaled, j ≤ i): stored for the backward where ws.P is given; for the output, as an operand
-  // pair (or R = P itself, for a plain write).
+  // P (scaled, j ≤ i; with the bonus j < i and the bonus diagonal): stored for the backward where
+  // ws.P is given; for the output, as an operand pair (or R = P itself, for a plain write).
   bf16* const R_out = kOutput ? ws.R + (chunk * H + head) * kC * kC : nullptr;
+  const auto scaled_pair = [&](int i, int j, float x) {
+    if (kBonus && j == i) return i < L ? p.scale * bonus_diagonal[i] : 0.0f;
+    return j <= i - kShift && i < L ? p.scale * x : 0.0f;
+  };
 #pragma unroll
   for (int n = 0; n < 4; ++n) {
     mma::for_pairs(pk[n], m0, 32 * half + 8 * n, [&](int i, int j, float x0, float x1) {
-      const float e0 = j <= i && i < L ? p.scale * x0 : 0.0f, e1 = j + 1 <= i && i < L ? p.scale * x1 : 0.0f;
+      const float e0 = scaled_pair(i, j, x0), e1 = scaled_pair(i, j + 1, x1);
       if constexpr (kOutput) {
         if (p.plain) {
           *reinterpret_cast<uint32_t*>(R_out + i * kC + j) = mma::pack(e0, e1);
@@ -464,7 +504,8 @@ __global__ void __launch_bounds__(kThreads) intra_channel_kernel(Problem p, Work
   __syncthreads();
 
   // Per pass of key columns: W = T' (x ⊙ γ), K ⊙ exp(G_L − G), scale Q ⊙ γ (for the backward, where
-  // ws.Qg is given) and Q' = scale Q ⊙ γ − P W (the forward's output).
+  // ws.Qg is given; scale Q ⊙ exp(R) with the bonus) and Q' = scale Q ⊙ γ − P W (the forward's
+  // output).
   for (int pass = 0; pass < passes; ++pass) {
     const int k0 = pass * Kt;
     if (pass > 0) __syncthreads();  // the previous pass's tiles are read
@@ -483,8 +524,10 @@ __global__ void __launch_bounds__(kThreads) intra_channel_kernel(Problem p, Work
         const int64_t row = (s.first + i) * H + head;
         put_global(ws.Kend, row, K, k0 + d, k.x * expf(dt.at(kC - 1, d) - dt.at(i, d)),
                    k.y * expf(dt.at(kC - 1, d + 1) - dt.at(i, d + 1)));
-        if (ws.Qg) put_global(ws.Qg, row, K, k0 + d, p.scale * g0 * qv.x, p.scale * g1 * qv.y);
-        if (kOutput && p.plain) put_global(ws.Qe, row, K, k0 + d, p.scale * g0 * qv.x, p.scale * g1 * qv.y);
+        // the query side's exp(R_i): γ_i, or exp(G_{i−1}) with the bonus
+        const float r0 = kBonus ? expf(dt.readout(i, d)) : g0, r1 = kBonus ? expf(dt.readout(i, d + 1)) : g1;
+        if (ws.Qg) put_global(ws.Qg, row, K, k0 + d, p.scale * r0 * qv.x, p.scale * r1 * qv.y);
+        if (kOutput && p.plain) put_global(ws.Qe, row, K, k0 + d, p.scale * r0 * qv.x, p.scale * r1 * qv.y);
       }
     }
     if (p.plain) continue;  // no W: Q' = scale Q ⊙ γ
@@ -589,9 +632,16 @@ void intra(const Problem& p, const Workspace& ws) {
       constexpr ops::DecayKind kDecay = decltype(decay)::value;
       constexpr ops::GateKind kGate = decltype(gate)::value;
       if constexpr (kDecay == ops::DecayKind::channel) {
-        const size_t bytes = ChannelIntraShared<Kd, kGate>::bytes(p.plain);
-        output ? launch(intra_channel_kernel<Kd, kGate, true>, bytes)
-               : launch(intra_channel_kernel<Kd, kGate, false>, bytes);
+        const auto with_bonus = [&](auto bonus) {
+          constexpr bool kBonus = decltype(bonus)::value;
+          const size_t bytes = ChannelIntraShared < Kd, kGate, kBonus ? 1 : 0 > ::bytes(p.plain);
+          output ? launch(intra_channel_kernel<Kd, kGate, true, kBonus>, bytes)
+                 : launch(intra_channel_kernel<Kd, kGate, false, kBonus>, bytes);
+        };
+        if constexpr (kGate == ops::GateKind::beta) {
+          if (p.u) return with_bonus(std::true_type{});
+        }
+        with_bonus(std::false_type{});
       } else {
         constexpr bool kScalar = kDecay == ops::DecayKind::scalar;
         output ? launch(intra_kernel<Kd, kScalar, true>, intra_shared_bytes<Kd, true>(value_blocks, p.plain))

@@ -68,11 +68,13 @@ struct Plan {
   }
 };
 
-// The delta rule's bf16 tensor-core pipeline takes the bf16 calls with the after-write readout as
-// its plain write: a decay per channel (GLA, HGRN-2), per token (Mamba-2) or per head (RetNet: g
-// [H], a scalar decay of token stride 0). HGRN-2's key k = 1 − exp(g) is written out for it in bf16
-// (tied_keys), and its share of dg added afterwards: ∂k/∂g = −exp(g), so dg += −exp(g) ⊙ dk
-// (add_tied_key_gradient). RWKV-6 (the before-write bonus readout) stays on gla_kernels.cuh.
+// The delta rule's bf16 tensor-core pipeline takes the bf16 calls as its plain write: with the
+// after-write readout a decay per channel (GLA, HGRN-2), per token (Mamba-2) or per head (RetNet: g
+// [H], a scalar decay of token stride 0); with RWKV-6's before-write bonus readout a decay per
+// channel and a given key (delta::Bonus: u, du). HGRN-2's key k = 1 − exp(g) is written out for it
+// in bf16 (tied_keys), and its share of dg added afterwards: ∂k/∂g = −exp(g), so dg += −exp(g) ⊙ dk
+// (add_tied_key_gradient). The calls it does not take (f32; K or V not a multiple of 8, K > 256,
+// V > 512, unaligned token tensors) run on gla_kernels.cuh.
 ops::DeltaRuleSpec plain_spec(const ops::GlaSpec& spec) {
   const ops::DecayKind decay = spec.decay == ops::GlaDecay::channel ? ops::DecayKind::channel : ops::DecayKind::scalar;
   return {decay, ops::GateKind::beta, spec.scale};
@@ -88,7 +90,9 @@ const Tensor& key_or_stand_in(const ops::GlaSpec& spec, const ops::GlaInputs& in
   return spec.key == ops::GlaKey::given ? in.k : in.q;
 }
 bool plain_takes(const ops::GlaSpec& spec, const ops::GlaInputs& in, std::initializer_list<const Tensor*> tensors) {
-  return in.q.dtype() == DType::bf16 && spec.readout == ops::GlaReadout::after_write &&
+  const bool readout = spec.readout == ops::GlaReadout::after_write ||
+                       (spec.decay == ops::GlaDecay::channel && spec.key == ops::GlaKey::given);
+  return in.q.dtype() == DType::bf16 && readout &&
          delta::bf16_takes(plain_spec(spec), plain_inputs(in, key_or_stand_in(spec, in)), tensors, delta::Write::plain);
 }
 
@@ -98,10 +102,15 @@ void* saved_memory(const Tensor& saved, bool plain, const char* op) {
   if (!saved.defined()) return nullptr;
   if (!plain || reinterpret_cast<uintptr_t>(saved.raw()) % 256 != 0) {
     throw std::invalid_argument(std::string(op) +
-                                ": saved: only a bf16 call with the after-write readout and 16-byte aligned tensors "
-                                "(gla_saved_bytes > 0) saves its intermediates, into 256-byte aligned memory");
+                                ": saved: only a bf16 call on the tensor-core pipeline (gla_saved_bytes > 0) saves "
+                                "its intermediates, into 256-byte aligned memory");
   }
   return saved.raw();
+}
+// The bonus of RWKV-6's readout (undefined tensors with the after-write readout).
+delta::Bonus plain_bonus(const ops::GlaSpec& spec, const ops::GlaInputs& in, const ops::GlaGrads* grads) {
+  if (spec.readout != ops::GlaReadout::before_write_bonus) return {};
+  return {in.u, grads ? grads->du : Tensor()};
 }
 
 // k = 1 − exp(g) = −expm1(g) (exact for small |g|), rounded to bf16; n = N·H·K entries.
@@ -153,7 +162,7 @@ void gla_forward(const ops::GlaSpec& spec, const SeqLayout& seqs, const ops::Gla
   if (plain) {
     const gla::PlainKey key(spec, in, false);
     return delta::bf16_forward(gla::plain_spec(spec), seqs, gla::plain_inputs(in, key.k), o, ht, keep,
-                               delta::Write::plain);
+                               delta::Write::plain, gla::plain_bonus(spec, in, nullptr));
   }
   const gla::Plan plan(spec, seqs, in, false);
   gla::cumulate(plan.call, plan.ws);
@@ -171,7 +180,7 @@ void gla_backward(const ops::GlaSpec& spec, const SeqLayout& seqs, const ops::Gl
     ops::DeltaRuleGrads g;
     g.dq = grads.dq, g.dk = tied ? key.dk : grads.dk, g.dv = grads.dv, g.dg = grads.dg, g.dh0 = grads.dh0;
     delta::bf16_backward(gla::plain_spec(spec), seqs, gla::plain_inputs(in, key.k), d_o, dht, g, kept,
-                         delta::Write::plain);
+                         delta::Write::plain, gla::plain_bonus(spec, in, &grads));
     if (tied) {
       const int64_t n = key.k.numel();
       gla::add_tied_key_gradient_kernel<<<grid_stride_blocks(n), kThreadsPerBlock>>>(

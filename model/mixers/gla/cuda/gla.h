@@ -5,10 +5,10 @@
 //
 // Dtypes: q, k, v, o, d_o and dq, dk, dv share one dtype, bf16 or f32; the log decays g, dg, the
 // bonus u, du and the states h0, ht, dht, dh0 are f32. Arithmetic is f32 throughout (results are
-// rounded to bf16 once, on store), except for the bf16 calls with the after-write readout (GLA,
-// HGRN-2, RetNet, Mamba-2; K, V multiples of 8, 16-byte aligned token tensors), which run on the
-// delta rule's bf16 tensor-core pipeline as its plain write (gla.cu; bf16 products, f32
-// accumulators and state). Gradients are overwritten (dh0 too). Everything runs on the default
+// rounded to bf16 once, on store), except for the bf16 calls (GLA, HGRN-2, RetNet, Mamba-2, and
+// RWKV-6's bonus readout; K, V multiples of 8, K ≤ 256, V ≤ 512, 16-byte aligned token tensors),
+// which run on the delta rule's bf16 tensor-core pipeline as its plain write (gla.cu; bf16
+// products, f32 accumulators and state). Gradients are overwritten (dh0 too). Everything runs on the default
 // stream. Chunks never cross a sequence of `seqs`; the state restarts at every sequence. K ≤ 256
 // (kMaxKeyDim), V any. Sums run in a fixed order: results repeat bit for bit.
 #pragma once
