@@ -175,6 +175,7 @@ bool& gla_recompute(ModelConfig& config, const std::string& mixer) {
   if (auto* g = dynamic_cast<GlaConfig*>(&c)) return g->recompute;
   if (auto* r = dynamic_cast<RetNetConfig*>(&c)) return r->recompute;
   if (auto* h = dynamic_cast<Hgrn2Config*>(&c)) return h->recompute;
+  if (auto* w = dynamic_cast<Rwkv6Config*>(&c)) return w->recompute;
   return dynamic_cast<Mamba2Config&>(c).recompute;
 }
 
@@ -196,7 +197,7 @@ TEST_P(GpuModelSaved, Bf16StepFromSavedEqualsRecomputedBitForBit) {
       << "err_ratio " << testing::compare(recomputing.grads, saving.grads).err_ratio;
 }
 
-INSTANTIATE_TEST_SUITE_P(GlaFamily, GpuModelSaved, ::testing::Values("gla", "retnet", "hgrn2", "mamba2"),
+INSTANTIATE_TEST_SUITE_P(GlaFamily, GpuModelSaved, ::testing::Values("gla", "retnet", "hgrn2", "mamba2", "rwkv6"),
                          [](const ::testing::TestParamInfo<std::string>& info) { return info.param; });
 
 TEST(GpuModelArguments, DeviceTokensAndBf16OnTheCpuAreRejected) {
