@@ -15,12 +15,13 @@ How a study runs (`run`):
      `--jobs` trainings at once, the concurrency of the real phase. Its metrics.jsonl gives the
      median step time t_i under that load (steps after the first 3), and the process's wall time
      less t_i x steps gives its fixed cost o_i (start-up, CUDA set-up, the final val evaluation).
-  3. Steps: one count S for every run of the study (so that the runs see the same tokens), the
-     largest in [min_steps, the sweep's train.steps] whose schedule fits: the runs are queued longest
-     first onto `--jobs` slots (list scheduling) with a run costing o_i + t_i x S (plus its periodic
-     val evaluations), and the makespan must fit 0.85 x the time left before the training deadline
-     (budget - eval_reserve - margin). Warm-up steps and eval_every scale with S.
-     --steps N skips the probe and fixes S.
+  3. Steps (plan_steps): one count S for every run of the study (so that the runs see the same
+     tokens), the largest multiple of 10 in [min_steps, the sweep's train.steps] whose schedule
+     fits: the runs are queued longest first onto `--jobs` slots (list scheduling), a run costing
+     o_i + t_i x (S + its periodic val evaluations), and the makespan must fit 0.8 x the time left
+     before the training deadline (budget - eval_reserve - margin). Runs over 2.5x the median step
+     time get their own smaller S (each the most that fits alone) when that lets the others train
+     at least 1.5x longer. Warm-up steps and eval_every scale with S. --steps N skips the probe.
   4. Train: `linea train BASE OVERRIDES` per run, `--jobs` at once, longest first. At the training
      deadline every run still going gets SIGTERM (linea stops after the step it is in, writes a
      checkpoint and its last metrics) and SIGKILL 30 s later; a run not yet started by then is
@@ -111,16 +112,17 @@ PRESETS = {
         ],
         "eval_tasks": "ruler,mqar",
         "eval_lengths": "1024",  # the training context
-        "eval_limit": 24,  # samples per task: three generate batches of 8
+        "eval_limit": 16,  # samples per task: two generate batches of 8
     },
 }
 
 SEED001_CLAIM = (
-    "Seed 001 (340M and 1.3B models, FineWeb-Edu, RULER at 4K context): recall is highly sensitive "
-    "to the linear:full ratio and rises with the share of full-attention layers; pure linear models "
-    "score about 0.1-0.35 on RULER; at 3:1 recall approaches or passes the Transformer baseline "
-    "(DeltaNet and Gated DeltaNet peak there); HGRN-2 doubles HGRN's recall; additive GLA struggles "
-    "to reach Transformer-level recall at any ratio; language modelling barely moves from 24:1 to 3:1."
+    "at 340M and 1.3B (FineWeb-Edu; RULER at 4K context) recall is highly sensitive to the linear:full "
+    "ratio and rises with the share of full-attention layers; pure linear models score about 0.1-0.35 on "
+    "RULER; at 3:1 recall approaches or passes the Transformer baseline (DeltaNet and Gated DeltaNet peak "
+    "there); HGRN-2 doubles HGRN's recall; additive GLA struggles to reach Transformer-level recall at any "
+    "ratio; language modelling barely moves from 24:1 to 3:1. The reduced study differs: d 256, 8 layers "
+    "(Mamba-2 16), the embedded dictionary corpus, context 1024, minutes of training."
 )
 
 
@@ -387,6 +389,80 @@ def makespan(costs, slots):
     return max(finish)
 
 
+def plan_steps(runs, jobs, window, min_steps, max_steps, evals, eval_batches):
+    """Each run's steps from its probe (step_s, overhead_s): one S for all, the largest multiple of 10 in
+    [min_steps, max_steps] whose longest-first schedule over `jobs` slots ends within `window` s. A
+    run costs overhead_s + step_s x (S + its val evaluations, each eval_batches forward passes of about
+    a third of a step). Stragglers, runs over 2.5x the median step time (RWKV-6's f32 kernels, say),
+    would set everyone's S: when giving them their own smaller S (each the most that fits the window
+    alone in its slot) lets the others train at least 1.5x longer, that is done. Sets r["steps"] on
+    every run; returns (S, the projected makespan, the rule in words)."""
+
+    def cost(r, s):
+        return r["overhead_s"] + r["step_s"] * (s + evals * eval_batches / 3.0)
+
+    def largest(fits):
+        lo, hi, best = min_steps, max(min_steps, max_steps), min_steps
+        while lo <= hi:
+            mid = (lo + hi) // 2
+            if fits(mid):
+                best, lo = mid, mid + 1
+            else:
+                hi = mid - 1
+        return max(min_steps, best // 10 * 10)
+
+    steps = largest(lambda s: makespan([cost(r, s) for r in runs], jobs) <= window)
+    median_t = statistics.median(r["step_s"] for r in runs)
+    slow = [r for r in runs if r["step_s"] > 2.5 * median_t]
+    rule = "one S for every run"
+    own = {}
+    if slow and len(slow) < jobs:
+        for r in slow:
+            own[r["label"]] = largest(lambda s, r=r: cost(r, s) <= window)
+        fast = [r for r in runs if r not in slow]
+        fast_steps = largest(lambda s: makespan([cost(r, s) for r in fast] +
+                                                [cost(r, own[r["label"]]) for r in slow], jobs) <= window)
+        if fast_steps >= 1.5 * steps:
+            steps = fast_steps
+            rule = ("S for the runs within 2.5x the median step time; %s: fewer steps, each the most that fits "
+                    "alone (%s)" % (", ".join(r["label"] for r in slow), ", ".join(str(own[r["label"]]) for r in slow)))
+        else:
+            own = {}
+    for r in runs:
+        r["steps"] = own.get(r["label"], steps)
+    return steps, makespan([cost(r, r["steps"]) for r in runs], jobs), rule
+
+
+def selftest():
+    """Checks of the step planner and the report on made-up probe figures (no linea needed)."""
+    mk = lambda label, t, o=2.0: {"label": label, "step_s": t, "overhead_s": o}
+    # 4 equal runs on 2 slots, 100 s: two after another in a slot, each 2 + 0.1 x (S + 8 x 3 / 3):
+    # 2 x (2 + 0.1 (S + 8)) <= 100 -> S <= 472 -> 470.
+    runs = [mk("r%d" % i, 0.1) for i in range(4)]
+    steps, span, rule = plan_steps(runs, 2, 100.0, 100, 4000, 8, 3)
+    assert steps == 470 and span <= 100.0 and all(r["steps"] == 470 for r in runs), (steps, span)
+    # Capped by the sweep's own steps.
+    steps, _, _ = plan_steps([mk("a", 0.001)], 2, 100.0, 100, 4000, 8, 3)
+    assert steps == 4000, steps
+    # Too slow for even min_steps: min_steps, and the makespan says it does not fit.
+    steps, span, _ = plan_steps([mk("a", 1.0)], 2, 50.0, 100, 4000, 8, 3)
+    assert steps == 100 and span > 50.0, (steps, span)
+    # A straggler 10x slower: it gets its own S, the most that fits alone (2 + 0.5 S <= 120 -> 230); the
+    # five others share the two other slots, three in one: 3 (2 + 0.05 S) <= 120 -> S = 760.
+    runs = [mk("f%d" % i, 0.05) for i in range(5)] + [mk("slow", 0.5)]
+    steps, span, rule = plan_steps(runs, 3, 120.0, 100, 4000, 0, 0)
+    slow = runs[-1]
+    assert slow["steps"] == 230 and steps == 760 and span <= 120.0, (steps, slow["steps"], span)
+    assert all(r["steps"] == steps for r in runs[:-1]) and "slow" in rule, rule
+    # Attention layers of the README's hybrid rule.
+    assert attention_layers(8, "3:1", "gdn") == 2 and attention_layers(16, "3:1", "mamba2") == 4
+    assert attention_layers(8, "pure", "gdn") == 0 and attention_layers(8, "pure", "attention") == 8
+    assert attention_layers(2, "3:1", "gdn") == 1
+    assert makespan([5, 4, 3, 3], 2) == 8 and makespan([1, 1, 1], 5) == 1
+    print("recall_study selftest: ok")
+    return 0
+
+
 def run_study(args):
     preset = PRESETS[args.study]
     start = now()
@@ -514,28 +590,20 @@ def run_study(args):
         if not live:
             write_plan(out, plan)
             raise SystemExit("every probe run failed; see the logs above")
-        window = 0.85 * (train_deadline - now() - 2.0)
+        window = 0.8 * (train_deadline - now() - 2.0)
         evals = preset["evals_per_run"]
         eval_batches = int(live[0]["overrides"].get("train.eval_batches", "8"))
 
-        def cost(r, s):  # a run of s steps: the steps, its val evaluations (forward only ~ 1/3 step each)
-            return r["overhead_s"] + r["step_s"] * (s + evals * eval_batches / 3.0)
-
-        lo, hi = preset["min_steps"], max(preset["min_steps"], sweep_steps)
-        steps = lo
-        while lo <= hi:
-            mid = (lo + hi) // 2
-            if makespan([cost(r, mid) for r in live], jobs) <= window:
-                steps, lo = mid, mid + 1
-            else:
-                hi = mid - 1
-        steps = max(preset["min_steps"], steps // 10 * 10)
-        span = makespan([cost(r, steps) for r in live], jobs)
-        plan["steps_rule"] = ("largest S in [%d, %d] with the longest-first makespan over %d slots <= 0.85 x "
-                              "%.0f s left for training" % (preset["min_steps"], sweep_steps, jobs,
-                                                             train_deadline - now()))
+        steps, span, rule = plan_steps(live, jobs, window, preset["min_steps"], sweep_steps, evals, eval_batches)
+        slow = [r for r in live if r["steps"] != steps]
+        if slow:
+            log("slow runs (> 2.5x the median step time) get fewer steps so that the rest train longer: %s" %
+                ", ".join("%s %d" % (r["label"], r["steps"]) for r in slow))
+        plan["steps_rule"] = ("largest S in [%d, %d] with the longest-first makespan over %d slots <= 0.8 x "
+                              "%.0f s left for training; %s" % (preset["min_steps"], sweep_steps, jobs,
+                                                                train_deadline - now(), rule))
         plan["projected_makespan_s"] = round(span, 1)
-        log("steps: %d for every run (projected training %.0f s of the %.0f s left; the sweep file says %d)" %
+        log("steps: %d (projected training %.0f s of the %.0f s left; the sweep file says %d)" %
             (steps, span, train_deadline - now(), sweep_steps))
         if span > window:
             log("WARNING: even %d steps do not fit the budget; the deadline will stop the slowest runs" % steps)
@@ -574,15 +642,17 @@ def run_study(args):
                  os.path.join(runs_out, r["label"]), plan)
 
     train_jobs = []
-    for r in sorted(live, key=lambda r: -r.get("step_s", 0)):
+    for r in sorted(live, key=lambda r: -(r.get("overhead_s", 0) + r.get("step_s", 0) * r.get("steps", steps))):
         o = dict(r["overrides"])
         sweep_run_steps = int(o.get("train.steps", steps))
         warm = int(o.get("optimizer.warmup_steps", "0"))
         if warm:
             warm_ratio = warm / sweep_run_steps
-            o["optimizer.warmup_steps"] = str(max(1, round(steps * warm_ratio)))
-        o["train.steps"] = str(steps)
-        o["train.eval_every"] = str(max(1, steps // evals))
+            o["optimizer.warmup_steps"] = str(max(1, round(r.get("steps", steps) * warm_ratio)))
+        r_steps = r.get("steps", steps)
+        r["steps"] = r_steps
+        o["train.steps"] = str(r_steps)
+        o["train.eval_every"] = str(max(1, r_steps // evals))
         r["overrides"] = o
         j = Job("train " + r["label"], train_argv(linea, r, o, os.path.join(work, "runs"), r["label"]),
                 os.path.join(work, "runs", r["label"] + ".train.log"), process_env(threads), on_end=train_done)
@@ -599,6 +669,7 @@ def run_study(args):
         log("running: " + ", ".join(parts))
 
     log("training %d runs of %d steps, %d at once, longest first" % (len(train_jobs), steps, jobs))
+    plan["steps_per_run"] = {r["label"]: r["steps"] for r in live}
     run_pool(train_jobs, jobs, train_deadline, log, status=status,
              extra=(eval_queue, jobs, eval_deadline) if preset["eval_tasks"] else None)
     plan["wall_s"] = round(now() - start, 1)
@@ -637,7 +708,7 @@ def save_run(r, run_dir, train_log, dest, plan):
     record = {k: r.get(k) for k in ("label", "mixer", "hybrid", "d_model", "layers", "attention_layers",
                                      "attention_share", "step_s", "overhead_s", "train_rc", "stopped",
                                      "train_wall_s", "steps_done", "eval_rc", "eval_wall_s", "failed")}
-    record["steps_planned"] = plan.get("steps")
+    record["steps_planned"] = r.get("steps", plan.get("steps"))
     record["base"] = os.path.relpath(r["base"], ROOT)
     record["overrides"] = r["overrides"]
     with open(os.path.join(dest, "run.json"), "w") as f:
@@ -722,7 +793,7 @@ def collect(out):
         metrics = read_metrics(os.path.join(d, "metrics.jsonl"))
         val = [m for m in metrics if "val_loss" in m]
         rec["steps_done"] = metrics[-1]["step"] if metrics else 0
-        done = re.findall(r"done: steps \d+ → (\d+)", read_tail(os.path.join(d, "train.log"), 20))
+        done = re.findall(r"(?:done|stopped): steps \d+ → (\d+)", read_tail(os.path.join(d, "train.log"), 20))
         if done:
             rec["steps_done"] = int(done[-1])
         rec["tokens"] = metrics[-1].get("tokens") if metrics else None
@@ -736,12 +807,18 @@ def collect(out):
         rec["eval"] = {k: {m: {"value": v[0], "stderr": v[1], "samples": v[2]} for m, v in ms.items()}
                        for k, ms in ev.items()}
         rec["eval_source"] = source
-        ruler = [ms["score"][0] for k, ms in ev.items() if k.startswith(RULER_PREFIXES) and "score" in ms]
-        rec["ruler_tasks"] = len(ruler)
-        rec["ruler_mean"] = sum(ruler) / len(ruler) if ruler else None
+        rec["ruler_scores"] = {k: ms["score"][0] for k, ms in ev.items() if k.startswith(RULER_PREFIXES) and "score" in ms}
         mqar = [ms["acc"][0] for k, ms in ev.items() if k.startswith("mqar@") and "acc" in ms]
         rec["eval_mqar_acc"] = mqar[0] if mqar else None
         rows.append(rec)
+    # The mean RULER score is taken over the tasks that every evaluated run finished, so that an
+    # evaluation cut by the deadline does not compare means over different tasks.
+    scored = [r["ruler_scores"] for r in rows if r["ruler_scores"]]
+    common = sorted(set.intersection(*[set(d) for d in scored])) if scored else []
+    for r in rows:
+        r["ruler_tasks"] = ",".join(common)
+        r["ruler_mean"] = sum(r["ruler_scores"][k] for k in common) / len(common) \
+            if common and r["ruler_scores"] else None
     return rows
 
 
@@ -839,9 +916,11 @@ def recall_markdown(rows, plan, task_keys):
     mixers = [m for m in MIXERS if m != "attention" and any(r["mixer"] == m for r in rows)]
     tf = next((r for r in rows if r["mixer"] == "attention"), None)
     lengths = plan.get("eval_lengths", "")
-    lines = ["Recall against the linear:full ratio: the mean RULER score (%%, the mean over the RULER tasks "
-             "at context %s) of each mixer's pure and 3:1 models and of the Transformer. %s." %
-             (lengths or "as evaluated", header_line(plan)), "",
+    common = next((r["ruler_tasks"] for r in rows if r.get("ruler_tasks")), "")
+    lines = ["Recall against the linear:full ratio: the mean RULER score (%%, the mean over the %d RULER tasks "
+             "that every evaluated run finished, at context %s: %s) of each mixer's pure and 3:1 models and of "
+             "the Transformer. %s." % (len(common.split(",")) if common else 0, lengths or "as evaluated",
+                                       common.replace(",", ", ") or "none", header_line(plan)), "",
              "| mixer | pure | 3:1 | 3:1 − pure | Transformer |", "|---|---|---|---|---|"]
     pick = lambda m, pure: next((r for r in rows if r["mixer"] == m and (r["hybrid"] == "pure") == pure), None)
     tv = tf.get("ruler_mean") if tf else None
@@ -869,7 +948,7 @@ def recall_markdown(rows, plan, task_keys):
             v = m.get("score") or m.get("acc")
             cells.append(fmt(v["value"], 1 if "score" in m else 3) if v else "—")
         lines.append("| %s | %s |" % (r["label"], " | ".join(cells)))
-    lines += ["", "Beside it, " + SEED001_CLAIM, ""]
+    lines += ["", "For comparison, seed 001's claim: " + SEED001_CLAIM, ""]
     return "\n".join(lines)
 
 
@@ -989,18 +1068,18 @@ def recall_svg(rows, plan):
 def main():
     p = argparse.ArgumentParser(prog="scripts/recall-study.sh", description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("study", choices=["mqar", "recall", "report"])
+    p.add_argument("study", choices=["mqar", "recall", "report", "selftest"])
     p.add_argument("dir", nargs="?", help="report: the study's output folder")
     p.add_argument("--linea", default=os.path.join(ROOT, "build", "linea"), help="the linea binary")
     p.add_argument("--out", help="results folder (small files only)")
     p.add_argument("--work", help="runs and checkpoints (default /tmp/linea-recall-study/STUDY; emptied first)")
     p.add_argument("--budget", type=int, help="wall seconds from start to the last file (preset: 360)")
-    p.add_argument("--jobs", type=int, help="trainings at once (preset: mqar 16, recall 11)")
+    p.add_argument("--jobs", type=int, help="trainings (and evaluations) at once (preset: 11)")
     p.add_argument("--steps", type=int, help="steps of every run, instead of the probe's choice")
     p.add_argument("--probe-steps", type=int)
     p.add_argument("--margin", type=int, help="seconds kept for the report at the end (preset 20)")
     p.add_argument("--eval-reserve", type=int, help="recall: seconds between the training and evaluation deadlines")
-    p.add_argument("--eval-limit", type=int, help="recall: samples per eval task (preset 24)")
+    p.add_argument("--eval-limit", type=int, help="recall: samples per eval task (preset 16)")
     p.add_argument("--eval-lengths", help="recall: RULER context lengths (preset 1024)")
     p.add_argument("--device", default="cuda", choices=["cuda", "cpu", "auto"])
     p.add_argument("--runs", help="only the runs whose label matches this regex")
@@ -1012,6 +1091,8 @@ def main():
     args = p.parse_args()
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
+    if args.study == "selftest":
+        return selftest()
     if args.study == "report":
         if not args.dir:
             p.error("report needs the output folder")
