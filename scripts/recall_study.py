@@ -24,7 +24,7 @@ How a study runs (`run`):
      at least 1.5x longer. Warm-up steps and eval_every scale with S. --steps N skips the probe.
   4. Train: `linea train BASE OVERRIDES` per run, `--jobs` at once, longest first. At the training
      deadline every run still going gets SIGTERM (linea stops after the step it is in, writes a
-     checkpoint and its last metrics) and SIGKILL 30 s later; a run not yet started by then is
+     checkpoint and its last metrics; its val figures stay those of its last periodic evaluation) and SIGKILL 30 s later; a run not yet started by then is
      listed as not run. So the study ends within the budget whatever the GPU's speed, and a run
      stopped early shows its step count in the table.
   5. Evaluate (recall only): as each run ends, `linea eval RUN --tasks ruler,mqar --lengths 1024
