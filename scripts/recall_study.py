@@ -1,0 +1,1106 @@
+#!/usr/bin/env python3
+"""Issue 19's two GPU studies at a size one device call finishes: the MQAR sweep over mixers x model
+width (configs/sweeps/mqar-mixers-width.toml) and the reduced-scale recall study
+(configs/sweeps/recall-study-reduced.toml), each within a wall-time budget. Python 3 standard
+library only. scripts/recall-study.sh is the entry point; docs/studies.md ("The recall
+studies on one GPU") says how to call it and what it writes.
+
+  scripts/recall-study.sh mqar|recall --linea BIN --out DIR [--budget S] [--jobs J] [--steps N] ...
+  scripts/recall-study.sh report DIR          # rebuild DIR's tables and plot from its runs/
+
+How a study runs (`run`):
+  1. The runs are the sweep file's, as `linea submit SWEEP --dry-run` expands them (base config and
+     overrides); the preset's overrides (below) and --set are laid over them, last one winning.
+  2. Probe: every run trains `probe_steps` steps (same model, batch, context; no checkpoint) with
+     `--jobs` trainings at once, the concurrency of the real phase. Its metrics.jsonl gives the
+     median step time t_i under that load (steps after the first 3), and the process's wall time
+     less t_i x steps gives its fixed cost o_i (start-up, CUDA set-up, the final val evaluation).
+  3. Steps (plan_steps): one count S for every run of the study (so that the runs see the same
+     tokens), the largest multiple of 10 in [min_steps, the sweep's train.steps] whose schedule
+     fits: the runs are queued longest first onto `--jobs` slots (list scheduling), a run costing
+     o_i + t_i x (S + its periodic val evaluations), and the makespan must fit 0.8 x the time left
+     before the training deadline (budget - eval_reserve - margin). Runs over 2.5x the median step
+     time get their own smaller S (each the most that fits alone) when that lets the others train
+     at least 1.5x longer. Warm-up steps and eval_every scale with S. --steps N skips the probe.
+  4. Train: `linea train BASE OVERRIDES` per run, `--jobs` at once, longest first. At the training
+     deadline every run still going gets SIGTERM (linea stops after the step it is in, writes a
+     checkpoint and its last metrics; its val figures stay those of its last periodic evaluation) and SIGKILL 30 s later; a run not yet started by then is
+     listed as not run. So the study ends within the budget whatever the GPU's speed, and a run
+     stopped early shows its step count in the table.
+  5. Evaluate (recall only): as each run ends, `linea eval RUN --tasks ruler,mqar --lengths 1024
+     --limit N` on its last checkpoint, up to `--jobs` at once, killed at budget - margin (the results
+     it printed by then are kept: the report reads eval.log when eval.jsonl is missing).
+  6. Report: OUT/results.tsv, results.json, results.md (Markdown tables; the recall one with seed
+     001's claim beside it) and plot.svg; OUT/runs.tar.gz (OUT/runs/ with --keep-runs-dir) holds each run's config.toml,
+     metrics.jsonl, eval.jsonl, train.log, eval.log and run.json (the orchestrator's record: steps,
+     exit status, times). Checkpoints stay in --work (default /tmp/linea-recall-study/STUDY).
+     OUT/progress.log repeats the progress lines; OUT/study.json holds the plan (probe timings,
+     the chosen S and how).
+
+The budgets (presets below). The lead's device call is 10 minutes at most, of which a fresh
+machine's set-up and linea's CUDA build take a part, so each study's default budget is 360 s of wall
+time from the script's start to its last file. How S is chosen: step times of these models on the
+GPU were not measured (the GPU machine is the lead's only), and the CPU here is no guide (the recall
+study's 8-layer GDN at d 256 took 70 s a step of 16 x 1024 tokens on two shared cores; on a GPU such
+a small model's step is bound by kernel launches, not FLOPs, so no FLOP ratio converts it). Instead
+of a fixed guess, the probe measures the step on the GPU itself, under the real concurrency, and S
+follows from the measurement. The probe's own cost is bounded: 15 (MQAR) or 12 (recall) steps a
+run, and the probe phase is cut at min(probe_cap x waves, 0.2 x budget) (probe_cap 30 s for MQAR's
+2-layer models, 40 s for recall; a probe cut there is dropped from the study, named in the log).
+Budget split, recall: probe <= 72 s, training until 360 - 100 - 20 = 240 s after the start,
+evaluation until 360 - 20 = 340 s, 20 s for the report; MQAR (no linea eval: its accuracy is
+val_acc, logged at every evaluation and at the last step): probe <= 72 s, training until 340 s.
+--jobs: 11 for both (not measured: 11 recall processes of 16 x 1024 tokens a step and 8 layers stay
+well inside 80 GB; 33 MQAR runs make three equal waves, 21 recall runs two; 16 cores). The probe
+runs at the same concurrency, so its step times are those of the real phase.
+"""
+import argparse
+import json
+import math
+import os
+import re
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tarfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+MIXERS = ["attention", "deltanet", "gdn", "kda", "gdn2", "gla", "retnet", "hgrn", "hgrn2", "mamba2", "rwkv6"]
+
+PRESETS = {
+    "mqar": {
+        "sweep": "configs/sweeps/mqar-mixers-width.toml",
+        "budget": 360,
+        "jobs": 11,
+        "probe_steps": 15,
+        "probe_cap": 30,
+        "min_steps": 100,
+        "eval_reserve": 0,
+        "margin": 20,
+        "evals_per_run": 8,  # eval_every = S / 8: a run stopped at the deadline still has a recent val_acc
+        "set": [
+            "train.log_every=10",
+            "train.checkpoint_every=-1",  # nothing reads an MQAR checkpoint: its accuracy is val_acc
+            "train.eval_batches=8",
+        ],
+        "eval_tasks": None,
+    },
+    "recall": {
+        "sweep": "configs/sweeps/recall-study-reduced.toml",
+        "budget": 360,
+        "jobs": 11,
+        "probe_steps": 12,
+        "probe_cap": 40,
+        "min_steps": 100,
+        "eval_reserve": 100,
+        "margin": 20,
+        "evals_per_run": 4,
+        "set": [
+            # The sweep's data.path is a placeholder for FineWeb-Edu shards; the embedded corpus
+            # (gcide, SentencePiece 4096) is what the GPU machine has ($LINEA_CACHE). Its vocabulary
+            # is 4096, so the model's is 4096 too (the 340M configs say 32000).
+            "data.path=default",
+            "model.vocab=4096",
+            "train.log_every=10",
+            "train.checkpoint_every=0",  # only the last step's (or the stop signal's)
+            "train.keep_checkpoints=1",
+            "train.eval_batches=4",
+        ],
+        "eval_tasks": "ruler,mqar",
+        "eval_lengths": "1024",  # the training context
+        "eval_limit": 16,  # samples per task: two generate batches of 8
+    },
+}
+
+SEED001_CLAIM = (
+    "at 340M and 1.3B (FineWeb-Edu; RULER at 4K context) recall is highly sensitive to the linear:full "
+    "ratio and rises with the share of full-attention layers; pure linear models score about 0.1-0.35 on "
+    "RULER; at 3:1 recall approaches or passes the Transformer baseline (DeltaNet and Gated DeltaNet peak "
+    "there); HGRN-2 doubles HGRN's recall; additive GLA struggles to reach Transformer-level recall at any "
+    "ratio; language modelling barely moves from 24:1 to 3:1. The reduced study differs: d 256, 8 layers "
+    "(Mamba-2 16), the embedded dictionary corpus, context 1024, minutes of training."
+)
+
+
+def now():
+    return time.monotonic()
+
+
+ABORT = {"signal": None}  # set by SIGTERM / SIGINT: every pool stops its jobs as at a deadline
+
+
+def on_signal(sig, frame):
+    ABORT["signal"] = sig
+
+
+class Log:
+    def __init__(self, path, start):
+        self.file = open(path, "a", buffering=1) if path else None
+        self.start = start
+
+    def __call__(self, text):
+        line = "[recall-study %s +%4.0fs] %s" % (time.strftime("%H:%M:%S"), now() - self.start, text)
+        print(line, flush=True)
+        if self.file:
+            self.file.write(line + "\n")
+
+
+# ---- the runs of a sweep ---------------------------------------------------------------------------
+
+
+def split_override(o):
+    key, _, value = o.partition("=")
+    return key, value
+
+
+def merge_overrides(*lists):
+    merged = {}
+    for lst in lists:
+        for o in lst:
+            key, value = split_override(o)
+            merged.pop(key, None)  # the last one wins, in its own place
+            merged[key] = value
+    return merged
+
+
+def expand_sweep(linea, sweep):
+    """[(label, base config, {key: value})] from `linea submit SWEEP --dry-run`."""
+    out = subprocess.run([linea, "submit", sweep, "--dry-run"], capture_output=True, text=True)
+    if out.returncode != 0:
+        raise SystemExit("linea submit %s --dry-run failed:\n%s%s" % (sweep, out.stdout, out.stderr))
+    runs = []
+    for line in out.stdout.splitlines():
+        fields = line.split()
+        if len(fields) < 3 or not fields[1].startswith("np="):
+            continue
+        if fields[1] != "np=1":
+            raise SystemExit("%s asks for %s ranks; this script runs one process a run" % (fields[0], fields[1]))
+        label = fields[0].split("/", 1)[-1]
+        overrides = merge_overrides([o for o in fields[3:] if not o.startswith(("run.dir=", "run.name="))])
+        runs.append({"label": label, "base": fields[2], "overrides": overrides})
+    if not runs:
+        raise SystemExit("linea submit %s --dry-run listed no runs:\n%s" % (sweep, out.stdout))
+    return runs
+
+
+def unquote(value):
+    return value[1:-1] if len(value) >= 2 and value[0] == value[-1] == '"' else value
+
+
+def base_value(path, section, key):
+    """A key of a base config's TOML section, read by hand (flat tables, scalar values)."""
+    current = None
+    with open(path) as f:
+        for line in f:
+            line = line.split("#", 1)[0].strip()
+            if line.startswith("["):
+                current = line.strip("[] ")
+            elif current == section and "=" in line:
+                k, _, v = line.partition("=")
+                if k.strip() == key:
+                    return unquote(v.strip())
+    return None
+
+
+def attention_layers(layers, hybrid, mixer):
+    """Attention layers of a stack, as README's `model.hybrid` rule: "r:1" cuts the stack into groups of
+    r + 1 with attention at the end of every whole group; a stack shorter than one group gets one."""
+    if mixer == "attention":
+        return layers
+    if hybrid in (None, "", "pure"):
+        return 0
+    m = re.fullmatch(r"(\d+):1", hybrid)
+    if not m:
+        return None
+    group = int(m.group(1)) + 1
+    return max(1, layers // group)
+
+
+def describe(run):
+    """mixer, hybrid, d_model, layers, attention layers of a run, from its base config and overrides."""
+    o = run["overrides"]
+    mixer = unquote(o.get("model.mixer", "")) or base_value(run["base"], "model", "mixer")
+    hybrid = unquote(o.get("model.hybrid", "")) or base_value(run["base"], "model", "hybrid") or "pure"
+    d = int(o.get("model.d_model") or base_value(run["base"], "model", "d_model"))
+    layers = int(o.get("model.layers") or base_value(run["base"], "model", "layers"))
+    attn = attention_layers(layers, hybrid, mixer)
+    return {
+        "mixer": mixer,
+        "hybrid": "full" if mixer == "attention" else hybrid,
+        "d_model": d,
+        "layers": layers,
+        "attention_layers": attn,
+        "attention_share": None if attn is None else attn / layers,
+    }
+
+
+# ---- processes -----------------------------------------------------------------------------------
+
+
+class Job:
+    def __init__(self, name, argv, log_path, env, cost=0.0, on_end=None):
+        self.name, self.argv, self.log_path, self.env = name, argv, log_path, env
+        self.cost, self.on_end = cost, on_end
+        self.proc = None
+        self.started = self.ended = None
+        self.rc = None
+        self.stopped = False  # SIGTERM sent at a deadline
+        self.killed = False  # SIGKILL sent
+
+    def start(self):
+        self.log = open(self.log_path, "w")
+        self.proc = subprocess.Popen(self.argv, stdout=self.log, stderr=subprocess.STDOUT, env=self.env, cwd=ROOT)
+        self.started = now()
+
+    def poll(self):
+        if self.proc is None or self.rc is not None:
+            return self.rc
+        rc = self.proc.poll()
+        if rc is not None:
+            self.rc, self.ended = rc, now()
+            self.log.close()
+        return rc
+
+    def signal(self, sig):
+        if self.proc is not None and self.rc is None:
+            try:
+                self.proc.send_signal(sig)  # this job's own pid only
+            except ProcessLookupError:
+                pass
+
+
+def run_pool(jobs, slots, deadline, log, grace=30.0, status=None, extra=None):
+    """Runs `jobs` (a list, started in order) `slots` at a time. At `deadline` a running job gets
+    SIGTERM and `grace` s later SIGKILL; jobs not started by then stay unstarted. `extra` is a
+    second pool (evaluations) fed by on_end callbacks and drained by the same loop with its own
+    slots and deadline: (list, slots, deadline)."""
+    queue = list(jobs)
+    running = []
+    extra_queue, extra_slots, extra_deadline = extra if extra else ([], 0, None)
+    extra_running = []
+    last_status = now()
+    while queue or running or extra_queue or extra_running:
+        t = now()
+        if ABORT["signal"] is not None:  # stop everything now, as at both deadlines
+            deadline = min(deadline, t)
+            grace = min(grace, 5.0)
+            if extra:
+                extra_deadline = t
+        for j in list(running):
+            if j.poll() is not None:
+                running.remove(j)
+                log("%s ended: exit %s after %.0f s%s" % (j.name, j.rc, j.ended - j.started,
+                                                           " (stopped at the deadline)" if j.stopped else ""))
+                if j.on_end:
+                    j.on_end(j)
+        for j in list(extra_running):
+            if j.poll() is not None:
+                extra_running.remove(j)
+                log("%s ended: exit %s after %.0f s%s" % (j.name, j.rc, j.ended - j.started,
+                                                           " (killed at the deadline)" if j.killed else ""))
+                if j.on_end:
+                    j.on_end(j)
+        if t >= deadline:
+            for j in queue:
+                log("%s not started: the training deadline has passed" % j.name)
+                j.rc = "not run"
+                if j.on_end:
+                    j.on_end(j)
+            queue = []
+            for j in running:
+                if not j.stopped:
+                    j.stopped = True
+                    j.stop_time = t
+                    j.signal(signal.SIGTERM)
+                elif not j.killed and t >= j.stop_time + grace:
+                    j.killed = True
+                    j.signal(signal.SIGKILL)
+        while queue and len(running) < slots:
+            j = queue.pop(0)
+            j.start()
+            running.append(j)
+        if extra:
+            if extra_deadline is not None and t >= extra_deadline:
+                for j in extra_queue:
+                    log("%s not started: the evaluation deadline has passed" % j.name)
+                    j.rc = "not run"
+                    if j.on_end:
+                        j.on_end(j)
+                extra_queue.clear()
+                for j in extra_running:
+                    if not j.killed:
+                        j.killed = True
+                        j.signal(signal.SIGKILL)
+            while extra_queue and len(extra_running) < extra_slots:
+                j = extra_queue.pop(0)
+                j.start()
+                extra_running.append(j)
+        if status and t - last_status >= 15 and (running or extra_running):
+            last_status = t
+            status(running, extra_running)
+        time.sleep(0.25)
+
+
+def read_metrics(path):
+    rows = []
+    try:
+        with open(path) as f:
+            for line in f:
+                line = line.strip()
+                if line:
+                    try:
+                        rows.append(json.loads(line))
+                    except ValueError:
+                        pass  # a line cut by a kill
+    except OSError:
+        pass
+    return rows
+
+
+def last_step(path):
+    rows = read_metrics(path)
+    return rows[-1].get("step", 0) if rows else 0
+
+
+# ---- the study -----------------------------------------------------------------------------------
+
+
+def train_argv(linea, run, overrides, run_dir, name):
+    return [linea, "train", run["base"]] + ["%s=%s" % kv for kv in overrides.items()] + \
+           ["run.dir=%s" % run_dir, "run.name=%s" % name]
+
+
+def process_env(threads):
+    env = dict(os.environ)
+    env["OMP_NUM_THREADS"] = str(threads)
+    return env
+
+
+def makespan(costs, slots):
+    """List scheduling, longest first: when the last slot finishes."""
+    finish = [0.0] * max(1, slots)
+    for c in sorted(costs, reverse=True):
+        i = finish.index(min(finish))
+        finish[i] += c
+    return max(finish)
+
+
+def plan_steps(runs, jobs, window, min_steps, max_steps, evals, eval_batches):
+    """Each run's steps from its probe (step_s, overhead_s): one S for all, the largest multiple of 10 in
+    [min_steps, max_steps] whose longest-first schedule over `jobs` slots ends within `window` s. A
+    run costs overhead_s + step_s x (S + its val evaluations, each eval_batches forward passes of about
+    a third of a step). Stragglers, runs over 2.5x the median step time (RWKV-6's f32 kernels, say),
+    would set everyone's S: when giving them their own smaller S (each the most that fits the window
+    alone in its slot) lets the others train at least 1.5x longer, that is done. Sets r["steps"] on
+    every run; returns (S, the projected makespan, the rule in words)."""
+
+    def cost(r, s):
+        return r["overhead_s"] + r["step_s"] * (s + evals * eval_batches / 3.0)
+
+    def largest(fits):
+        lo, hi, best = min_steps, max(min_steps, max_steps), min_steps
+        while lo <= hi:
+            mid = (lo + hi) // 2
+            if fits(mid):
+                best, lo = mid, mid + 1
+            else:
+                hi = mid - 1
+        return max(min_steps, best // 10 * 10)
+
+    steps = largest(lambda s: makespan([cost(r, s) for r in runs], jobs) <= window)
+    median_t = statistics.median(r["step_s"] for r in runs)
+    slow = [r for r in runs if r["step_s"] > 2.5 * median_t]
+    rule = "one S for every run"
+    own = {}
+    if slow and len(slow) < jobs:
+        for r in slow:
+            own[r["label"]] = largest(lambda s, r=r: cost(r, s) <= window)
+        fast = [r for r in runs if r not in slow]
+        fast_steps = largest(lambda s: makespan([cost(r, s) for r in fast] +
+                                                [cost(r, own[r["label"]]) for r in slow], jobs) <= window)
+        if fast_steps >= 1.5 * steps:
+            steps = fast_steps
+            rule = ("S for the runs within 2.5x the median step time; %s: fewer steps, each the most that fits "
+                    "alone (%s)" % (", ".join(r["label"] for r in slow), ", ".join(str(own[r["label"]]) for r in slow)))
+        else:
+            own = {}
+    for r in runs:
+        r["steps"] = own.get(r["label"], steps)
+    return steps, makespan([cost(r, r["steps"]) for r in runs], jobs), rule
+
+
+def selftest():
+    """Checks of the step planner and the report on made-up probe figures (no linea needed)."""
+    mk = lambda label, t, o=2.0: {"label": label, "step_s": t, "overhead_s": o}
+    # 4 equal runs on 2 slots, 100 s: two after another in a slot, each 2 + 0.1 x (S + 8 x 3 / 3):
+    # 2 x (2 + 0.1 (S + 8)) <= 100 -> S <= 472 -> 470.
+    runs = [mk("r%d" % i, 0.1) for i in range(4)]
+    steps, span, rule = plan_steps(runs, 2, 100.0, 100, 4000, 8, 3)
+    assert steps == 470 and span <= 100.0 and all(r["steps"] == 470 for r in runs), (steps, span)
+    # Capped by the sweep's own steps.
+    steps, _, _ = plan_steps([mk("a", 0.001)], 2, 100.0, 100, 4000, 8, 3)
+    assert steps == 4000, steps
+    # Too slow for even min_steps: min_steps, and the makespan says it does not fit.
+    steps, span, _ = plan_steps([mk("a", 1.0)], 2, 50.0, 100, 4000, 8, 3)
+    assert steps == 100 and span > 50.0, (steps, span)
+    # A straggler 10x slower: it gets its own S, the most that fits alone (2 + 0.5 S <= 120 -> 230); the
+    # five others share the two other slots, three in one: 3 (2 + 0.05 S) <= 120 -> S = 760.
+    runs = [mk("f%d" % i, 0.05) for i in range(5)] + [mk("slow", 0.5)]
+    steps, span, rule = plan_steps(runs, 3, 120.0, 100, 4000, 0, 0)
+    slow = runs[-1]
+    assert slow["steps"] == 230 and steps == 760 and span <= 120.0, (steps, slow["steps"], span)
+    assert all(r["steps"] == steps for r in runs[:-1]) and "slow" in rule, rule
+    # Attention layers of the README's hybrid rule.
+    assert attention_layers(8, "3:1", "gdn") == 2 and attention_layers(16, "3:1", "mamba2") == 4
+    assert attention_layers(8, "pure", "gdn") == 0 and attention_layers(8, "pure", "attention") == 8
+    assert attention_layers(2, "3:1", "gdn") == 1
+    assert makespan([5, 4, 3, 3], 2) == 8 and makespan([1, 1, 1], 5) == 1
+    print("recall_study selftest: ok")
+    return 0
+
+
+def run_study(args):
+    preset = PRESETS[args.study]
+    start = now()
+    out = os.path.abspath(args.out)
+    os.makedirs(out, exist_ok=True)
+    log = Log(os.path.join(out, "progress.log"), start)
+    budget = args.budget if args.budget is not None else preset["budget"]
+    jobs = args.jobs or preset["jobs"]
+    margin = preset["margin"] if args.margin is None else args.margin
+    eval_reserve = preset["eval_reserve"] if args.eval_reserve is None else args.eval_reserve
+    if not preset["eval_tasks"]:
+        eval_reserve = 0
+    train_deadline = start + budget - eval_reserve - margin
+    eval_deadline = start + budget - margin
+    work = os.path.abspath(args.work or os.path.join("/tmp/linea-recall-study", args.study))
+    linea = os.path.abspath(args.linea)
+    if not os.access(linea, os.X_OK):
+        raise SystemExit("%s is not an executable linea" % linea)
+    sweep = os.path.join(ROOT, args.sweep or preset["sweep"])
+    threads = max(1, (os.cpu_count() or 1) // jobs)
+
+    runs = expand_sweep(linea, sweep)
+    if args.runs:
+        runs = [r for r in runs if re.search(args.runs, r["label"])]
+        if not runs:
+            raise SystemExit("--runs %s matches no run of %s" % (args.runs, sweep))
+    sweep_steps = max(int(r["overrides"].get("train.steps", "0")) for r in runs)
+    preset_set = list(preset["set"]) + ["device=%s" % args.device, "train.threads=%d" % threads,
+                                        "train.resume=never"] + list(args.set or [])
+    for r in runs:
+        r["overrides"] = merge_overrides(["%s=%s" % kv for kv in r["overrides"].items()], preset_set)
+        r.update(describe(r))
+    data_path = unquote(runs[0]["overrides"].get("data.path", ""))
+    if data_path == "default":
+        cache = os.environ.get("LINEA_CACHE") or os.path.join(os.environ.get("HOME", "/"), ".cache/linea")
+        corpus = os.path.join(cache, "gcide-spm4096")
+        if not os.path.exists(os.path.join(corpus, "tokenizer.model")):
+            # Each run would build the corpus at once into the same folder: refuse instead.
+            raise SystemExit("the embedded corpus is not in %s (set LINEA_CACHE to the folder that holds "
+                             "gcide-spm4096/, or build it first: linea train train.steps=1)" % corpus)
+
+    log("%s: %d runs of %s, budget %d s (training until +%d s, evaluation until +%d s), %d at once, "
+        "%d CPU threads each, device %s; work in %s, results in %s" %
+        (args.study, len(runs), os.path.relpath(sweep, ROOT), budget, train_deadline - start,
+         eval_deadline - start, jobs, threads, args.device, work, out))
+    if args.dry_run:
+        for r in runs:
+            print(" ".join(train_argv(linea, r, r["overrides"], os.path.join(work, "runs"), r["label"])))
+        return 0
+    if os.path.exists(work):
+        shutil.rmtree(work)
+    os.makedirs(os.path.join(work, "probe"))
+    os.makedirs(os.path.join(work, "runs"))
+    plan = {"study": args.study, "sweep": os.path.relpath(sweep, ROOT), "budget_s": budget, "jobs": jobs,
+            "threads": threads, "device": args.device, "margin_s": margin, "eval_reserve_s": eval_reserve,
+            "sweep_steps": sweep_steps, "runs": {},
+            "eval_tasks": preset["eval_tasks"], "eval_lengths": args.eval_lengths or preset.get("eval_lengths"),
+            "eval_limit": args.eval_limit or preset.get("eval_limit"), "git": git_commit(), "gpu": gpu_name(),
+            "linea": linea, "extra_overrides": preset_set}
+
+    # ---- probe ---------------------------------------------------------------------------------------
+    if args.steps:
+        steps = args.steps
+        plan["steps_rule"] = "--steps %d" % steps
+        log("steps fixed by --steps: %d (no probe)" % steps)
+        live = runs
+    else:
+        p = args.probe_steps or preset["probe_steps"]
+        probe_deadline = min(start + preset["probe_cap"] * math.ceil(len(runs) / jobs), start + 0.2 * budget,
+                             train_deadline)
+        # Waves of at most --jobs probes, each wave a mix of the sweep's mixers and sizes (every
+        # waves-th run), so that no run is timed alone or beside only its own kind.
+        waves = math.ceil(len(runs) / jobs)
+        probe_order = [r for w in range(waves) for r in runs[w::waves]]
+        probe_jobs = []
+        for r in probe_order:
+            o = dict(r["overrides"])
+            o.update({"train.steps": str(p), "train.log_every": "1", "train.checkpoint_every": "-1",
+                      "train.eval_every": "0", "optimizer.warmup_steps": "1"})
+            probe_jobs.append(Job("probe " + r["label"], train_argv(linea, r, o, os.path.join(work, "probe"),
+                                                                   r["label"]),
+                                  os.path.join(work, "probe", r["label"] + ".log"), process_env(threads)))
+        log("probe: %d steps of every run, %d at once (killed at +%.0f s)" % (p, jobs, probe_deadline - start))
+        run_pool(probe_jobs, jobs, probe_deadline, log, grace=5)
+        live, unmeasured = [], []
+        for r, j in zip(probe_order, probe_jobs):
+            rows = read_metrics(os.path.join(work, "probe", r["label"], "metrics.jsonl"))
+            times = [b["elapsed_s"] - a["elapsed_s"] for a, b in zip(rows, rows[1:]) if b.get("step", 0) > 3]
+            wall = (j.ended or now()) - (j.started or now())
+            cut = j.rc == "not run" or j.stopped  # by the probe's deadline, not by an error
+            if not cut and (j.rc != 0 or len(rows) < p or not times):
+                tail = read_tail(j.log_path)
+                log("probe %s FAILED (exit %s, %d steps): dropped from the study\n%s" %
+                    (r["label"], j.rc, len(rows), tail))
+                plan["runs"][r["label"]] = {"probe_error": "exit %s after %d steps" % (j.rc, len(rows)),
+                                            "probe_log_tail": tail}
+                r["failed"] = "probe: exit %s" % j.rc
+                continue
+            live.append(r)
+            if cut and not times:
+                unmeasured.append(r)
+                continue
+            t = statistics.median(times)
+            # A probe cut by the deadline: its fixed cost is its wall time less the steps it logged (an
+            # overestimate, as it holds the unfinished step).
+            r["step_s"], r["overhead_s"] = t, max(0.0, wall - t * len(rows))
+            plan["runs"][r["label"]] = {"probe_step_s": round(t, 5), "probe_overhead_s": round(r["overhead_s"], 2),
+                                        "probe_wall_s": round(wall, 2), "probe_cut": cut}
+            log("probe %-26s %7.1f ms/step, fixed cost %5.1f s%s" % (r["label"], 1e3 * t, r["overhead_s"],
+                                                                   " (cut at the probe deadline)" if cut else ""))
+        measured = [r for r in live if r not in unmeasured]
+        for r in unmeasured:  # not timed: costed as the slowest measured run, so S stays on the safe side
+            if not measured:
+                break
+            r["step_s"] = max(m["step_s"] for m in measured)
+            r["overhead_s"] = max(m["overhead_s"] for m in measured)
+            plan["runs"][r["label"]] = {"probe_unmeasured": True}
+            log("probe %s: cut by the probe deadline before any timing; costed as the slowest measured run" %
+                r["label"])
+        if not measured:
+            live = []
+        if ABORT["signal"] is not None:
+            write_plan(out, plan)
+            raise SystemExit("stopped by signal %d during the probe" % ABORT["signal"])
+        if not live:
+            write_plan(out, plan)
+            raise SystemExit("every probe run failed; see the logs above")
+        window = 0.8 * (train_deadline - now() - 2.0)
+        evals = preset["evals_per_run"]
+        eval_batches = int(live[0]["overrides"].get("train.eval_batches", "8"))
+
+        steps, span, rule = plan_steps(live, jobs, window, preset["min_steps"], sweep_steps, evals, eval_batches)
+        slow = [r for r in live if r["steps"] != steps]
+        if slow:
+            log("slow runs (> 2.5x the median step time) get fewer steps so that the rest train longer: %s" %
+                ", ".join("%s %d" % (r["label"], r["steps"]) for r in slow))
+        plan["steps_rule"] = ("largest S in [%d, %d] with the longest-first makespan over %d slots <= 0.8 x "
+                              "%.0f s left for training; %s" % (preset["min_steps"], sweep_steps, jobs,
+                                                                train_deadline - now(), rule))
+        plan["projected_makespan_s"] = round(span, 1)
+        log("steps: %d (projected training %.0f s of the %.0f s left; the sweep file says %d)" %
+            (steps, span, train_deadline - now(), sweep_steps))
+        if span > window:
+            log("WARNING: even %d steps do not fit the budget; the deadline will stop the slowest runs" % steps)
+    plan["steps"] = steps
+
+    # ---- train, then evaluate ---------------------------------------------------------------------------
+    warm_ratio = None
+    evals = preset["evals_per_run"]
+    eval_queue = []
+    runs_out = os.path.join(out, "runs")
+    os.makedirs(runs_out, exist_ok=True)
+
+    def train_done(job):
+        r = job.run
+        run_dir = os.path.join(work, "runs", r["label"])
+        r["train_rc"], r["stopped"] = job.rc, job.stopped
+        r["train_wall_s"] = None if job.started is None else round((job.ended or now()) - job.started, 1)
+        r["steps_done"] = last_step(os.path.join(run_dir, "metrics.jsonl"))
+        save_run(r, run_dir, job.log_path, os.path.join(runs_out, r["label"]), plan)
+        if preset["eval_tasks"] and job.rc != "not run" and has_checkpoint(run_dir):
+            argv = [linea, "eval", run_dir, "--tasks", preset["eval_tasks"], "--lengths",
+                    args.eval_lengths or preset["eval_lengths"], "--limit",
+                    str(args.eval_limit or preset["eval_limit"]), "--device", args.device,
+                    "--out", os.path.join(run_dir, "eval.jsonl")]
+            e = Job("eval " + r["label"], argv, os.path.join(run_dir, "eval.log"), process_env(threads),
+                    on_end=eval_done)
+            e.run = r
+            eval_queue.append(e)
+
+    def eval_done(job):
+        r = job.run
+        r["eval_rc"] = job.rc
+        r["eval_wall_s"] = None if job.started is None else round((job.ended or now()) - job.started, 1)
+        run_dir = os.path.join(work, "runs", r["label"])
+        save_run(r, run_dir, os.path.join(work, "runs", r["label"] + ".train.log"),
+                 os.path.join(runs_out, r["label"]), plan)
+
+    train_jobs = []
+    for r in sorted(live, key=lambda r: -(r.get("overhead_s", 0) + r.get("step_s", 0) * r.get("steps", steps))):
+        o = dict(r["overrides"])
+        sweep_run_steps = int(o.get("train.steps", steps))
+        warm = int(o.get("optimizer.warmup_steps", "0"))
+        if warm:
+            warm_ratio = warm / sweep_run_steps
+            o["optimizer.warmup_steps"] = str(max(1, round(r.get("steps", steps) * warm_ratio)))
+        r_steps = r.get("steps", steps)
+        r["steps"] = r_steps
+        o["train.steps"] = str(r_steps)
+        o["train.eval_every"] = str(max(1, r_steps // evals))
+        r["overrides"] = o
+        j = Job("train " + r["label"], train_argv(linea, r, o, os.path.join(work, "runs"), r["label"]),
+                os.path.join(work, "runs", r["label"] + ".train.log"), process_env(threads), on_end=train_done)
+        j.run = r
+        train_jobs.append(j)
+    for r in runs:
+        if r.get("failed"):
+            save_run(r, None, None, os.path.join(runs_out, r["label"]), plan)
+
+    def status(running, evaluating):
+        parts = ["%s %d/%d" % (j.run["label"], last_step(os.path.join(work, "runs", j.run["label"], "metrics.jsonl")),
+                                steps) for j in running]
+        parts += ["eval %s" % j.run["label"] for j in evaluating]
+        log("running: " + ", ".join(parts))
+
+    log("training %d runs of %d steps, %d at once, longest first" % (len(train_jobs), steps, jobs))
+    plan["steps_per_run"] = {r["label"]: r["steps"] for r in live}
+    run_pool(train_jobs, jobs, train_deadline, log, status=status,
+             extra=(eval_queue, jobs, eval_deadline) if preset["eval_tasks"] else None)
+    plan["wall_s"] = round(now() - start, 1)
+    write_plan(out, plan)
+    report(out, log)
+    if not args.keep_runs_dir:
+        pack_runs(out)
+        log("runs/ packed into %s/runs.tar.gz (scripts/recall-study.sh report unpacks it)" % out)
+    log("done in %.0f s of the %d s budget" % (now() - start, budget))
+    return 0
+
+
+def pack_runs(out):
+    runs_dir = os.path.join(out, "runs")
+    with tarfile.open(os.path.join(out, "runs.tar.gz.tmp"), "w:gz") as tar:
+        tar.add(runs_dir, arcname="runs")
+    os.replace(os.path.join(out, "runs.tar.gz.tmp"), os.path.join(out, "runs.tar.gz"))
+    shutil.rmtree(runs_dir)
+
+
+def has_checkpoint(run_dir):
+    d = os.path.join(run_dir, "checkpoints")
+    return os.path.isdir(d) and any(os.path.exists(os.path.join(d, c, "COMMITTED")) for c in os.listdir(d))
+
+
+def save_run(r, run_dir, train_log, dest, plan):
+    """The run's small files into OUT/runs/LABEL/ (no checkpoints), and its record run.json."""
+    os.makedirs(dest, exist_ok=True)
+    if run_dir:
+        for name in ("config.toml", "metrics.jsonl", "eval.jsonl", "eval.log"):
+            src = os.path.join(run_dir, name)
+            if os.path.exists(src):
+                shutil.copyfile(src, os.path.join(dest, name))
+    if train_log and os.path.exists(train_log):
+        shutil.copyfile(train_log, os.path.join(dest, "train.log"))
+    record = {k: r.get(k) for k in ("label", "mixer", "hybrid", "d_model", "layers", "attention_layers",
+                                     "attention_share", "step_s", "overhead_s", "train_rc", "stopped",
+                                     "train_wall_s", "steps_done", "eval_rc", "eval_wall_s", "failed")}
+    record["steps_planned"] = r.get("steps", plan.get("steps"))
+    record["base"] = os.path.relpath(r["base"], ROOT)
+    record["overrides"] = r["overrides"]
+    with open(os.path.join(dest, "run.json"), "w") as f:
+        json.dump(record, f, indent=1, sort_keys=True)
+
+
+def write_plan(out, plan):
+    with open(os.path.join(out, "study.json"), "w") as f:
+        json.dump(plan, f, indent=1, sort_keys=True)
+
+
+def read_tail(path, lines=8):
+    try:
+        with open(path, errors="replace") as f:
+            return "".join(f.readlines()[-lines:])
+    except OSError:
+        return ""
+
+
+def git_commit():
+    try:
+        return subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"], capture_output=True,
+                              text=True).stdout.strip()
+    except OSError:
+        return ""
+
+
+def gpu_name():
+    try:
+        out = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"], capture_output=True,
+                             text=True, timeout=10)
+        return out.stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return ""
+
+
+# ---- report: tables and plot ---------------------------------------------------------------------------
+
+EVAL_LINE = re.compile(r"^(\S+) @(\d+) \((\d+)\): (\S+) (\S+) ± (\S+)")
+
+
+def read_eval(run_dir):
+    """{task@length: {metric: (value, stderr, samples)}} from eval.jsonl, else eval.log's printed lines."""
+    results = {}
+    for row in read_metrics(os.path.join(run_dir, "eval.jsonl")):
+        key = "%s@%s" % (row["task"], row.get("context_length", ""))
+        for metric in ("score", "acc"):
+            if metric in row:
+                results.setdefault(key, {})[metric] = (row[metric], row.get(metric + "_stderr"), row.get("samples"))
+    if results:
+        return results, "eval.jsonl"
+    try:
+        with open(os.path.join(run_dir, "eval.log"), errors="replace") as f:
+            for line in f:
+                m = EVAL_LINE.match(line.strip())
+                if m:
+                    task, length, n, metric, value, err = m.groups()
+                    results.setdefault("%s@%s" % (task, length), {})[metric] = (float(value), float(err), int(n))
+    except OSError:
+        pass
+    return results, "eval.log" if results else None
+
+
+RULER_PREFIXES = ("niah_", "vt", "cwe", "fwe", "qa_")
+
+
+def collect(out):
+    rows = []
+    runs_dir = os.path.join(out, "runs")
+    packed = os.path.join(out, "runs.tar.gz")
+    if not os.path.isdir(runs_dir) and os.path.exists(packed):
+        with tarfile.open(packed) as tar:  # written by pack_runs: members runs/LABEL/FILE only
+            members = [m for m in tar.getmembers() if m.name.startswith("runs/") and ".." not in m.name]
+            tar.extractall(out, members=members)
+    for label in sorted(os.listdir(runs_dir)) if os.path.isdir(runs_dir) else []:
+        d = os.path.join(runs_dir, label)
+        try:
+            with open(os.path.join(d, "run.json")) as f:
+                rec = json.load(f)
+        except (OSError, ValueError):
+            continue
+        metrics = read_metrics(os.path.join(d, "metrics.jsonl"))
+        val = [m for m in metrics if "val_loss" in m]
+        rec["steps_done"] = metrics[-1]["step"] if metrics else 0
+        done = re.findall(r"(?:done|stopped): steps \d+ → (\d+)", read_tail(os.path.join(d, "train.log"), 20))
+        if done:
+            rec["steps_done"] = int(done[-1])
+        rec["tokens"] = metrics[-1].get("tokens") if metrics else None
+        rec["final_loss"] = metrics[-1].get("loss") if metrics else None
+        rec["val_loss"] = val[-1]["val_loss"] if val else None
+        rec["val_step"] = val[-1]["step"] if val else None
+        rec["val_acc"] = val[-1].get("val_acc") if val else None
+        rec["tokens_per_s"] = statistics.median([m["tokens_per_s"] for m in metrics if "tokens_per_s" in m]) \
+            if metrics else None
+        ev, source = read_eval(d)
+        rec["eval"] = {k: {m: {"value": v[0], "stderr": v[1], "samples": v[2]} for m, v in ms.items()}
+                       for k, ms in ev.items()}
+        rec["eval_source"] = source
+        rec["ruler_scores"] = {k: ms["score"][0] for k, ms in ev.items() if k.startswith(RULER_PREFIXES) and "score" in ms}
+        mqar = [ms["acc"][0] for k, ms in ev.items() if k.startswith("mqar@") and "acc" in ms]
+        rec["eval_mqar_acc"] = mqar[0] if mqar else None
+        rows.append(rec)
+    # The mean RULER score is taken over the tasks that every evaluated run finished, so that an
+    # evaluation cut by the deadline does not compare means over different tasks.
+    scored = [r["ruler_scores"] for r in rows if r["ruler_scores"]]
+    common = sorted(set.intersection(*[set(d) for d in scored])) if scored else []
+    for r in rows:
+        r["ruler_tasks"] = ",".join(common)
+        r["ruler_mean"] = sum(r["ruler_scores"][k] for k in common) / len(common) \
+            if common and r["ruler_scores"] else None
+    return rows
+
+
+def fmt(v, digits=3):
+    if v is None:
+        return "—"
+    if isinstance(v, float):
+        return ("%." + str(digits) + "f") % v
+    return str(v)
+
+
+def status_of(r):
+    if r.get("failed"):
+        return r["failed"]
+    if r.get("train_rc") == "not run":
+        return "not run (deadline)"
+    s = "stopped at deadline" if r.get("stopped") else ("ok" if r.get("train_rc") == 0 else "exit %s" % r.get("train_rc"))
+    if r.get("eval_rc") not in (None, 0):
+        s += ", eval %s" % ("killed at deadline" if r.get("eval_rc") == -9 else "exit %s" % r.get("eval_rc"))
+    return s
+
+
+def report(out, log=print):
+    rows = collect(out)
+    try:
+        with open(os.path.join(out, "study.json")) as f:
+            plan = json.load(f)
+    except (OSError, ValueError):
+        plan = {}
+    study = plan.get("study") or ("recall" if any(r.get("eval") for r in rows) else "mqar")
+    task_keys = sorted({k for r in rows for k in r["eval"]})
+    # TSV and JSON: every figure of every run.
+    cols = ["label", "mixer", "hybrid", "d_model", "layers", "attention_layers", "attention_share", "steps_planned",
+            "steps_done", "tokens", "final_loss", "val_loss", "val_step", "val_acc", "tokens_per_s", "ruler_tasks",
+            "ruler_mean", "eval_mqar_acc", "status"]
+    with open(os.path.join(out, "results.tsv"), "w") as f:
+        f.write("\t".join(cols + task_keys) + "\n")
+        for r in rows:
+            r["status"] = status_of(r)
+            vals = [fmt(r.get(c), 5) for c in cols]
+            for k in task_keys:
+                m = r["eval"].get(k, {})
+                v = m.get("score") or m.get("acc")
+                vals.append(fmt(v["value"], 4) if v else "—")
+            f.write("\t".join(vals) + "\n")
+    with open(os.path.join(out, "results.json"), "w") as f:
+        json.dump({"study": study, "plan": plan, "runs": rows}, f, indent=1, sort_keys=True)
+    md = mqar_markdown(rows, plan) if study == "mqar" else recall_markdown(rows, plan, task_keys)
+    with open(os.path.join(out, "results.md"), "w") as f:
+        f.write(md)
+    svg = mqar_svg(rows, plan) if study == "mqar" else recall_svg(rows, plan)
+    with open(os.path.join(out, "plot.svg"), "w") as f:
+        f.write(svg)
+    log("report: %d runs -> %s/results.{tsv,json,md}, plot.svg" % (len(rows), out))
+    return 0
+
+
+def header_line(plan):
+    bits = []
+    if plan.get("gpu"):
+        bits.append(plan["gpu"])
+    if plan.get("steps"):
+        bits.append("%s steps a run (%s)" % (plan["steps"], plan.get("steps_rule", "")))
+    if plan.get("budget_s"):
+        bits.append("budget %s s, %s runs at once, wall %s s" % (plan["budget_s"], plan.get("jobs"), plan.get("wall_s")))
+    if plan.get("git"):
+        bits.append("linea %s" % plan["git"])
+    return "; ".join(bits)
+
+
+def mqar_markdown(rows, plan):
+    widths = sorted({r["d_model"] for r in rows})
+    mixers = [m for m in MIXERS if any(r["mixer"] == m for r in rows)]
+    lines = ["MQAR val_acc (share of queries whose argmax is the value) by mixer and d_model, 2 layers, "
+             "seq 256, 16 pairs, vocabulary 8192: the last evaluation of each run (step in brackets when "
+             "it is not the last planned step). %s." % header_line(plan), "",
+             "| mixer | " + " | ".join("d %d" % w for w in widths) + " |",
+             "|---|" + "---|" * len(widths)]
+    for m in mixers:
+        cells = []
+        for w in widths:
+            r = next((r for r in rows if r["mixer"] == m and r["d_model"] == w), None)
+            if r is None or r.get("val_acc") is None:
+                cells.append("— (%s)" % status_of(r) if r else "—")
+            else:
+                c = "%.3f" % r["val_acc"]
+                if r.get("val_step") != r.get("steps_planned"):
+                    c += " (step %s)" % r.get("val_step")
+                cells.append(c)
+        lines.append("| %s | %s |" % (m, " | ".join(cells)))
+    return "\n".join(lines) + "\n"
+
+
+def recall_markdown(rows, plan, task_keys):
+    mixers = [m for m in MIXERS if m != "attention" and any(r["mixer"] == m for r in rows)]
+    tf = next((r for r in rows if r["mixer"] == "attention"), None)
+    lengths = plan.get("eval_lengths", "")
+    common = next((r["ruler_tasks"] for r in rows if r.get("ruler_tasks")), "")
+    lines = ["Recall against the linear:full ratio: the mean RULER score (%%, the mean over the %d RULER tasks "
+             "that every evaluated run finished, at context %s: %s) of each mixer's pure and 3:1 models and of "
+             "the Transformer. %s." % (len(common.split(",")) if common else 0, lengths or "as evaluated",
+                                       common.replace(",", ", ") or "none", header_line(plan)), "",
+             "| mixer | pure | 3:1 | 3:1 − pure | Transformer |", "|---|---|---|---|---|"]
+    pick = lambda m, pure: next((r for r in rows if r["mixer"] == m and (r["hybrid"] == "pure") == pure), None)
+    tv = tf.get("ruler_mean") if tf else None
+    for m in mixers:
+        p_, h_ = pick(m, True), pick(m, False)
+        pv, hv = (p_ or {}).get("ruler_mean"), (h_ or {}).get("ruler_mean")
+        lines.append("| %s | %s | %s | %s | %s |" % (m, fmt(pv, 1), fmt(hv, 1),
+                                                    "%+.1f" % (hv - pv) if pv is not None and hv is not None else "—",
+                                                    fmt(tv, 1)))
+    lines += ["", "Every run: attention layers of all layers, steps trained, final val_loss (language "
+              "modelling), mean RULER score, the `mqar` eval task's acc (over the tokenizer's words), status.", "",
+              "| run | attention layers | steps | val_loss | RULER mean | mqar acc | status |",
+              "|---|---|---|---|---|---|---|"]
+    order = ([tf] if tf else []) + [r for m in mixers for r in (pick(m, True), pick(m, False)) if r]
+    for r in order:
+        lines.append("| %s | %s/%s | %s | %s | %s | %s | %s |" % (
+            r["label"], r.get("attention_layers"), r.get("layers"), r.get("steps_done"), fmt(r.get("val_loss"), 3),
+            fmt(r.get("ruler_mean"), 1), fmt(r.get("eval_mqar_acc"), 3), status_of(r)))
+    lines += ["", "Per task (score %; mqar: acc):", "",
+              "| run | " + " | ".join(task_keys) + " |", "|---|" + "---|" * len(task_keys)]
+    for r in order:
+        cells = []
+        for k in task_keys:
+            m = r["eval"].get(k, {})
+            v = m.get("score") or m.get("acc")
+            cells.append(fmt(v["value"], 1 if "score" in m else 3) if v else "—")
+        lines.append("| %s | %s |" % (r["label"], " | ".join(cells)))
+    lines += ["", "For comparison, seed 001's claim: " + SEED001_CLAIM, ""]
+    return "\n".join(lines)
+
+
+# ---- SVG ------------------------------------------------------------------------------------------------
+
+PALETTE = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22",
+           "#17becf", "#000000"]
+
+
+def esc(s):
+    return str(s).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def panel(x0, y0, w, h, title, xlabels, series, ylabel, ymin, ymax, hline=None):
+    """One line chart: xlabels are categories, series = [(name, color, [y or None per x], dashed)]."""
+    parts = ['<text x="%.1f" y="%.1f" font-size="13" text-anchor="middle">%s</text>' % (x0 + w / 2, y0 - 8, esc(title))]
+    parts.append('<rect x="%.1f" y="%.1f" width="%.1f" height="%.1f" fill="none" stroke="#444"/>' % (x0, y0, w, h))
+    if ymax <= ymin:
+        ymax = ymin + 1
+    ys = lambda v: y0 + h - (v - ymin) / (ymax - ymin) * h
+    n = len(xlabels)
+    xs = lambda i: x0 + (i + 0.5) * w / n
+    for k in range(6):
+        v = ymin + (ymax - ymin) * k / 5
+        parts.append('<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="#ddd"/>' % (x0, ys(v), x0 + w, ys(v)))
+        parts.append('<text x="%.1f" y="%.1f" font-size="10" text-anchor="end">%s</text>' % (x0 - 4, ys(v) + 3, "%.3g" % v))
+    for i, lab in enumerate(xlabels):
+        parts.append('<text x="%.1f" y="%.1f" font-size="10" text-anchor="middle">%s</text>' % (xs(i), y0 + h + 14, esc(lab)))
+    parts.append('<text x="%.1f" y="%.1f" font-size="11" text-anchor="middle" transform="rotate(-90 %.1f %.1f)">%s</text>' %
+                 (x0 - 36, y0 + h / 2, x0 - 36, y0 + h / 2, esc(ylabel)))
+    if hline is not None:
+        name, color, v = hline
+        parts.append('<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="%s" stroke-dasharray="5,4"/>' %
+                     (x0, ys(v), x0 + w, ys(v), color))
+    for name, color, values, dashed in series:
+        pts = [(xs(i), ys(v)) for i, v in enumerate(values) if v is not None]
+        if len(pts) > 1:
+            parts.append('<polyline fill="none" stroke="%s" stroke-width="1.8"%s points="%s"/>' %
+                         (color, ' stroke-dasharray="4,3"' if dashed else "", " ".join("%.1f,%.1f" % p for p in pts)))
+        for x, y in pts:
+            parts.append('<circle cx="%.1f" cy="%.1f" r="3" fill="%s"><title>%s</title></circle>' % (x, y, color, esc(name)))
+    return parts
+
+
+def legend(x0, y0, names_colors):
+    parts = []
+    for i, (name, color) in enumerate(names_colors):
+        y = y0 + 15 * i
+        parts.append('<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="%s" stroke-width="2"/>' % (x0, y, x0 + 18, y, color))
+        parts.append('<text x="%.1f" y="%.1f" font-size="11">%s</text>' % (x0 + 22, y + 4, esc(name)))
+    return parts
+
+
+def svg_doc(width, height, title, parts, note):
+    head = ['<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" font-family="sans-serif">' % (width, height),
+            '<rect width="100%" height="100%" fill="white"/>',
+            '<text x="%d" y="20" font-size="15" text-anchor="middle">%s</text>' % (width / 2, esc(title)),
+            '<text x="%d" y="%d" font-size="10" text-anchor="middle" fill="#555">%s</text>' % (width / 2, height - 8, esc(note))]
+    return "\n".join(head + parts + ["</svg>"]) + "\n"
+
+
+def mqar_svg(rows, plan):
+    widths = sorted({r["d_model"] for r in rows})
+    mixers = [m for m in MIXERS if any(r["mixer"] == m for r in rows)]
+    series = []
+    for i, m in enumerate(mixers):
+        vals = []
+        for w in widths:
+            r = next((r for r in rows if r["mixer"] == m and r["d_model"] == w), None)
+            vals.append(r.get("val_acc") if r else None)
+        series.append((m, PALETTE[i % len(PALETTE)], vals, False))
+    parts = panel(70, 50, 520, 330, "MQAR accuracy by model width (2 layers, seq 256, 16 pairs)",
+                  ["d_model %d" % w for w in widths], series, "val_acc", 0.0, 1.0)
+    parts += legend(615, 60, [(s[0], s[1]) for s in series])
+    return svg_doc(760, 430, "MQAR: mixers x width", parts, header_line(plan))
+
+
+def recall_svg(rows, plan):
+    mixers = [m for m in MIXERS if m != "attention" and any(r["mixer"] == m for r in rows)]
+    tf = next((r for r in rows if r["mixer"] == "attention"), None)
+    xl = ["pure (0 attn)", "3:1 (1/4 attn)", "Transformer"]
+    parts = []
+    names = []
+    for k, (key, ylabel, title, lo, hi) in enumerate([
+            ("ruler_mean", "mean RULER score (%)", "Recall (RULER, context %s)" % plan.get("eval_lengths", "?"), 0.0,
+             None),
+            ("val_loss", "val_loss", "Language modelling (final val_loss)", None, None)]):
+        series = []
+        allv = []
+        for i, m in enumerate(mixers):
+            pure = next((r for r in rows if r["mixer"] == m and r["hybrid"] == "pure"), None)
+            hyb = next((r for r in rows if r["mixer"] == m and r["hybrid"] != "pure"), None)
+            vals = [pure.get(key) if pure else None, hyb.get(key) if hyb else None, None]
+            allv += [v for v in vals if v is not None]
+            series.append((m, PALETTE[i % len(PALETTE)], vals, False))
+        tv = tf.get(key) if tf else None
+        if tv is not None:
+            allv.append(tv)
+            series.append(("transformer", "#000000", [None, None, tv], False))
+        ymin = lo if lo is not None else (min(allv) if allv else 0.0)
+        ymax = hi if hi is not None else (max(allv) if allv else 1.0)
+        if key == "ruler_mean":
+            ymax = max(10.0, math.ceil((ymax if allv else 0) / 10.0) * 10)
+        else:
+            pad = 0.05 * (ymax - ymin) or 0.1
+            ymin, ymax = ymin - pad, ymax + pad
+        parts += panel(70 + k * 400, 50, 320, 300, title, xl, series, ylabel, ymin, ymax,
+                       hline=("transformer", "#000000", tv) if tv is not None else None)
+        names = [(s[0], s[1]) for s in series]
+    parts += legend(820, 60, names)
+    return svg_doc(960, 400, "Recall against the linear:full ratio (reduced scale)", parts, header_line(plan))
+
+
+# ---- command line ---------------------------------------------------------------------------------------
+
+
+def main():
+    p = argparse.ArgumentParser(prog="scripts/recall-study.sh", description=__doc__.split("\n\n")[0],
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("study", choices=["mqar", "recall", "report", "selftest"])
+    p.add_argument("dir", nargs="?", help="report: the study's output folder")
+    p.add_argument("--linea", default=os.path.join(ROOT, "build", "linea"), help="the linea binary")
+    p.add_argument("--out", help="results folder (small files only)")
+    p.add_argument("--work", help="runs and checkpoints (default /tmp/linea-recall-study/STUDY; emptied first)")
+    p.add_argument("--budget", type=int, help="wall seconds from start to the last file (preset: 360)")
+    p.add_argument("--jobs", type=int, help="trainings (and evaluations) at once (preset: 11)")
+    p.add_argument("--steps", type=int, help="steps of every run, instead of the probe's choice")
+    p.add_argument("--probe-steps", type=int)
+    p.add_argument("--margin", type=int, help="seconds kept for the report at the end (preset 20)")
+    p.add_argument("--eval-reserve", type=int, help="recall: seconds between the training and evaluation deadlines")
+    p.add_argument("--eval-limit", type=int, help="recall: samples per eval task (preset 16)")
+    p.add_argument("--eval-lengths", help="recall: RULER context lengths (preset 1024)")
+    p.add_argument("--device", default="cuda", choices=["cuda", "cpu", "auto"])
+    p.add_argument("--runs", help="only the runs whose label matches this regex")
+    p.add_argument("--set", action="append", help="KEY=VALUE override for every run (repeatable)")
+    p.add_argument("--sweep", help="another sweep file (relative to the repository)")
+    p.add_argument("--dry-run", action="store_true", help="print the linea train commands and stop")
+    p.add_argument("--keep-runs-dir", action="store_true", help="leave OUT/runs/ as a folder (default: packed "
+                   "into OUT/runs.tar.gz at the end)")
+    args = p.parse_args()
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    if args.study == "selftest":
+        return selftest()
+    if args.study == "report":
+        if not args.dir:
+            p.error("report needs the output folder")
+        return report(os.path.abspath(args.dir))
+    if not args.out:
+        p.error("--out is required")
+    return run_study(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
