@@ -273,6 +273,17 @@ class Job:
                 pass
 
 
+def reap(jobs, how, log):
+    """Removes the ended jobs from `jobs`, logging each (`how(job)` adds why it ended) and
+    calling its on_end."""
+    for j in list(jobs):
+        if j.poll() is not None:
+            jobs.remove(j)
+            log("%s ended: exit %s after %.0f s%s" % (j.name, j.rc, j.ended - j.started, how(j)))
+            if j.on_end:
+                j.on_end(j)
+
+
 def run_pool(jobs, slots, deadline, log, grace=30.0, status=None, extra=None):
     """Runs `jobs` (a list, started in order) `slots` at a time. At `deadline` a running job gets
     SIGTERM and `grace` s later SIGKILL; jobs not started by then stay unstarted. `extra` is a
@@ -290,20 +301,8 @@ def run_pool(jobs, slots, deadline, log, grace=30.0, status=None, extra=None):
             grace = min(grace, 5.0)
             if extra:
                 extra_deadline = t
-        for j in list(running):
-            if j.poll() is not None:
-                running.remove(j)
-                log("%s ended: exit %s after %.0f s%s" % (j.name, j.rc, j.ended - j.started,
-                                                           " (stopped at the deadline)" if j.stopped else ""))
-                if j.on_end:
-                    j.on_end(j)
-        for j in list(extra_running):
-            if j.poll() is not None:
-                extra_running.remove(j)
-                log("%s ended: exit %s after %.0f s%s" % (j.name, j.rc, j.ended - j.started,
-                                                           " (killed at the deadline)" if j.killed else ""))
-                if j.on_end:
-                    j.on_end(j)
+        reap(running, lambda j: " (stopped at the deadline)" if j.stopped else "", log)
+        reap(extra_running, lambda j: " (killed at the deadline)" if j.killed else "", log)
         if t >= deadline:
             for j in queue:
                 log("%s not started: the training deadline has passed" % j.name)

@@ -1,12 +1,14 @@
 #include "tests/testing/assert_close.h"
 
 #include <cmath>
+#include <cstring>
 #include <sstream>
 
 namespace linea::testing {
 
 namespace {
-template <class Out> Tensor convert(const Tensor& t) {
+template <class Out>
+Tensor convert(const Tensor& t) {
   Tensor c = t.clone();
   Tensor out = Tensor::empty(t.shape(), dtype_of<Out>());
   Out* o = out.data<Out>();
@@ -60,6 +62,17 @@ CloseReport compare(const Tensor& ref, const Tensor& got) {
   if (rep.has_nan) return ::testing::AssertionFailure() << os.str() << ": NaN present";
   if (rep.err_ratio < ratio) return ::testing::AssertionSuccess() << os.str();
   return ::testing::AssertionFailure() << os.str();
+}
+
+void expect_same_bits(const NamedTensors& expected, const NamedTensors& got, const std::string& what) {
+  ASSERT_EQ(expected.size(), got.size()) << what;
+  for (size_t i = 0; i < expected.size(); ++i) {
+    const Tensor& a = expected[i].second;
+    const Tensor& b = got[i].second;
+    ASSERT_EQ(a.nbytes(), b.nbytes()) << what << " " << expected[i].first;
+    EXPECT_EQ(0, std::memcmp(a.raw(), b.raw(), a.nbytes()))
+        << what << " " << expected[i].first << ": err_ratio " << compare(a, b).err_ratio;
+  }
 }
 
 }  // namespace linea::testing
