@@ -340,16 +340,16 @@ __global__ void __launch_bounds__(kThreads, Kd <= 128 ? 2 : 1)
                      s_at = mma::shared_address(sm.S.data);
       // Blocks of 64 key columns (one address step each), 4 depth steps of 16 unrolled in each.
 #pragma unroll 1
-      for (int kb = 0; kb < Kd; kb += 64) {
+      for (int k64 = 0; k64 < Kd; k64 += 64) {
 #pragma unroll
         for (int k = 0; k < 64; k += 16) {
           uint32_t aw[4], aq[4];
-          if (!p.plain) mma::ldsm_x4(aw, w_at + 2 * kb + a_rows.at(0, k));
-          if constexpr (kOutput) mma::ldsm_x4(aq, q_at + 2 * kb + a_rows.at(0, k));
+          if (!p.plain) mma::ldsm_x4(aw, w_at + 2 * k64 + a_rows.at(0, k));
+          if constexpr (kOutput) mma::ldsm_x4(aq, q_at + 2 * k64 + a_rows.at(0, k));
 #pragma unroll
           for (int j = 0; j < 4; j += 2) {
             uint32_t bs[4];
-            mma::ldsm_x4_trans(bs, s_at + 2 * kBV * kb + b_cols.at(k, 8 * j));
+            mma::ldsm_x4_trans(bs, s_at + 2 * kBV * k64 + b_cols.at(k, 8 * j));
             if (!p.plain) {
               mma::mma(ws_[j], aw, bs[0], bs[1]);
               mma::mma(ws_[j + 1], aw, bs[2], bs[3]);
@@ -511,20 +511,20 @@ __global__ void __launch_bounds__(kThreads, Kd <= 128 ? 2 : 1)
                      q_at = mma::shared_address(sm.Q(qb).data);
       // Blocks of 64 key columns (one address step each), 4 depth steps of 16 unrolled in each.
 #pragma unroll 1
-      for (int kb = 0; kb < Kd; kb += 64) {
+      for (int k64 = 0; k64 < Kd; k64 += 64) {
 #pragma unroll
         for (int k = 0; k < 64; k += 16) {
           uint32_t ak[4];
-          mma::ldsm_x4(ak, k_at + 2 * kb + a_rows.at(0, k));
+          mma::ldsm_x4(ak, k_at + 2 * k64 + a_rows.at(0, k));
 #pragma unroll
           for (int j = 0; j < 4; j += 2) {
             uint32_t bd[4];
-            mma::ldsm_x4_trans(bd, s_at + 2 * kBV * kb + b_cols.at(k, 8 * j));
+            mma::ldsm_x4_trans(bd, s_at + 2 * kBV * k64 + b_cols.at(k, 8 * j));
             mma::mma(du[j], ak, bd[0], bd[1]);
             mma::mma(du[j + 1], ak, bd[2], bd[3]);
             if constexpr (!kChannel) {
               uint32_t bq[4];
-              mma::ldsm_x4(bq, q_at + 2 * kb + q_cols.at(8 * j, k));
+              mma::ldsm_x4(bq, q_at + 2 * k64 + q_cols.at(8 * j, k));
               mma::mma(kq[j], ak, bq[0], bq[1]);
               mma::mma(kq[j + 1], ak, bq[2], bq[3]);
             }
