@@ -19,8 +19,8 @@
 //                    (model/mixers/delta_rule/delta_rule_config.h)
 //   [model.routing]  cross-layer routing between the delta-rule layers: kind (none | cler | cler_h |
 //                    clvr), layers, stop_grad, projection, resume_unrouted (model/routing_config.h)
-//   [model.attention] softmax attention's: heads, kv_heads, head_dim, window, rope_theta, backend
-//                    (model/mixers/attention/attention_config.h)
+//   [model.attention] softmax attention's: heads, kv_heads, head_dim, window, rope_theta, backend,
+//                    cudnn_autotune (model/mixers/attention/attention_config.h)
 // See reference/mixers.md §1 (layers), §4 (reference shapes, hybrid layouts). parse() validates
 // every field and shape; errors name the file and the dotted key.
 #pragma once

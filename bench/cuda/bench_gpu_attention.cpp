@@ -1,9 +1,12 @@
 // bench_gpu_attention: times CUDA causal softmax attention (ops::attention_forward / _backward) in
 // bf16 at the shapes of shared/ANCHORS.md (B·T = 32768 tokens, H = 16 query and kv heads, d = 128,
-// T = 4096, 16384, 32768) on both CUDA backends (cuDNN's fused attention and the own flash
+// T = 4096, 16384, 32768) on both CUDA backends (cuDNN's fused attention, autotuned as by default
+// and as "cudnn_heuristics" without autotuning, the heuristics' first plan; and the own flash
 // kernels), for two layouts: whole sequences (plain causal, as torch SDPA is timed) and documents
 // (each sequence packs documents of seeded random lengths in [1, T/4]: document masking). One JSON
-// line per (backend, layout, shape): forward ms and forward + backward ms (CUDA-event means),
+// line per (backend, layout, shape): forward ms and forward + backward ms (CUDA-event means; the
+// untimed warm-up calls build the plans and autotune them), cuDNN's forward and backward plans
+// (engine and knob choices, as the log lines name them),
 // beside torch SDPA's figures from shared/ANCHORS.md (time SDPA in the same device call with
 // shared/anchors/bench_fla_kernels.py for the ratio), and TFLOP/s with the causal FLOP count
 // (forward 2·2·H·d·Σ L²/2 over the documents' lengths L, backward 2.5× that: the 5 matmuls of the
@@ -22,6 +25,7 @@
 #include "bench/cuda/gpu_bench.h"
 #include "kernels/device_memory.h"
 #include "model/mixers/attention/attention.h"
+#include "model/mixers/attention/cuda/attention_routing.h"
 
 namespace {
 
@@ -39,8 +43,11 @@ constexpr int64_t kTokens = 32768, kHeads = 16, kHeadDim = 128;
 struct Backend {
   const char* name;
   ops::AttentionBackend backend;
+  bool autotune;  // cuDNN autotuning (AttentionShape::cudnn_autotune)
 };
-constexpr Backend kBackends[] = {{"cudnn", ops::AttentionBackend::cudnn}, {"own", ops::AttentionBackend::own}};
+constexpr Backend kBackends[] = {{"cudnn", ops::AttentionBackend::cudnn, true},
+                                 {"cudnn_heuristics", ops::AttentionBackend::cudnn, false},
+                                 {"own", ops::AttentionBackend::own, true}};
 
 // `batch` sequences of seq_len tokens, each cut into documents of lengths uniform in [1, seq_len/4].
 SeqLayout documents(int64_t batch, int64_t seq_len, Rng& rng) {
@@ -91,7 +98,8 @@ ops::AttentionShape shape_for(const Backend& backend) {
           .head_dim = kHeadDim,
           .window = 0,
           .scale = 1.0 / std::sqrt(static_cast<double>(kHeadDim)),
-          .backend = backend.backend};
+          .backend = backend.backend,
+          .cudnn_autotune = backend.autotune};
 }
 
 void bench_shape(Problem& p, const Backend& backend, const Anchor& anchor, const char* layout, const SeqLayout& seqs,
@@ -108,10 +116,14 @@ void bench_shape(Problem& p, const Backend& backend, const Anchor& anchor, const
                          {"head_dim", kHeadDim}};
   try {
     const double forward_ms = mean_ms(iterations, [&] { p.forward(shape, seqs); });
+    const std::string forward_plan = cuda::last_attention_route().plan;
     const double total_ms = mean_ms(iterations, [&] {
       p.forward(shape, seqs);
       p.backward(shape, seqs);
     });
+    if (backend.backend == ops::AttentionBackend::cudnn) {
+      line.update({{"cudnn_forward_plan", forward_plan}, {"cudnn_backward_plan", cuda::last_attention_route().plan}});
+    }
     const double forward_flop = 2.0 * 2.0 * kHeads * kHeadDim * causal_pairs(seqs);
     line.update({{"forward_ms", forward_ms},
                  {"forward_backward_ms", total_ms},

@@ -227,6 +227,15 @@ TEST(ModelConfig, ParsesAndDerivesDefaults) {
   EXPECT_EQ(a.backend, ops::AttentionBackend::automatic);
   EXPECT_EQ(backend(parse_model(kSmall, {"model.attention.backend=cudnn"})), ops::AttentionBackend::cudnn);
   EXPECT_EQ(backend(parse_model(kSmall, {"model.attention.backend=own"})), ops::AttentionBackend::own);
+
+  // cudnn_autotune: on by default; false asks for the heuristics' first plan.
+  const auto autotune = [](const ModelConfig& m) {
+    return dynamic_cast<const AttentionConfig&>(m.layer_config(3)).cudnn_autotune;
+  };
+  EXPECT_TRUE(a.cudnn_autotune);
+  EXPECT_FALSE(autotune(parse_model(kSmall, {"model.attention.cudnn_autotune=false"})));
+  EXPECT_TRUE(autotune(parse_model(kSmall, {"model.attention.cudnn_autotune=true"})));
+  EXPECT_TRUE(ops::AttentionShape{}.cudnn_autotune);  // the op's default agrees with the config's
 }
 
 // Whether parsing `text` with `overrides` throws std::invalid_argument naming every fragment.
@@ -250,6 +259,12 @@ TEST(ModelConfig, ErrorsNameTheFileAndKey) {
       fails({"model.attention.kv_heads=3"}, {"model.attention.kv_heads: heads 4 is not a multiple of kv_heads 3"}));
   EXPECT_TRUE(fails({"model.attention.head_dim=15"}, {"model.attention.head_dim: RoPE needs an even head_dim"}));
   EXPECT_TRUE(fails({"model.attention.backend=flash"}, {"model.attention.backend: expected one of auto, cudnn, own"}));
+  EXPECT_TRUE(fails({"model.attention.cudnn_autotune=1"},
+                    {"test.toml: model.attention.cudnn_autotune: expected a boolean (true or false), got an integer"}));
+  EXPECT_TRUE(fails({"model.attention.cudnn_autotune=\"yes\""},
+                    {"model.attention.cudnn_autotune: expected a boolean (true or false), got a string"}));
+  EXPECT_TRUE(fails({"model.attention.cudnn_autotun=false"}, {"test.toml: unknown key 'model.attention.cudnn_autotun'",
+                                                              "did you mean 'model.attention.cudnn_autotune'"}));
   EXPECT_TRUE(fails({"model.linear.conv=-1"}, {"model.linear.conv: expected an integer >= 0"}));
   EXPECT_TRUE(fails({"model.hybrid=3:2"}, {"test.toml: model.hybrid: expected \"pure\", a ratio \"r:1\"", "'3:2'"}));
   EXPECT_TRUE(fails({"model.hybrid=x:1"}, {"model.hybrid", "'x:1'"}));

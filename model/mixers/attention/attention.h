@@ -18,11 +18,16 @@ namespace linea::ops {
 // backend: which CUDA implementation serves it (the CPU ignores it): cuDNN's fused flash
 // attention where it supports the call, else the own kernels, with one log line saying which and
 // why (automatic); cuDNN, an error where it cannot (cudnn); the own kernels (own).
+// cudnn_autotune: on cuDNN, time the execution plans of the engine configurations cuDNN's
+// heuristics offer on the first call of each shape and keep the fastest (true), or take the
+// heuristics' first (false); either way the results are those of the same math
+// (model/mixers/attention/cuda/cudnn_attention.h).
 enum class AttentionBackend { automatic, cudnn, own };
 struct AttentionShape {
   int64_t q_heads = 1, kv_heads = 1, head_dim = 1, window = 0;
   double scale = 1.0;
   AttentionBackend backend = AttentionBackend::automatic;
+  bool cudnn_autotune = true;
 };
 void attention_forward(Tensor out, Tensor lse, const Tensor& q, const Tensor& k, const Tensor& v,
                        const AttentionShape& shape, const SeqLayout& seqs);

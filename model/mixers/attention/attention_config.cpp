@@ -16,6 +16,7 @@ void AttentionConfig::read(ConfigSection& table) {
   backend = name == "cudnn" ? ops::AttentionBackend::cudnn
             : name == "own" ? ops::AttentionBackend::own
                             : ops::AttentionBackend::automatic;
+  cudnn_autotune = table.boolean("cudnn_autotune", cudnn_autotune);
 }
 
 void AttentionConfig::resolve(int64_t d_model, const ConfigFieldError& fail) {

@@ -1,7 +1,9 @@
 // AttentionConfig: the settings of softmax attention (reference/mixers.md §4.3), read from
 // [model.attention] (or [model.<mixer>]): heads, kv_heads (default heads), head_dim (default
 // d_model/heads, or 64 when heads is not given either), window (0 = full causal), rope_theta,
-// backend (auto | cudnn | own: which CUDA implementation runs it, attention.h).
+// backend (auto | cudnn | own: which CUDA implementation runs it, attention.h), cudnn_autotune
+// (default true: time cuDNN's candidate engine configurations per shape and keep the fastest;
+// false: the heuristics' first).
 #pragma once
 #include <cstdint>
 #include <string>
@@ -25,6 +27,7 @@ class AttentionConfig final : public MixerConfigOf<AttentionConfig> {
   int64_t window = 0;
   double rope_theta = 10000.0;
   ops::AttentionBackend backend = ops::AttentionBackend::automatic;
+  bool cudnn_autotune = true;
 };
 
 }  // namespace linea

@@ -30,6 +30,8 @@ std::string cudnn_version_string() { return ""; }
 std::string cudnn_attention_plan_check(const std::string&, bool, const ops::AttentionShape&, const SeqLayout&) {
   return kNoCudnn;
 }
+std::string cudnn_attention_last_plan() { return ""; }
+std::vector<std::string> cudnn_attention_candidates(bool, const ops::AttentionShape&, const SeqLayout&) { return {}; }
 #endif
 
 thread_local AttentionRoute last_route;
@@ -50,7 +52,7 @@ bool served_by_cudnn(const char* op, const char* direction, const ops::Attention
   if (!refusal.empty() && shape.backend == ops::AttentionBackend::cudnn) {
     throw std::invalid_argument(std::string(op) + ": backend = \"cudnn\", but cuDNN cannot serve it: " + refusal);
   }
-  last_route = {refusal.empty(), refusal};
+  last_route = {refusal.empty(), refusal, refusal.empty() ? cudnn_attention_last_plan() : ""};
   if (refusal.empty()) {
     log_once("attention: cuDNN " + cudnn_version_string() + " fused flash attention serves the " + direction);
   } else {
@@ -82,6 +84,11 @@ AttentionRoute last_attention_route() { return last_route; }
 std::string check_cudnn_attention_plan(const std::string& device_json, bool backward, const ops::AttentionShape& shape,
                                        const SeqLayout& seqs) {
   return cudnn_attention_plan_check(device_json, backward, shape, seqs);
+}
+
+std::vector<std::string> cudnn_attention_plan_candidates(bool backward, const ops::AttentionShape& shape,
+                                                         const SeqLayout& seqs) {
+  return cudnn_attention_candidates(backward, shape, seqs);
 }
 
 }  // namespace linea::cuda

@@ -6,6 +6,7 @@
 // the own kernels. A build without cuDNN routes every call to the own kernels.
 #pragma once
 #include <string>
+#include <vector>
 
 #include "model/mixers/attention/attention.h"
 
@@ -17,10 +18,12 @@ void route_attention_backward(Tensor dq, Tensor dk, Tensor dv, const Tensor& dou
                               const Tensor& v, const Tensor& out, const Tensor& lse, const ops::AttentionShape& shape,
                               const SeqLayout& seqs);
 
-// What served the last routed call on this thread: cuDNN or the own kernels, and why the latter.
+// What served the last routed call on this thread: cuDNN (and its plan) or the own kernels, and
+// why the latter.
 struct AttentionRoute {
   bool cudnn = false;
   std::string reason;  // empty when cuDNN served it
+  std::string plan;    // cuDNN's plan when it served the call: engine and knob choices (cudnn_attention.h)
 };
 AttentionRoute last_attention_route();
 
@@ -30,5 +33,12 @@ AttentionRoute last_attention_route();
 // built without cuDNN".
 std::string check_cudnn_attention_plan(const std::string& device_json, bool backward, const ops::AttentionShape& shape,
                                        const SeqLayout& seqs);
+
+// The candidate plans cuDNN builds on the calling thread's device for the forward (or backward)
+// graph of `shape` and `seqs`, the heuristics' first first: all that autotuning would time, or
+// that one alone without it (cudnn_attention_candidates in cudnn_attention.h); built afresh.
+// Empty in a build without cuDNN; throws std::runtime_error where cuDNN builds no plan.
+std::vector<std::string> cudnn_attention_plan_candidates(bool backward, const ops::AttentionShape& shape,
+                                                         const SeqLayout& seqs);
 
 }  // namespace linea::cuda

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <limits>
 #include <map>
 #include <memory>
@@ -35,6 +36,13 @@ constexpr int64_t kDenseMultiple = 128;
 // A ragged batch's bound S on the document length is at least this (cuDNN's backward refuses
 // S = 1, and tiny bounds would only multiply the plans).
 constexpr int64_t kShortestRaggedBound = 64;
+// Autotuning: at most this many candidate plans per shape (the heuristics' choice among them); a
+// candidate other than the heuristics' choice that needs more workspace than the limit is left out
+// (the scratch buffer keeps its largest size); each is run once to warm up, then timed this many
+// times, and compared by its median.
+constexpr int64_t kAutotunePlans = 8;
+constexpr int64_t kAutotuneWorkspaceLimit = int64_t{256} << 20;
+constexpr int kAutotuneTimedRuns = 5;
 
 // The tensors a call binds, by uid (the graph numbers its own tensors from 1000).
 enum Uid : int64_t {
@@ -107,11 +115,24 @@ struct Sizes {
 };
 
 // A built graph, its plan, and the by-value scalars it binds (uid, value; never resized once built,
-// so that their addresses stay valid for the variant packs).
+// so that their addresses stay valid for the variant packs). With autotuning, `rivals` holds the
+// other candidate plans until the first call times them against `built` (the heuristics' choice
+// until then) and keeps the fastest in `built`.
 struct Plan {
   OpGraph graph;
   OpGraph::Plan built;
+  std::vector<OpGraph::Plan> rivals;
+  std::string skipped;  // candidates left out, and why (OpGraph::Candidates)
+  double build_ms = 0;
   std::vector<std::pair<int64_t, float>> constants;
+
+  bool untimed() const { return !rivals.empty(); }
+  // The workspace the next call needs: the largest of the candidates' while some are untimed.
+  int64_t workspace_bytes() const {
+    int64_t bytes = built.workspace_bytes;
+    for (const OpGraph::Plan& r : rivals) bytes = std::max(bytes, r.workspace_bytes);
+    return bytes;
+  }
 };
 
 // The graph-building vocabulary of the SDPA patterns over one Sizes.
@@ -327,12 +348,26 @@ void build_backward(Plan& plan, const Sizes& z) {
   g.pointwise(CUDNN_POINTWISE_IDENTITY, accumulator, nullptr, nullptr, dq);
 }
 
-// The graph of one direction for `z`, with its plan for `target`; throws cudnn::Error.
-std::unique_ptr<Plan> build(bool backward, const Sizes& z, const cudnn::Target& target, const std::string& what) {
+// The graph of one direction for `z`, with its plan for `target`: the heuristics' choice, and with
+// `autotune` the other candidates as rivals; throws cudnn::Error.
+std::unique_ptr<Plan> build(bool backward, const Sizes& z, const cudnn::Target& target, const std::string& what,
+                            bool autotune) {
   auto plan = std::make_unique<Plan>();
   backward ? build_backward(*plan, z) : build_forward(*plan, z);
-  plan->built = plan->graph.build_plan(target, what);
+  OpGraph::Candidates found =
+      plan->graph.build_plans(target, what, autotune ? kAutotunePlans : 1, kAutotuneWorkspaceLimit);
+  plan->built = std::move(found.plans.front());
+  for (size_t i = 1; i < found.plans.size(); ++i) plan->rivals.push_back(std::move(found.plans[i]));
+  plan->skipped = std::move(found.skipped);
   return plan;
+}
+
+// The log line of the plan that runs a shape (the same with and without autotuning).
+void log_plan(const std::string& what, const Plan& plan, const std::string& how) {
+  LOG(INFO) << "attention: " << what << ": cuDNN " << cudnn::version_string() << " plan " << how << " in "
+            << static_cast<int64_t>(plan.build_ms) << " ms (" << plan.built.name() << ", workspace "
+            << plan.built.workspace_bytes << " bytes"
+            << (plan.built.nondeterministic ? ", marked nondeterministic" : "") << ")";
 }
 
 std::string describe(bool backward, const Sizes& z) {
@@ -345,26 +380,70 @@ struct PlanEntry {
   std::string refusal;
 };
 
-PlanEntry& plan_for(bool backward, const Sizes& z) {
+// Plans by (device, direction, autotuning, sizes): the plan cache key.
+PlanEntry& plan_for(bool backward, const Sizes& z, bool autotune) {
   cudnnHandle_t h = cudnn::handle();  // first, so that the handle outlives the plans
   int device = 0;
   check_cuda(cudaGetDevice(&device), "cudaGetDevice (cuDNN attention)");
-  thread_local std::map<decltype(std::tuple_cat(std::make_tuple(0, false), z.key())), PlanEntry> plans;
-  PlanEntry& entry = plans[std::tuple_cat(std::make_tuple(device, backward), z.key())];
+  thread_local std::map<decltype(std::tuple_cat(std::make_tuple(0, false, false), z.key())), PlanEntry> plans;
+  PlanEntry& entry = plans[std::tuple_cat(std::make_tuple(device, backward, autotune), z.key())];
   if (entry.plan || !entry.refusal.empty()) return entry;
   const std::string what = describe(backward, z);
   const auto start = std::chrono::steady_clock::now();
   try {
-    entry.plan = build(backward, z, {.handle = h}, what);
-    const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
-    LOG(INFO) << "attention: " << what << ": cuDNN " << cudnn::version_string() << " plan built in "
-              << static_cast<int64_t>(ms) << " ms (engine " << entry.plan->built.engine << ", workspace "
-              << entry.plan->built.workspace_bytes << " bytes"
-              << (entry.plan->built.nondeterministic ? ", marked nondeterministic" : "") << ")";
+    entry.plan = build(backward, z, {.handle = h}, what, autotune);
+    entry.plan->build_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+    // With rivals to time, the first call logs the choice (autotune); else the plan runs as built.
+    if (!entry.plan->untimed()) {
+      const std::string& skipped = entry.plan->skipped;
+      log_plan(what, *entry.plan,
+               autotune
+                   ? "built (autotuning: no other candidate" + (skipped.empty() ? "" : "; left out: " + skipped) + ")"
+                   : "built");
+    }
   } catch (const cudnn::Error& e) {
     entry.refusal = e.what();
   }
   return entry;
+}
+
+// CUDA events around each timed run, destroyed with the object.
+class EventPair {
+ public:
+  EventPair() {
+    check_cuda(cudaEventCreate(&start_), "cudaEventCreate (cuDNN autotuning)");
+    if (const cudaError_t status = cudaEventCreate(&stop_); status != cudaSuccess) {
+      cudaEventDestroy(start_);
+      check_cuda(status, "cudaEventCreate (cuDNN autotuning)");
+    }
+  }
+  ~EventPair() {
+    if (start_) cudaEventDestroy(start_);
+    if (stop_) cudaEventDestroy(stop_);
+  }
+  EventPair(const EventPair&) = delete;
+  EventPair& operator=(const EventPair&) = delete;
+
+  // Milliseconds that `run` takes on `stream`.
+  template <class Run>
+  double time(cudaStream_t stream, Run&& run) {
+    check_cuda(cudaEventRecord(start_, stream), "cudaEventRecord (cuDNN autotuning)");
+    run();
+    check_cuda(cudaEventRecord(stop_, stream), "cudaEventRecord (cuDNN autotuning)");
+    check_cuda(cudaEventSynchronize(stop_), "cudaEventSynchronize (cuDNN autotuning)");
+    float ms = 0;
+    check_cuda(cudaEventElapsedTime(&ms, start_, stop_), "cudaEventElapsedTime (cuDNN autotuning)");
+    return ms;
+  }
+
+ private:
+  cudaEvent_t start_ = nullptr, stop_ = nullptr;
+};
+
+std::string format_ms(double ms) {
+  char text[32];
+  std::snprintf(text, sizeof(text), "%.3f ms", ms);
+  return text;
 }
 
 // Per-document lengths and element offsets of a ragged batch on the device, for the last layout
@@ -442,6 +521,67 @@ struct Bindings {
   }
 };
 
+// The plan that ran the calling thread's last call (OpGraph::Plan::name).
+thread_local std::string last_plan;
+
+// Autotuning on one call's own tensors (`bound`, and `workspace` of plan.workspace_bytes()): the
+// heuristics' choice and each rival run once to warm up, then kAutotuneTimedRuns times between CUDA
+// events on the handle's stream; the one of the least median time (the earlier in the heuristics'
+// order on a tie) becomes plan.built, the rest are released, and one line logs every candidate's
+// time and the choice. The runs write the call's outputs and only read its inputs (no output
+// aliases an input: the fused kernels read the inputs while they write), so the caller's run of
+// the chosen plan afterwards gives the call's result. A candidate that fails to run is left out;
+// any other failure (CUDA events) keeps the heuristics' choice and says so; nothing throws.
+void autotune(Plan& plan, const std::string& what, const Bindings& bound, void* workspace) {
+  std::vector<OpGraph::Plan*> candidates{&plan.built};
+  for (OpGraph::Plan& r : plan.rivals) candidates.push_back(&r);
+  const auto start = std::chrono::steady_clock::now();
+  size_t best = 0;
+  std::string times;
+  try {
+    cudnnHandle_t h = cudnn::handle();
+    cudaStream_t stream = nullptr;
+    cudnn::check(cudnnGetStream(h, &stream), "cudnnGetStream (cuDNN autotuning)");
+    EventPair events;
+    double best_ms = std::numeric_limits<double>::infinity();
+    for (size_t i = 0; i < candidates.size(); ++i) {
+      const OpGraph::Plan& c = *candidates[i];
+      const auto run = [&] {
+        cudnn::execute(h, *c.plan, bound.uids, bound.pointers, workspace, what + " autotuning " + c.name());
+      };
+      times += (i ? ", " : "") + c.name() + (c.nondeterministic ? " [nondeterministic]" : "") + ": ";
+      try {
+        run();  // warm-up
+        std::vector<double> ms;
+        for (int r = 0; r < kAutotuneTimedRuns; ++r) ms.push_back(events.time(stream, run));
+        std::nth_element(ms.begin(), ms.begin() + static_cast<std::ptrdiff_t>(ms.size() / 2), ms.end());
+        const double median = ms[ms.size() / 2];
+        times += format_ms(median);
+        if (median < best_ms) {
+          best_ms = median;
+          best = i;
+        }
+      } catch (const cudnn::Error& e) {
+        times += std::string("failed to run (") + e.what() + ")";
+      }
+    }
+  } catch (const std::exception& e) {
+    LOG(WARNING) << "attention: " << what << ": cuDNN autotuning failed (" << e.what()
+                 << "); keeping the heuristics' choice, " << plan.built.name();
+    best = 0;
+  }
+  const std::string heuristics_choice = plan.built.name();
+  if (best != 0) std::swap(plan.built, *candidates[best]);
+  plan.rivals.clear();
+  const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  LOG(INFO) << "attention: " << what << ": cuDNN autotuning, " << candidates.size() << " plans timed in "
+            << static_cast<int64_t>(ms) << " ms (median of " << kAutotuneTimedRuns
+            << " runs after a warm-up): " << times << "; chose " << plan.built.name()
+            << (best == 0 ? " (the heuristics' choice)" : ", not the heuristics' choice " + heuristics_choice)
+            << (plan.skipped.empty() ? "" : "; left out: " + plan.skipped);
+  log_plan(what, plan, "built (autotuned)");
+}
+
 // Why cuDNN cannot serve a call with these tensors and shape, before any graph is built ("" if
 // nothing speaks against it).
 std::string static_refusal(std::initializer_list<const Tensor*> tensors, const ops::AttentionShape& shape,
@@ -481,7 +621,7 @@ Sizes sizes_of(const Batch& batch, const ops::AttentionShape& shape, int64_t tok
 struct Prepared {
   Batch batch;
   Sizes sizes;
-  const Plan* plan = nullptr;
+  Plan* plan = nullptr;
   std::string refusal;
 };
 
@@ -493,7 +633,7 @@ Prepared prepare(bool backward, std::initializer_list<const Tensor*> tensors, co
   try {
     p.refusal = static_refusal(tensors, shape, p.batch.ragged);
     if (!p.refusal.empty()) return p;
-    const PlanEntry& entry = plan_for(backward, p.sizes);
+    const PlanEntry& entry = plan_for(backward, p.sizes, shape.cudnn_autotune);
     p.plan = entry.plan.get();
     p.refusal = entry.refusal;
   } catch (const cudnn::Error& e) {  // e.g. no handle for this device
@@ -529,12 +669,14 @@ std::string cudnn_attention_forward(Tensor out, Tensor lse, const Tensor& q, con
   const Prepared p = prepare(false, {&q, &k, &v, &out, &lse}, shape, seqs);
   if (!p.plan) return p.refusal;
   const Sizes& z = p.sizes;
-  const std::vector<void*> pieces = scratch({static_cast<size_t>(p.plan->built.workspace_bytes),
-                                             z.ragged ? 0 : f32_bytes(n * z.hq)});  // head-major statistics
+  const std::vector<void*> pieces = scratch(
+      {static_cast<size_t>(p.plan->workspace_bytes()), z.ragged ? 0 : f32_bytes(n * z.hq)});  // head-major statistics
   const float scale = static_cast<float>(shape.scale);
   const Bindings bound = common_bindings(p, q, k, v, out, z.ragged ? lse.raw() : pieces[1], &scale, seqs);
+  if (p.plan->untimed()) autotune(*p.plan, describe(false, z), bound, pieces[0]);
   cudnn::execute(cudnn::handle(), *p.plan->built.plan, bound.uids, bound.pointers, pieces[0],
                  "cuDNN attention forward (" + z.describe() + ")");
+  last_plan = p.plan->built.name();
   if (!z.ragged)
     lse_from_head_major(static_cast<float*>(lse.raw()), static_cast<const float*>(pieces[1]), z.b, z.s, z.hq);
   return "";
@@ -550,7 +692,7 @@ std::string cudnn_attention_backward(Tensor dq, Tensor dk, Tensor dv, const Tens
   const Sizes& z = p.sizes;
   // Ragged f32 rows (the accumulator, D) get one longest document of slack past the last token.
   const int64_t rows = z.ragged ? n + z.s : n;
-  const std::vector<void*> pieces = scratch({static_cast<size_t>(p.plan->built.workspace_bytes),
+  const std::vector<void*> pieces = scratch({static_cast<size_t>(p.plan->workspace_bytes()),
                                              f32_bytes(rows * z.hq),                // D
                                              f32_bytes(rows * z.hq * z.d),          // dQ accumulator
                                              z.ragged ? 0 : f32_bytes(n * z.hq)});  // head-major statistics
@@ -564,8 +706,10 @@ std::string cudnn_attention_backward(Tensor dq, Tensor dk, Tensor dv, const Tens
   bound.bind(kDV, dv.raw());
   bound.bind(kSoftmaxSum, pieces[1]);
   bound.bind(kDQAccum, pieces[2]);
+  if (p.plan->untimed()) autotune(*p.plan, describe(true, z), bound, pieces[0]);
   cudnn::execute(cudnn::handle(), *p.plan->built.plan, bound.uids, bound.pointers, pieces[0],
                  "cuDNN attention backward (" + z.describe() + ")");
+  last_plan = p.plan->built.name();
   return "";
 }
 
@@ -576,11 +720,23 @@ std::string cudnn_attention_plan_check(const std::string& device_json, bool back
   const Sizes z = sizes_of(batch_of(seqs), shape, seqs.num_tokens());
   try {
     const cudnn::Descriptor device = cudnn::device_description(device_json);
-    build(backward, z, {.device = &device}, describe(backward, z));
+    build(backward, z, {.device = &device}, describe(backward, z), shape.cudnn_autotune);
     return "";
   } catch (const cudnn::Error& e) {
     return e.what();
   }
 }
+
+std::vector<std::string> cudnn_attention_candidates(bool backward, const ops::AttentionShape& shape,
+                                                    const SeqLayout& seqs) {
+  const Sizes z = sizes_of(batch_of(seqs), shape, seqs.num_tokens());
+  const std::unique_ptr<Plan> plan =
+      build(backward, z, {.handle = cudnn::handle()}, describe(backward, z), shape.cudnn_autotune);
+  std::vector<std::string> names{plan->built.name()};
+  for (const OpGraph::Plan& r : plan->rivals) names.push_back(r.name());
+  return names;
+}
+
+std::string cudnn_attention_last_plan() { return last_plan; }
 
 }  // namespace linea::cuda

@@ -11,10 +11,17 @@
 // batch; any other SeqLayout (packed documents, odd lengths) runs as a ragged batch: per-document
 // element offsets and lengths, the batch and the longest document rounded up to powers of two so
 // that a few plans serve every step. A plan is built (engine heuristics) on first sight of a shape
-// and kept per thread and device; its workspace comes from the CUDA scratch buffer.
+// and kept per thread, device and shape.cudnn_autotune; its workspace comes from the CUDA scratch
+// buffer. Autotuning (shape.cudnn_autotune): on first sight of a shape the plans of up to 8 of the
+// engine configurations the heuristics rank are built (any other than the heuristics' first only
+// with at most 256 MiB of workspace), and the first call times each on its own tensors (a warm-up
+// run, then the median of 5 runs between CUDA events), keeps the fastest, logs every candidate's
+// time and the choice, then runs the chosen plan for its result; a failure while timing keeps the
+// heuristics' first, with a log line. Without autotuning the heuristics' first runs.
 // Built only with cuDNN (CMake LINEA_CUDNN).
 #pragma once
 #include <string>
+#include <vector>
 
 #include "model/mixers/attention/attention.h"
 
@@ -32,6 +39,17 @@ std::string cudnn_attention_backward(Tensor dq, Tensor dk, Tensor dv, const Tens
 
 // The cuDNN library this process runs, e.g. "9.14.0".
 std::string cudnn_version_string();
+
+// The plan that ran the calling thread's last cuDNN attention call: its engine and knob choices,
+// e.g. "engine 8 (k40=3 k41=2)"; "" before any ran.
+std::string cudnn_attention_last_plan();
+
+// The candidate plans the calling thread's device builds for the forward (or backward) graph of
+// `shape` and `seqs`, by name as above, the heuristics' first first: every candidate autotuning
+// would time (shape.cudnn_autotune) or the heuristics' first alone. Built afresh, without the plan
+// cache. Throws std::runtime_error where cuDNN builds no plan.
+std::vector<std::string> cudnn_attention_candidates(bool backward, const ops::AttentionShape& shape,
+                                                    const SeqLayout& seqs);
 
 // Builds, without running, the execution plan of the forward (or backward) graph for `shape` and
 // `seqs` against a device described by cuDNN's JSON device properties (cudnn_graph.h, Target), so

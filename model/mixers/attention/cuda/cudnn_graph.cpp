@@ -2,8 +2,10 @@
 
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <map>
 #include <memory>
+#include <set>
 #include <utility>
 
 #include "kernels/cuda/check.h"
@@ -192,7 +194,62 @@ Descriptor device_description(const std::string& json) {
   return d;
 }
 
-OpGraph::Plan OpGraph::build_plan(const Target& target, const std::string& what) {
+namespace {
+
+// What cuDNN says of an engine configuration: its engine's global index, whether the engine is
+// marked nondeterministic, and the knob choices (informational and for telling configurations
+// apart: a failed query leaves the defaults).
+void describe_config(cudnnBackendDescriptor_t config, const std::string& what, OpGraph::Plan& plan) {
+  Descriptor engine(CUDNN_BACKEND_ENGINE_DESCRIPTOR, what + " engine");
+  cudnnBackendDescriptor_t engine_raw = engine.get();
+  int64_t got = 0;
+  if (cudnnBackendGetAttribute(config, CUDNN_ATTR_ENGINECFG_ENGINE, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &got,
+                               &engine_raw) == CUDNN_STATUS_SUCCESS) {
+    cudnnBackendGetAttribute(engine_raw, CUDNN_ATTR_ENGINE_GLOBAL_INDEX, CUDNN_TYPE_INT64, 1, &got, &plan.engine);
+    cudnnBackendNumericalNote_t notes[CUDNN_NUMERICAL_NOTE_TYPE_COUNT];
+    int64_t note_count = 0;
+    if (cudnnBackendGetAttribute(engine_raw, CUDNN_ATTR_ENGINE_NUMERICAL_NOTE, CUDNN_TYPE_NUMERICAL_NOTE,
+                                 CUDNN_NUMERICAL_NOTE_TYPE_COUNT, &note_count, notes) == CUDNN_STATUS_SUCCESS) {
+      for (int64_t n = 0; n < note_count; ++n)
+        plan.nondeterministic |= notes[n] == CUDNN_NUMERICAL_NOTE_NONDETERMINISTIC;
+    }
+  }
+  // The knob choices come back into descriptors the caller creates, one per possible knob.
+  std::vector<Descriptor> choices;
+  std::vector<cudnnBackendDescriptor_t> raw;
+  choices.reserve(CUDNN_KNOB_TYPE_COUNTS);
+  for (int i = 0; i < CUDNN_KNOB_TYPE_COUNTS; ++i) {
+    raw.push_back(choices.emplace_back(CUDNN_BACKEND_KNOB_CHOICE_DESCRIPTOR, what + " knob choice").get());
+  }
+  int64_t count = 0;
+  if (cudnnBackendGetAttribute(config, CUDNN_ATTR_ENGINECFG_KNOB_CHOICES, CUDNN_TYPE_BACKEND_DESCRIPTOR,
+                               CUDNN_KNOB_TYPE_COUNTS, &count, raw.data()) != CUDNN_STATUS_SUCCESS) {
+    return;
+  }
+  for (int64_t i = 0; i < std::min<int64_t>(count, CUDNN_KNOB_TYPE_COUNTS); ++i) {
+    cudnnBackendKnobType_t type = CUDNN_KNOB_TYPE_COUNTS;
+    int64_t value = 0;
+    if (cudnnBackendGetAttribute(raw[static_cast<size_t>(i)], CUDNN_ATTR_KNOB_CHOICE_KNOB_TYPE, CUDNN_TYPE_KNOB_TYPE, 1,
+                                 &got, &type) != CUDNN_STATUS_SUCCESS ||
+        cudnnBackendGetAttribute(raw[static_cast<size_t>(i)], CUDNN_ATTR_KNOB_CHOICE_KNOB_VALUE, CUDNN_TYPE_INT64, 1,
+                                 &got, &value) != CUDNN_STATUS_SUCCESS) {
+      continue;
+    }
+    plan.knobs +=
+        (plan.knobs.empty() ? "k" : " k") + std::to_string(static_cast<int>(type)) + "=" + std::to_string(value);
+  }
+}
+
+std::string mib(int64_t bytes) { return std::to_string((bytes + (1 << 20) - 1) >> 20) + " MiB"; }
+
+}  // namespace
+
+std::string OpGraph::Plan::name() const {
+  return "engine " + std::to_string(engine) + (knobs.empty() ? "" : " (" + knobs + ")");
+}
+
+OpGraph::Candidates OpGraph::build_plans(const Target& target, const std::string& what, int64_t max_plans,
+                                         int64_t max_workspace_bytes) {
   Descriptor& graph = keep(CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR, what + " operation graph");
   std::vector<cudnnBackendDescriptor_t> ops;
   for (const Descriptor* op : operations_) ops.push_back(op->get());
@@ -200,8 +257,11 @@ OpGraph::Plan OpGraph::build_plan(const Target& target, const std::string& what)
   graph.set(CUDNN_ATTR_OPERATIONGRAPH_OPS, CUDNN_TYPE_BACKEND_DESCRIPTOR, static_cast<int64_t>(ops.size()), ops.data())
       .finalize();
 
-  std::string refusals;
+  Candidates found;
+  std::string refusals;        // every step's answer, for the error when no configuration finalizes
+  std::set<std::string> seen;  // the configurations seen (Plan::name: engine and knob choices)
   for (cudnnBackendHeurMode_t mode : {CUDNN_HEUR_MODE_A, CUDNN_HEUR_MODE_FALLBACK}) {
+    if (static_cast<int64_t>(found.plans.size()) >= max_plans) break;
     const std::string mode_name = mode == CUDNN_HEUR_MODE_A ? "heuristics A" : "fallback heuristics";
     try {
       Descriptor heuristics(CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR, what + " " + mode_name);
@@ -227,47 +287,42 @@ OpGraph::Plan OpGraph::build_plan(const Target& target, const std::string& what)
               what + " " + mode_name + ": results");
       }
       if (returned == 0) refusals += "; " + mode_name + ": no engine";
-      for (int64_t i = 0; i < returned; ++i) {
+      for (int64_t i = 0; i < returned && static_cast<int64_t>(found.plans.size()) < max_plans; ++i) {
+        Plan candidate;
+        describe_config(raw[static_cast<size_t>(i)], what, candidate);
+        const std::string label = mode_name + " engine config " + std::to_string(i) + " (" + candidate.name() + ")";
+        if (candidate.engine >= 0 && !seen.insert(candidate.name()).second) continue;  // seen before
         try {
-          Descriptor& plan = keep(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR, what + " plan");
+          candidate.plan = std::make_unique<Descriptor>(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR, what + " plan");
+          Descriptor& plan = *candidate.plan;
           if (target.device) {
             plan.set(CUDNN_ATTR_EXECUTION_PLAN_DEVICEPROP, *target.device);
           } else {
             plan.set(kPlanHandle, CUDNN_TYPE_HANDLE, 1, &target.handle);
           }
           plan.set(CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, *configs[static_cast<size_t>(i)]).finalize();
-          Plan result{&plan};
           check(cudnnBackendGetAttribute(plan.get(), CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE, CUDNN_TYPE_INT64, 1,
-                                         nullptr, &result.workspace_bytes),
+                                         nullptr, &candidate.workspace_bytes),
                 what + ": plan workspace size");
-          // The engine behind the configuration: its index and whether cuDNN notes it as
-          // nondeterministic (informational; a failed query leaves the defaults).
-          Descriptor engine(CUDNN_BACKEND_ENGINE_DESCRIPTOR, what + " engine");
-          cudnnBackendDescriptor_t engine_raw = engine.get();
-          int64_t got = 0;
-          if (cudnnBackendGetAttribute(raw[static_cast<size_t>(i)], CUDNN_ATTR_ENGINECFG_ENGINE,
-                                       CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &got, &engine_raw) == CUDNN_STATUS_SUCCESS) {
-            cudnnBackendGetAttribute(engine_raw, CUDNN_ATTR_ENGINE_GLOBAL_INDEX, CUDNN_TYPE_INT64, 1, &got,
-                                     &result.engine);
-            cudnnBackendNumericalNote_t notes[CUDNN_NUMERICAL_NOTE_TYPE_COUNT];
-            int64_t note_count = 0;
-            if (cudnnBackendGetAttribute(engine_raw, CUDNN_ATTR_ENGINE_NUMERICAL_NOTE, CUDNN_TYPE_NUMERICAL_NOTE,
-                                         CUDNN_NUMERICAL_NOTE_TYPE_COUNT, &note_count, notes) == CUDNN_STATUS_SUCCESS) {
-              for (int64_t n = 0; n < note_count; ++n) {
-                result.nondeterministic |= notes[n] == CUDNN_NUMERICAL_NOTE_NONDETERMINISTIC;
-              }
-            }
-          }
-          return result;
         } catch (const Error& e) {
-          refusals += "; " + mode_name + " engine config " + std::to_string(i) + ": " + e.what();
+          refusals += "; " + label + ": " + e.what();
+          found.skipped += "; " + label + ": " + e.what();
+          continue;
         }
+        if (!found.plans.empty() && candidate.workspace_bytes > max_workspace_bytes) {
+          found.skipped +=
+              "; " + label + ": workspace " + mib(candidate.workspace_bytes) + " > " + mib(max_workspace_bytes);
+          continue;
+        }
+        found.plans.push_back(std::move(candidate));
       }
     } catch (const Error& e) {
       refusals += std::string("; ") + e.what();
     }
   }
-  throw Error(what + ": no execution plan" + refusals);
+  if (found.plans.empty()) throw Error(what + ": no execution plan" + refusals);
+  if (!found.skipped.empty()) found.skipped.erase(0, 2);
+  return found;
 }
 
 void execute(cudnnHandle_t h, const Descriptor& plan, const std::vector<int64_t>& uids,

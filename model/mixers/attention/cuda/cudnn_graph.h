@@ -1,6 +1,7 @@
 // A thin, checked layer over cuDNN's backend graph API (cudnn_graph.h): descriptors that destroy
-// themselves, an operation graph that numbers its tensors, execution plans chosen by cuDNN's
-// heuristics, and the calling thread's handle. Every failure becomes a cudnn::Error whose message
+// themselves, an operation graph that numbers its tensors, execution plans of the engine
+// configurations cuDNN's heuristics rank (the first, or several for the caller to time), and the
+// calling thread's handle. Every failure becomes a cudnn::Error whose message
 // names the step and carries cuDNN's status string and its last error message
 // (cudnnGetLastErrorString), so that a graph cuDNN refuses says why.
 // Built only with cuDNN (CMake LINEA_CUDNN); the handle runs on the default stream.
@@ -9,6 +10,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <memory>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -98,16 +100,30 @@ class OpGraph {
   TensorRef reduction(cudnnReduceTensorOp_t op, const TensorRef& x, const TensorRef& y);
   TensorRef reshape(const TensorRef& x, const TensorRef& y);
 
-  // Finalizes the graph for `target` and returns the plan of the first engine configuration that
-  // cuDNN's heuristics (mode A, then the fallback list) rank and that finalizes; throws Error
-  // listing what each step answered when none does.
+  // An execution plan of the graph and what cuDNN says of its engine configuration.
   struct Plan {
-    Descriptor* plan = nullptr;
+    std::unique_ptr<Descriptor> plan;
     int64_t workspace_bytes = 0;
-    int64_t engine = -1;  // cuDNN's global engine index
+    int64_t engine = -1;  // cuDNN's global engine index (-1: cuDNN did not say)
+    std::string knobs;    // the configuration's knob choices, "k<knob type>=<value>" each, in cuDNN's order
     bool nondeterministic = false;
+    // "engine 8 (k40=3 k41=2)": the engine index and knob choices (cudnn-frontend's plan tags say
+    // the same as "eng8_k40=3_k41=2").
+    std::string name() const;
   };
-  Plan build_plan(const Target& target, const std::string& what);
+  // The plans of the engine configurations that cuDNN's heuristics rank for the graph on `target`
+  // (mode A, then the fallback list; a configuration with the engine and knob choices of one seen
+  // before counts once), in that order, as far as they finalize: at most `max_plans`. The first
+  // that finalizes is always kept (the heuristics' choice; max_plans = 1 gives it alone), every
+  // later one only when its workspace is at most `max_workspace_bytes`. Finalizes the operation
+  // graph for `target`: call it once per OpGraph. `skipped` lists, "; "-separated, the
+  // configurations left out and why (failed to finalize, too much workspace). Throws Error listing
+  // what each step answered when no configuration finalizes.
+  struct Candidates {
+    std::vector<Plan> plans;
+    std::string skipped;
+  };
+  Candidates build_plans(const Target& target, const std::string& what, int64_t max_plans, int64_t max_workspace_bytes);
 
  private:
   Descriptor& keep(cudnnBackendDescriptorType_t type, std::string name);

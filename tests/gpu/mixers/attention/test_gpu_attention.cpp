@@ -3,7 +3,10 @@
 // packed sequences (an empty one included) whose lengths are not multiples of the kernels' tiles,
 // dense batches of equal sequences, head dims 32, 64 and 128, on both CUDA backends: the own flash
 // kernels in f32 and bf16, cuDNN's fused attention in bf16 (it takes no f32; its dense and ragged
-// layouts both appear). The backward runs on the device's own out and lse, as in training. Also:
+// layouts both appear), with autotuning (the plan timed fastest of the heuristics' candidates, on
+// the first call of each shape, whose result must survive the timing runs) and without it (the
+// heuristics' first). The backward runs on the device's own out and lse, as in training. Also:
+// cudnn_autotune = false runs the heuristics' first plan and autotuning one of the candidates;
 // the own kernels give bit-identical results run to run; `auto` falls back to the own kernels for
 // what cuDNN refuses (f32) and says why, `cudnn` refuses it with an error; an unsupported head dim
 // is a clear error; without a device, cuDNN accepts and compiles every graph for an H200
@@ -12,6 +15,7 @@
 #include <dlfcn.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -41,13 +45,14 @@ struct Case {
   SeqLayout seqs;
   int64_t q_heads, kv_heads, head_dim, window;
 
-  ops::AttentionShape shape(AttentionBackend backend = AttentionBackend::own) const {
+  ops::AttentionShape shape(AttentionBackend backend = AttentionBackend::own, bool autotune = true) const {
     return {.q_heads = q_heads,
             .kv_heads = kv_heads,
             .head_dim = head_dim,
             .window = window,
             .scale = 1.0 / std::sqrt(static_cast<double>(head_dim)),
-            .backend = backend};
+            .backend = backend,
+            .cudnn_autotune = autotune};
   }
   std::string name() const {
     std::string s = "seqs [";
@@ -84,15 +89,20 @@ Results run_cpu(const Case& c, const Inputs& in) {
   return r;
 }
 
-// The device results, left on the device.
-Results run_gpu(const Case& c, const Inputs& in, DType dt, AttentionBackend backend = AttentionBackend::own) {
+// The device results, left on the device; `routes` (if given) gets what served the forward and the
+// backward.
+Results run_gpu(const Case& c, const Inputs& in, DType dt, AttentionBackend backend = AttentionBackend::own,
+                bool autotune = true, cuda::AttentionRoute* routes = nullptr) {
   const int64_t n = c.seqs.num_tokens();
   const Tensor q = to_device(in.q, dt), k = to_device(in.k, dt), v = to_device(in.v, dt);
   auto empty = [&](const Tensor& like) { return Tensor::empty(like.shape(), dt, Device::cuda); };
   Results r{empty(in.q), Tensor::empty({n, c.q_heads}, kStatistics, Device::cuda), empty(in.q), empty(in.k),
             empty(in.v)};
-  ops::attention_forward(r.out, r.lse, q, k, v, c.shape(backend), c.seqs);
-  ops::attention_backward(r.dq, r.dk, r.dv, to_device(in.dout, dt), q, k, v, r.out, r.lse, c.shape(backend), c.seqs);
+  const ops::AttentionShape shape = c.shape(backend, autotune);
+  ops::attention_forward(r.out, r.lse, q, k, v, shape, c.seqs);
+  if (routes) routes[0] = cuda::last_attention_route();
+  ops::attention_backward(r.dq, r.dk, r.dv, to_device(in.dout, dt), q, k, v, r.out, r.lse, shape, c.seqs);
+  if (routes) routes[1] = cuda::last_attention_route();
   return r;
 }
 
@@ -117,13 +127,14 @@ std::vector<Case> cases() {
           {SeqLayout::uniform(2, 256), 8, 2, 64, 100}};
 }
 
-// Every case on `backend` in dtype `dt` against the CPU reference.
-void expect_cases_match_cpu(DType dt, AttentionBackend backend, const char* label) {
+// Every case on `backend` in dtype `dt` against the CPU reference (cuDNN autotuning as `autotune`
+// says).
+void expect_cases_match_cpu(DType dt, AttentionBackend backend, const char* label, bool autotune = true) {
   Rng rng(11);
   for (const Case& c : cases()) {
     SCOPED_TRACE(c.name());
     const Inputs in = make_inputs(c, dt, rng);
-    const Results ref = run_cpu(c, in), got = run_gpu(c, in, dt, backend);
+    const Results ref = run_cpu(c, in), got = run_gpu(c, in, dt, backend, autotune);
     for (const Named& o : kOutputs) {
       const Tensor device = to_host(got.*o.member);
       const testing::CloseReport report = testing::compare(ref.*o.member, device);
@@ -151,9 +162,55 @@ bool built_with_cudnn() {
 
 TEST_P(GpuAttention, OwnKernelsMatchCpu) { expect_cases_match_cpu(GetParam(), AttentionBackend::own, "own"); }
 
+// Autotuned (the default): each case's shape is new, so its first call times the candidates on
+// the very tensors whose results are checked.
 TEST_F(GpuAttentionCudnn, MatchesCpu) {
   if (!built_with_cudnn()) GTEST_SKIP() << "built without cuDNN";
   expect_cases_match_cpu(DType::bf16, AttentionBackend::cudnn, "cudnn");
+}
+
+TEST_F(GpuAttentionCudnn, MatchesCpuWithoutAutotuning) {
+  if (!built_with_cudnn()) GTEST_SKIP() << "built without cuDNN";
+  expect_cases_match_cpu(DType::bf16, AttentionBackend::cudnn, "cudnn heuristics' first", /*autotune=*/false);
+}
+
+// cudnn_autotune = false runs the heuristics' first plan (today's choice before autotuning), built
+// afresh here for comparison; autotuning runs one of the candidates, which start with that plan,
+// and keeps it on later calls of the shape. Forward and backward, dense and ragged.
+TEST_F(GpuAttentionCudnn, AutotuneOffRunsTheHeuristicsChoice) {
+  if (!built_with_cudnn()) GTEST_SKIP() << "built without cuDNN";
+  const std::vector<Case> shapes = {{SeqLayout::uniform(2, 512), 4, 4, 128, 0},
+                                    {SeqLayout{{0, 15, 100, 300, 700}}, 8, 2, 64, 37}};
+  Rng rng(14);
+  for (const Case& c : shapes) {
+    SCOPED_TRACE(c.name());
+    const Inputs in = make_inputs(c, DType::bf16, rng);
+    cuda::AttentionRoute off[2], on[2], again[2];
+    run_gpu(c, in, DType::bf16, AttentionBackend::cudnn, /*autotune=*/false, off);
+    run_gpu(c, in, DType::bf16, AttentionBackend::cudnn, /*autotune=*/true, on);
+    run_gpu(c, in, DType::bf16, AttentionBackend::cudnn, /*autotune=*/true, again);
+    for (const bool backward : {false, true}) {
+      const char* direction = backward ? "backward" : "forward";
+      const std::vector<std::string> first =
+          cuda::cudnn_attention_plan_candidates(backward, c.shape(AttentionBackend::cudnn, false), c.seqs);
+      const std::vector<std::string> candidates =
+          cuda::cudnn_attention_plan_candidates(backward, c.shape(AttentionBackend::cudnn, true), c.seqs);
+      std::string listed;
+      for (const std::string& name : candidates) listed += " [" + name + "]";
+      std::printf("[attention cudnn autotune] %s %s: heuristics' first %s, candidates%s, autotuned %s\n",
+                  c.name().c_str(), direction, first.empty() ? "none" : first[0].c_str(), listed.c_str(),
+                  on[backward].plan.c_str());
+      ASSERT_EQ(first.size(), 1u) << direction;
+      ASSERT_FALSE(candidates.empty()) << direction;
+      EXPECT_LE(candidates.size(), 8u) << direction;
+      EXPECT_EQ(candidates[0], first[0]) << direction;
+      EXPECT_TRUE(off[backward].cudnn && on[backward].cudnn && again[backward].cudnn) << direction;
+      EXPECT_EQ(off[backward].plan, first[0]) << direction;
+      EXPECT_NE(std::find(candidates.begin(), candidates.end(), on[backward].plan), candidates.end())
+          << direction << ": " << on[backward].plan;
+      EXPECT_EQ(again[backward].plan, on[backward].plan) << direction;
+    }
+  }
 }
 
 // f32 is what cuDNN's fused attention refuses: auto runs the own kernels (and matches the CPU),
