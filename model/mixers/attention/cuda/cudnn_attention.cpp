@@ -565,10 +565,15 @@ void autotune(Plan& plan, const std::string& what, const Bindings& bound, void* 
         times += std::string("failed to run (") + e.what() + ")";
       }
     }
+    // Every run has finished before the plans that are not kept go.
+    check_cuda(cudaStreamSynchronize(stream), "cudaStreamSynchronize (cuDNN autotuning)");
   } catch (const std::exception& e) {
     LOG(WARNING) << "attention: " << what << ": cuDNN autotuning failed (" << e.what()
                  << "); keeping the heuristics' choice, " << plan.built.name();
     best = 0;
+    // Best effort, as above (no plan goes while a run may be in flight); a CUDA error surfaces at the
+    // call's own run.
+    static_cast<void>(cudaDeviceSynchronize());
   }
   const std::string heuristics_choice = plan.built.name();
   if (best != 0) std::swap(plan.built, *candidates[best]);
@@ -720,7 +725,7 @@ std::string cudnn_attention_plan_check(const std::string& device_json, bool back
   const Sizes z = sizes_of(batch_of(seqs), shape, seqs.num_tokens());
   try {
     const cudnn::Descriptor device = cudnn::device_description(device_json);
-    build(backward, z, {.device = &device}, describe(backward, z), shape.cudnn_autotune);
+    build(backward, z, {.device = &device}, describe(backward, z), /*autotune=*/false);
     return "";
   } catch (const cudnn::Error& e) {
     return e.what();

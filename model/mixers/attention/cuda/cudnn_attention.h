@@ -54,6 +54,7 @@ std::vector<std::string> cudnn_attention_candidates(bool backward, const ops::At
 // Builds, without running, the execution plan of the forward (or backward) graph for `shape` and
 // `seqs` against a device described by cuDNN's JSON device properties (cudnn_graph.h, Target), so
 // that a machine without that GPU checks that cuDNN accepts the graph. Returns "" or why not.
+// Builds the heuristics' first plan only (no autotuning candidates: they could not be timed).
 std::string cudnn_attention_plan_check(const std::string& device_json, bool backward, const ops::AttentionShape& shape,
                                        const SeqLayout& seqs);
 
