@@ -1,7 +1,7 @@
 // bench_gpu_attention: times CUDA causal softmax attention (ops::attention_forward / _backward) in
 // bf16 at the shapes of shared/ANCHORS.md (B·T = 32768 tokens, H = 16 query and kv heads, d = 128,
-// T = 4096, 16384, 32768) on both CUDA backends (cuDNN's fused attention, autotuned as by default
-// and as "cudnn_heuristics" without autotuning, the heuristics' first plan; and the own flash
+// T = 4096, 16384, 32768) on both CUDA backends (cuDNN's fused attention, autotuned as "cudnn" and
+// as "cudnn_heuristics" without autotuning, the default's heuristics' first plan; and the own flash
 // kernels), for two layouts: whole sequences (plain causal, as torch SDPA is timed) and documents
 // (each sequence packs documents of seeded random lengths in [1, T/4]: document masking). One JSON
 // line per (backend, layout, shape): forward ms and forward + backward ms (CUDA-event means; the

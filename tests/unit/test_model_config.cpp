@@ -228,14 +228,14 @@ TEST(ModelConfig, ParsesAndDerivesDefaults) {
   EXPECT_EQ(backend(parse_model(kSmall, {"model.attention.backend=cudnn"})), ops::AttentionBackend::cudnn);
   EXPECT_EQ(backend(parse_model(kSmall, {"model.attention.backend=own"})), ops::AttentionBackend::own);
 
-  // cudnn_autotune: on by default; false asks for the heuristics' first plan.
+  // cudnn_autotune: off by default (the heuristics' first plan); true times the candidates.
   const auto autotune = [](const ModelConfig& m) {
     return dynamic_cast<const AttentionConfig&>(m.layer_config(3)).cudnn_autotune;
   };
-  EXPECT_TRUE(a.cudnn_autotune);
+  EXPECT_FALSE(a.cudnn_autotune);
   EXPECT_FALSE(autotune(parse_model(kSmall, {"model.attention.cudnn_autotune=false"})));
   EXPECT_TRUE(autotune(parse_model(kSmall, {"model.attention.cudnn_autotune=true"})));
-  EXPECT_TRUE(ops::AttentionShape{}.cudnn_autotune);  // the op's default agrees with the config's
+  EXPECT_FALSE(ops::AttentionShape{}.cudnn_autotune);  // the op's default agrees with the config's
 }
 
 // Whether parsing `text` with `overrides` throws std::invalid_argument naming every fragment.

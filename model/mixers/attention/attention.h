@@ -27,7 +27,7 @@ struct AttentionShape {
   int64_t q_heads = 1, kv_heads = 1, head_dim = 1, window = 0;
   double scale = 1.0;
   AttentionBackend backend = AttentionBackend::automatic;
-  bool cudnn_autotune = true;
+  bool cudnn_autotune = false;
 };
 void attention_forward(Tensor out, Tensor lse, const Tensor& q, const Tensor& k, const Tensor& v,
                        const AttentionShape& shape, const SeqLayout& seqs);

@@ -27,7 +27,7 @@ class AttentionConfig final : public MixerConfigOf<AttentionConfig> {
   int64_t window = 0;
   double rope_theta = 10000.0;
   ops::AttentionBackend backend = ops::AttentionBackend::automatic;
-  bool cudnn_autotune = true;
+  bool cudnn_autotune = false;  // opt-in until timed on a GPU (docs/gpu.md)
 };
 
 }  // namespace linea
