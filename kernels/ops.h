@@ -45,6 +45,11 @@ void rmsnorm_forward(Tensor out, Tensor rstd, const Tensor& x, const Tensor& wei
 // dx overwritten; dweight accumulated
 void rmsnorm_backward(Tensor dx, Tensor dweight, const Tensor& dout, const Tensor& x, const Tensor& weight,
                       const Tensor& rstd);
+// The same with the residual stream's gradient added in the same pass (fused y += x after it):
+// dx = rmsnorm_backward's dx + residual; residual: [N, D], may alias dx (dx += norm's gradient).
+// On the CPU the same bits as rmsnorm_backward followed by add_inplace(dx, residual).
+void rmsnorm_backward_residual(Tensor dx, Tensor dweight, const Tensor& dout, const Tensor& x, const Tensor& weight,
+                               const Tensor& rstd, const Tensor& residual);
 
 // ---- linear: out = x · Wᵀ + b (through BLAS on the CPU) ----------------------------------------
 // x: [N, I], weight: [O, I], bias: [O] or undefined, out: [N, O]

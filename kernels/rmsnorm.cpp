@@ -27,9 +27,11 @@ void rmsnorm_forward(Tensor out, Tensor rstd, const Tensor& x, const Tensor& wei
   });
 }
 
-void rmsnorm_backward(Tensor dx, Tensor dweight, const Tensor& dout, const Tensor& x, const Tensor& weight,
-                      const Tensor& rstd) {
-  OpArguments args("rmsnorm_backward");
+namespace {
+// rmsnorm_backward (with_residual false: residual ignored) and rmsnorm_backward_residual: one kernel.
+void backward(const char* op, bool with_residual, Tensor dx, Tensor dweight, const Tensor& dout, const Tensor& x,
+              const Tensor& weight, const Tensor& rstd, const Tensor& residual) {
+  OpArguments args(op);
   args.floating(x, "x", {kAnyDim, kAnyDim});
   const int64_t n = x.dim(0), d = x.dim(1);
   args.floating(dout, "dout", {n, d})
@@ -37,17 +39,31 @@ void rmsnorm_backward(Tensor dx, Tensor dweight, const Tensor& dout, const Tenso
       .statistics(rstd, "rstd", {n})
       .floating(dx, "dx", {n, d})
       .floating(dweight, "dweight", {d});
+  if (with_residual) args.floating(residual, "residual", {n, d});
+  const Tensor added = with_residual ? residual : Tensor();
 #ifdef LINEA_WITH_CUDA
   if (args.on_cuda()) {
-    return cuda::gated_rmsnorm_backward(dx, Tensor(), dweight, dout, x, Tensor(), weight, rstd, 1,
-                                        GateActivation::none);
+    return cuda::gated_rmsnorm_backward(dx, Tensor(), dweight, dout, x, Tensor(), weight, rstd, 1, GateActivation::none,
+                                        added);
   }
 #endif
   args.dispatch([&](auto zero) {
     using T = decltype(zero);
     cpu::rmsnorm_backward<T>(dx.data<T>(), nullptr, dweight.data<T>(), dout.data<T>(), x.data<T>(), nullptr,
-                             weight.data<T>(), rstd.data<T>(), n, 1, d, GateActivation::none);
+                             weight.data<T>(), rstd.data<T>(), n, 1, d, GateActivation::none,
+                             with_residual ? residual.data<T>() : nullptr);
   });
+}
+}  // namespace
+
+void rmsnorm_backward(Tensor dx, Tensor dweight, const Tensor& dout, const Tensor& x, const Tensor& weight,
+                      const Tensor& rstd) {
+  backward("rmsnorm_backward", false, dx, dweight, dout, x, weight, rstd, Tensor());
+}
+
+void rmsnorm_backward_residual(Tensor dx, Tensor dweight, const Tensor& dout, const Tensor& x, const Tensor& weight,
+                               const Tensor& rstd, const Tensor& residual) {
+  backward("rmsnorm_backward_residual", true, dx, dweight, dout, x, weight, rstd, residual);
 }
 
 }  // namespace linea::ops

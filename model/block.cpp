@@ -60,8 +60,7 @@ void Block::backward(StepContext& ctx, const Tensor& dout, Tensor dx) {
     Tensor dmlp_in = ctx.temporary(shape);
     mlp_->backward(ctx, mlp_in, dout, dmlp_in);
     tp_.all_reduce_sum(dmlp_in);
-    mlp_norm_->backward(h_, dmlp_in, dh);
-    ops::add_inplace(dh, dout);
+    mlp_norm_->backward(h_, dmlp_in, dh, /*residual=*/dout);
   } else {
     dh.copy_from(dout);
   }
@@ -71,9 +70,7 @@ void Block::backward(StepContext& ctx, const Tensor& dout, Tensor dx) {
   Tensor dmixer_in = ctx.temporary(shape);
   mixer_->backward(ctx, mixer_in, dh, dmixer_in);
   tp_.all_reduce_sum(dmixer_in);
-  Tensor dnormed = ctx.temporary(shape);
-  attn_norm_.backward(x_, dmixer_in, dnormed);
-  ops::add_inplace(dx, dnormed);
+  attn_norm_.backward(x_, dmixer_in, dx, /*residual=*/dh);  // dh is dx: dx += the norm's gradient
 }
 
 }  // namespace linea

@@ -18,8 +18,12 @@ Tensor RMSNorm::forward(StepContext& ctx, const Tensor& x) {
   return y;
 }
 
-void RMSNorm::backward(const Tensor& x, const Tensor& dy, Tensor dx) {
-  ops::rmsnorm_backward(dx, weight_->compute_grad, dy, x, weight_->compute, rstd_);
+void RMSNorm::backward(const Tensor& x, const Tensor& dy, Tensor dx, const Tensor& residual) {
+  if (residual.defined()) {
+    ops::rmsnorm_backward_residual(dx, weight_->compute_grad, dy, x, weight_->compute, rstd_, residual);
+  } else {
+    ops::rmsnorm_backward(dx, weight_->compute_grad, dy, x, weight_->compute, rstd_);
+  }
 }
 
 }  // namespace linea

@@ -20,9 +20,11 @@ template <class T>
 void rmsnorm_forward(T* out, T* rstd, const T* o, const T* z, const T* weight, int64_t rows, int64_t heads, int64_t dim,
                      ops::GateActivation act, T eps);
 
-// dz may be null when act == none; do and dz are overwritten, dweight accumulated.
+// dz may be null when act == none; do and dz are overwritten, dweight accumulated. With a residual
+// (same layout as d_o, may alias d_o or dout), d_o = do_j + residual_j instead (the add of a
+// residual stream's gradient fused into the norm's backward; the same bits as the unfused add).
 template <class T>
 void rmsnorm_backward(T* d_o, T* dz, T* dweight, const T* dout, const T* o, const T* z, const T* weight, const T* rstd,
-                      int64_t rows, int64_t heads, int64_t dim, ops::GateActivation act);
+                      int64_t rows, int64_t heads, int64_t dim, ops::GateActivation act, const T* residual = nullptr);
 
 }  // namespace linea::cpu

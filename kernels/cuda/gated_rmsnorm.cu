@@ -6,6 +6,8 @@
 //   dz_j = dy_j · ô_j · γ_j · act'(z_j)
 //   do_j = r · (γ_j · du_j − ô_j · c),   c = (1/dim) Σ_i γ_i · du_i · ô_i
 //   dγ_j += Σ_groups du_j · ô_j          (deterministic: block partials added in a fixed order)
+// With a residual (rmsnorm_backward_residual): d_o_j = do_j + residual_j, added in f32 before the
+// one rounding to T (the add of the residual stream's gradient fused into this pass).
 //
 // Layout. A group is `packs` packs of W channels (W = 16 bytes of elements when dim and the
 // pointers allow, else 1) spread over L lanes, L the power of two ≥ packs, at most 32: a warp
@@ -21,8 +23,9 @@
 // block adds its lanes in a fixed order (a shuffle tree over the groups of a warp, then the warps
 // in order) into partials[block · dim + j], and add_partials adds the blocks in a fixed order: dγ
 // is the same bit for bit on every run. Groups read twice take dγ from the column sums of
-// column_sums.cuh instead, computed before the kernel. d_o and dz may alias dout: a lane writes
-// only channels that it has already read, and the column sums read dout before the kernel runs.
+// column_sums.cuh instead, computed before the kernel. d_o and dz may alias dout, and residual d_o:
+// a lane writes only channels that it has already read, and the column sums read dout before the
+// kernel runs.
 #include "kernels/cuda/activations.cuh"
 #include "kernels/cuda/column_sums.cuh"
 #include "kernels/cuda/ops.h"
@@ -188,11 +191,11 @@ __device__ void write_block_partials(float* partials, float (&dweight)[P][W], co
 
 // With the group in registers (chunks = 1), the first pass also writes dz and adds du·ô to the
 // lane's dγ sums, and the second writes do; else the second pass re-reads the chunk and writes
-// both. partials: block_count(s) · dim floats, written when chunks = 1.
+// both. partials: block_count(s) · dim floats, written when chunks = 1. residual: null or added to d_o.
 template <class T, int W, int P>
 __global__ void __launch_bounds__(kBlockThreads)
     backward_kernel(T* d_o, T* dz, float* partials, const T* dout, const T* o, const T* z, const T* weight,
-                    const float* rstd, GroupShape s) {
+                    const float* rstd, const T* residual, GroupShape s) {
   const Place at(s);
   const int64_t packs = s.dim / W;
   const bool gated = s.act != ops::GateActivation::none, cached = s.chunks == 1;
@@ -241,7 +244,8 @@ __global__ void __launch_bounds__(kBlockThreads)
       for (int k = 0; k < P; ++k) {
         const int64_t q = at.pack<P>(s, ch, k);
         if (!active || q >= packs) continue;
-        Pack<T, W> wv, dov;
+        Pack<T, W> wv, dov, rv{};
+        if (residual != nullptr) rv = load_pack<W>(residual + base + q * W);
         if (cached) {
           wv = load_pack<W>(weight + q * W);
         } else {
@@ -252,7 +256,8 @@ __global__ void __launch_bounds__(kBlockThreads)
 #pragma unroll
         for (int e = 0; e < W; ++e) {
           const float o_hat = to_float(ov[k].v[e]) * r;
-          dov.v[e] = from_float<T>(r * (to_float(wv.v[e]) * du[k][e] - o_hat * c));
+          const float added = residual != nullptr ? to_float(rv.v[e]) : 0.0f;
+          dov.v[e] = from_float<T>(r * (to_float(wv.v[e]) * du[k][e] - o_hat * c) + added);
         }
         store_pack<W>(d_o + base + q * W, dov);
       }
@@ -297,15 +302,17 @@ void gated_rmsnorm_forward(Tensor out, Tensor rstd, const Tensor& o, const Tenso
 }
 
 void gated_rmsnorm_backward(Tensor d_o, Tensor dz, Tensor dweight, const Tensor& dout, const Tensor& o, const Tensor& z,
-                            const Tensor& weight, const Tensor& rstd, int64_t heads, ops::GateActivation act) {
+                            const Tensor& weight, const Tensor& rstd, int64_t heads, ops::GateActivation act,
+                            const Tensor& residual) {
   const int64_t groups = o.dim(0) * heads, dim = o.dim(1) / heads;
   if (groups == 0) return;
   dispatch_float(o.dtype(), [&](auto zero) {
     using T = decltype(zero);
     const T* z_data = act == ops::GateActivation::none ? nullptr : data_of<T>(z);
     T* dz_data = act == ops::GateActivation::none ? nullptr : data_of<T>(dz);
-    const bool packed =
-        dim % kPackWidth<T> == 0 && aligned16({d_o.raw(), dz_data, dout.raw(), o.raw(), z_data, weight.raw()});
+    const T* residual_data = residual.defined() ? data_of<T>(residual) : nullptr;
+    const bool packed = dim % kPackWidth<T> == 0 &&
+                        aligned16({d_o.raw(), dz_data, dout.raw(), o.raw(), z_data, weight.raw(), residual_data});
     dispatch_pack_width<T>(packed, [&](auto width) {
       constexpr int W = decltype(width)::value;
       const GroupShape s = layout(groups, dim, act, W);
@@ -322,7 +329,7 @@ void gated_rmsnorm_backward(Tensor d_o, Tensor dz, Tensor dweight, const Tensor&
       dispatch_per_lane(s.per_lane, [&](auto per_lane) {
         backward_kernel<T, W, decltype(per_lane)::value><<<static_cast<unsigned>(blocks), kBlockThreads>>>(
             data_of<T>(d_o), dz_data, partials, data_of<T>(dout), data_of<T>(o), z_data, data_of<T>(weight),
-            data_of<float>(rstd), s);
+            data_of<float>(rstd), residual_data, s);
       });
       check_launch("gated_rmsnorm backward_kernel");
       if (cached) add_partials(data_of<T>(dweight), partials, blocks, dim);

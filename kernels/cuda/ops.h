@@ -24,8 +24,10 @@ void embedding_backward(Tensor dtable, const Tensor& dout, const Tensor& ids, in
 // Serves gated_rmsnorm_* and rmsnorm_* (one head, act = none, z undefined).
 void gated_rmsnorm_forward(Tensor out, Tensor rstd, const Tensor& o, const Tensor& z, const Tensor& weight,
                            int64_t heads, ops::GateActivation act, double eps);
+// residual (defined for rmsnorm_backward_residual only): added to d_o in the same pass; may alias d_o.
 void gated_rmsnorm_backward(Tensor d_o, Tensor dz, Tensor dweight, const Tensor& dout, const Tensor& o, const Tensor& z,
-                            const Tensor& weight, const Tensor& rstd, int64_t heads, ops::GateActivation act);
+                            const Tensor& weight, const Tensor& rstd, int64_t heads, ops::GateActivation act,
+                            const Tensor& residual = Tensor());
 
 void linear_forward(Tensor out, const Tensor& x, const Tensor& weight, const Tensor& bias);
 void linear_backward(Tensor dx, Tensor dweight, Tensor dbias, const Tensor& dout, const Tensor& x, const Tensor& weight,

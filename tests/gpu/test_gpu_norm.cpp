@@ -6,6 +6,8 @@
 // 4096), 16-byte packs and single channels (odd widths), group counts that leave the last block
 // short and blocks of several steps (4099 × 256, 8201 × 2 × 64). Also: d_o or dz aliasing dout
 // gives the same bits as separate outputs, and dweight is the same bit for bit on a second run.
+// rmsnorm_backward_residual (the residual stream's gradient added in the norm's pass) against the
+// CPU's unfused pair, into dx and over the residual.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -26,6 +28,10 @@ using testing::to_host;
 using testing::tolerance;
 
 class GpuNorm : public testing::GpuDtypeTest {};
+
+bool same_bits(const Tensor& a, const Tensor& b) {
+  return a.nbytes() == b.nbytes() && std::memcmp(a.raw(), b.raw(), a.nbytes()) == 0;
+}
 
 TEST_P(GpuNorm, RmsNorm) {
   const DType dt = GetParam();
@@ -49,6 +55,36 @@ TEST_P(GpuNorm, RmsNorm) {
     EXPECT_TRUE(assert_close("rstd", rstd, to_host(grstd), 1e-5));
     EXPECT_TRUE(assert_close("dx", dx, to_host(gdx), tolerance(dt)));
     EXPECT_TRUE(assert_close("dweight", dw, to_host(gdw), tolerance(dt)));
+  }
+}
+
+// rmsnorm_backward_residual against the CPU reference of the unfused pair (rmsnorm_backward, then
+// the residual added), into a separate dx and over the residual itself, in registers and read twice.
+TEST_P(GpuNorm, RmsNormBackwardResidual) {
+  const DType dt = GetParam();
+  Rng rng(6);
+  for (auto [n, d] : std::vector<std::pair<int64_t, int64_t>>{{5, 33}, {300, 1024}, {4099, 256}, {9, 4096}}) {
+    SCOPED_TRACE("n " + std::to_string(n) + " d " + std::to_string(d));
+    const Tensor x = random_values({n, d}, dt, rng, -2, 2), w = random_values({d}, dt, rng, 0.5, 1.5);
+    const Tensor dout = random_values({n, d}, dt, rng), residual = random_values({n, d}, dt, rng);
+    const Tensor dw0 = random_values({d}, dt, rng);
+    Tensor out = Tensor::empty({n, d}, DType::f64), rstd = Tensor::empty({n}, DType::f64);
+    Tensor dx = Tensor::empty({n, d}, DType::f64), dw = dw0.clone();
+    ops::rmsnorm_forward(out, rstd, x, w, 1e-6);
+    ops::rmsnorm_backward(dx, dw, dout, x, w, rstd);
+    ops::add_inplace(dx, residual);
+
+    Tensor gx = to_device(x, dt), gw = to_device(w, dt), gdout = to_device(dout, dt);
+    Tensor gout = Tensor::empty({n, d}, dt, Device::cuda), grstd = Tensor::empty({n}, kStatistics, Device::cuda);
+    ops::rmsnorm_forward(gout, grstd, gx, gw, 1e-6);
+    Tensor gdx = Tensor::empty({n, d}, dt, Device::cuda), gdw = to_device(dw0, dt);
+    ops::rmsnorm_backward_residual(gdx, gdw, gdout, gx, gw, grstd, to_device(residual, dt));
+    Tensor in_place = to_device(residual, dt), in_place_dw = to_device(dw0, dt);
+    ops::rmsnorm_backward_residual(in_place, in_place_dw, gdout, gx, gw, grstd, in_place);
+    EXPECT_TRUE(assert_close("dx", dx, to_host(gdx), tolerance(dt)));
+    EXPECT_TRUE(assert_close("dweight", dw, to_host(gdw), tolerance(dt)));
+    EXPECT_TRUE(same_bits(to_host(gdx), to_host(in_place)));
+    EXPECT_TRUE(same_bits(to_host(gdw), to_host(in_place_dw)));
   }
 }
 
@@ -110,10 +146,6 @@ void run_gated_device(GatedRun& r, const GatedCase& c, DType dt, GateActivation 
   ops::gated_rmsnorm_forward(gout, grstd, go, gz, gw, c.heads, act, 1e-5);
   ops::gated_rmsnorm_backward(gdo, gdz, gdw, gdout, go, gz, gw, grstd, c.heads, act);
   r.out = to_host(gout), r.rstd = to_host(grstd), r.d_o = to_host(gdo), r.dz = to_host(gdz), r.dw = to_host(gdw);
-}
-
-bool same_bits(const Tensor& a, const Tensor& b) {
-  return a.nbytes() == b.nbytes() && std::memcmp(a.raw(), b.raw(), a.nbytes()) == 0;
 }
 
 TEST_P(GpuNorm, GatedRmsNorm) {

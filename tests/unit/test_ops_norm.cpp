@@ -252,6 +252,49 @@ TEST(GatedRmsNorm, OneHeadWithoutGateIsRmsNorm) {
   EXPECT_TRUE(assert_close("dweight", dw_a, dw_b, 0, 0));
 }
 
+// The fused residual add: rmsnorm_backward then add_inplace(dx, residual), bit for bit (f32 and
+// f64, several row blocks), into a separate dx and over the residual itself (dx += the norm's
+// gradient, as Block's backward uses it).
+TEST(RmsNorm, BackwardResidualIsBackwardThenAdd) {
+  for (DType dt : {DType::f32, DType::f64}) {
+    Rng rng(21);
+    const int64_t n = 300, d = 37;
+    const Tensor x = testing::as_dtype(random_tensor({n, d}, rng, -2, 2), dt);
+    const Tensor w = testing::as_dtype(random_tensor({d}, rng, 0.5, 1.5), dt);
+    const Tensor dout = testing::as_dtype(random_tensor({n, d}, rng), dt);
+    const Tensor residual = testing::as_dtype(random_tensor({n, d}, rng), dt);
+    const Tensor dw0 = testing::as_dtype(random_tensor({d}, rng), dt);
+    Tensor out = Tensor::empty({n, d}, dt), rstd = Tensor::empty({n}, dt);
+    ops::rmsnorm_forward(out, rstd, x, w, 1e-6);
+
+    Tensor dx = Tensor::empty({n, d}, dt), dw = dw0.clone();
+    ops::rmsnorm_backward(dx, dw, dout, x, w, rstd);
+    ops::add_inplace(dx, residual);
+
+    Tensor fused_dx = Tensor::empty({n, d}, dt), fused_dw = dw0.clone();
+    ops::rmsnorm_backward_residual(fused_dx, fused_dw, dout, x, w, rstd, residual);
+    Tensor in_place = residual.clone(), in_place_dw = dw0.clone();
+    ops::rmsnorm_backward_residual(in_place, in_place_dw, dout, x, w, rstd, in_place);
+    testing::expect_same_bits({{"dx", dx}, {"dweight", dw}}, {{"dx", fused_dx}, {"dweight", fused_dw}},
+                              "separate " + std::string(dtype_name(dt)));
+    testing::expect_same_bits({{"dx", dx}, {"dweight", dw}}, {{"dx", in_place}, {"dweight", in_place_dw}},
+                              "in place " + std::string(dtype_name(dt)));
+  }
+  const Tensor t = Tensor::zeros({3, 4}, DType::f32), r = Tensor::zeros({3}, DType::f32);
+  EXPECT_TRUE(throws_invalid_argument(
+      [&] {
+        ops::rmsnorm_backward_residual(t, Tensor::zeros({4}, DType::f32), t, t, Tensor::zeros({4}, DType::f32), r,
+                                       Tensor::zeros({3, 5}, DType::f32));
+      },
+      {"rmsnorm_backward_residual", "residual", "[3, 4]"}));
+  EXPECT_TRUE(throws_invalid_argument(
+      [&] {
+        ops::rmsnorm_backward_residual(t, Tensor::zeros({4}, DType::f32), t, t, Tensor::zeros({4}, DType::f32), r,
+                                       Tensor());
+      },
+      {"rmsnorm_backward_residual", "residual", "undefined"}));
+}
+
 class GatedRmsNormByActivation : public ::testing::TestWithParam<ops::GateActivation> {};
 
 TEST_P(GatedRmsNormByActivation, BackwardMatchesFiniteDifferences) {
