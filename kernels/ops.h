@@ -42,6 +42,11 @@ void embedding_shard_backward(Tensor dtable, const Tensor& dout, const Tensor& i
 // ---- RMSNorm over the last dimension: y = x · rstd · w, rstd = 1/sqrt(mean(x²) + eps) ---------
 // x, out: [N, D]; weight: [D]; rstd: [N] (saved for backward)
 void rmsnorm_forward(Tensor out, Tensor rstd, const Tensor& x, const Tensor& weight, double eps);
+// The residual stream's add and the norm after it in one pass: sum = x + residual, then
+// out = rmsnorm(sum) with its rstd. sum: [N, D], may alias x or residual (h += x in place).
+// On the CPU the same bits as add_inplace then rmsnorm_forward.
+void rmsnorm_forward_residual(Tensor out, Tensor rstd, Tensor sum, const Tensor& x, const Tensor& residual,
+                              const Tensor& weight, double eps);
 // dx overwritten; dweight accumulated
 void rmsnorm_backward(Tensor dx, Tensor dweight, const Tensor& dout, const Tensor& x, const Tensor& weight,
                       const Tensor& rstd);

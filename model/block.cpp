@@ -42,9 +42,12 @@ Tensor Block::forward_continuing(StepContext& ctx, const Tensor& x, MixerState& 
 Tensor Block::finish(StepContext& ctx, const Tensor& x, Tensor mixer_out) {
   h_ = mixer_out;
   tp_.all_reduce_sum(h_);
-  ops::add_inplace(h_, x);
-  if (!mlp_) return h_;
-  Tensor out = mlp_->forward(ctx, mlp_norm_->forward(ctx, h_));
+  if (!mlp_) {
+    ops::add_inplace(h_, x);
+    return h_;
+  }
+  // h = h + x and mlp_norm(h) in one pass
+  Tensor out = mlp_->forward(ctx, mlp_norm_->forward_residual(ctx, h_, x, h_));
   tp_.all_reduce_sum(out);
   ops::add_inplace(out, h_);
   return out;

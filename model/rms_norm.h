@@ -19,6 +19,9 @@ class RMSNorm {
 
   void init();
   Tensor forward(StepContext& ctx, const Tensor& x);
+  // The residual stream's add fused in: sum = x + residual (sum may be x or residual), returns the
+  // norm of sum, which is then the input that backward takes.
+  Tensor forward_residual(StepContext& ctx, const Tensor& x, const Tensor& residual, Tensor sum);
   // x: the input of the latest forward. dx = ∂L/∂x through the norm (+ residual when defined).
   void backward(const Tensor& x, const Tensor& dy, Tensor dx, const Tensor& residual = Tensor());
 

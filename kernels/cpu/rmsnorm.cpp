@@ -35,12 +35,18 @@ void with_gate(ops::GateActivation act, F f) {
 
 template <class T>
 void rmsnorm_forward(T* out, T* rstd, const T* o, const T* z, const T* weight, int64_t rows, int64_t heads, int64_t dim,
-                     ops::GateActivation act, T eps) {
+                     ops::GateActivation act, T eps, const T* residual, T* sum) {
   const int64_t groups = rows * heads;
   with_gate<T>(act, [&](auto gate, auto, auto) {
 #pragma omp parallel for schedule(static) if (worth_parallel(groups * dim))
     for (int64_t g = 0; g < groups; ++g) {
       const T* og = o + g * dim;
+      if (residual != nullptr) {
+        T* sg = sum + g * dim;
+#pragma omp simd
+        for (int64_t j = 0; j < dim; ++j) sg[j] = og[j] + residual[g * dim + j];
+        og = sg;
+      }
       T sum_sq = 0;
 #pragma omp simd reduction(+ : sum_sq)
       for (int64_t j = 0; j < dim; ++j) sum_sq += og[j] * og[j];
@@ -90,9 +96,9 @@ void rmsnorm_backward(T* d_o, T* dz, T* dweight, const T* dout, const T* o, cons
   });
 }
 template void rmsnorm_forward<float>(float*, float*, const float*, const float*, const float*, int64_t, int64_t,
-                                     int64_t, ops::GateActivation, float);
+                                     int64_t, ops::GateActivation, float, const float*, float*);
 template void rmsnorm_forward<double>(double*, double*, const double*, const double*, const double*, int64_t, int64_t,
-                                      int64_t, ops::GateActivation, double);
+                                      int64_t, ops::GateActivation, double, const double*, double*);
 template void rmsnorm_backward<float>(float*, float*, float*, const float*, const float*, const float*, const float*,
                                       const float*, int64_t, int64_t, int64_t, ops::GateActivation, const float*);
 template void rmsnorm_backward<double>(double*, double*, double*, const double*, const double*, const double*,

@@ -16,9 +16,12 @@
 
 namespace linea::cpu {
 
+// With a residual (same layout as o), the group is first formed as sum = o + residual, written to
+// `sum` (which may alias o or residual), and normed instead of o (the residual stream's add fused
+// into the norm's pass; the same bits as add_inplace then the norm).
 template <class T>
 void rmsnorm_forward(T* out, T* rstd, const T* o, const T* z, const T* weight, int64_t rows, int64_t heads, int64_t dim,
-                     ops::GateActivation act, T eps);
+                     ops::GateActivation act, T eps, const T* residual = nullptr, T* sum = nullptr);
 
 // dz may be null when act == none; do and dz are overwritten, dweight accumulated. With a residual
 // (same layout as d_o, may alias d_o or dout), d_o = do_j + residual_j instead (the add of a

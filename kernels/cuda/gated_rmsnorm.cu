@@ -2,6 +2,8 @@
 // group per row and no gate, and ops::gated_rmsnorm_* with one group per head); the math of
 // kernels/cpu/rmsnorm.h. For a group o of `dim` channels with gate input z and weight γ:
 //   r = 1 / sqrt(Σ_j o_j² / dim + eps)   (saved, f32),   y_j = o_j · r · γ_j · act(z_j)
+// With a residual (rmsnorm_forward_residual): o_j ← round_T(o_j + residual_j), written to sum and
+// normed as stored (the same bits as add_inplace then the norm).
 // Backward, with ô = o · r and du_j = dy_j · act(z_j):
 //   dz_j = dy_j · ô_j · γ_j · act'(z_j)
 //   do_j = r · (γ_j · du_j − ô_j · c),   c = (1/dim) Σ_i γ_i · du_i · ô_i
@@ -114,9 +116,12 @@ __device__ __forceinline__ float group_sum(float v, int lanes) {
   return v;
 }
 
+// residual: null, or added to o in the first pass, the sum written to `sum` (which the second pass
+// of groups read twice re-reads instead of o; sum may alias o or residual).
 template <class T, int W, int P>
 __global__ void __launch_bounds__(kBlockThreads)
-    forward_kernel(T* out, float* rstd, const T* o, const T* z, const T* weight, GroupShape s, float eps) {
+    forward_kernel(T* out, float* rstd, const T* o, const T* z, const T* weight, const T* residual, T* sum,
+                   GroupShape s, float eps) {
   const Place at(s);
   const int64_t packs = s.dim / W;
   const bool gated = s.act != ops::GateActivation::none;
@@ -131,6 +136,12 @@ __global__ void __launch_bounds__(kBlockThreads)
         const int64_t q = at.pack<P>(s, ch, k);
         if (!active || q >= packs) continue;
         ov[k] = load_pack<W>(o + base + q * W);
+        if (residual != nullptr) {
+          const Pack<T, W> rv = load_pack<W>(residual + base + q * W);
+#pragma unroll
+          for (int e = 0; e < W; ++e) ov[k].v[e] = from_float<T>(to_float(ov[k].v[e]) + to_float(rv.v[e]));
+          store_pack<W>(sum + base + q * W, ov[k]);
+        }
 #pragma unroll
         for (int e = 0; e < W; ++e) sum_sq += to_float(ov[k].v[e]) * to_float(ov[k].v[e]);
       }
@@ -142,7 +153,7 @@ __global__ void __launch_bounds__(kBlockThreads)
       for (int k = 0; k < P; ++k) {
         const int64_t q = at.pack<P>(s, ch, k);
         if (!active || q >= packs) continue;
-        if (s.chunks > 1) ov[k] = load_pack<W>(o + base + q * W);
+        if (s.chunks > 1) ov[k] = load_pack<W>((residual != nullptr ? sum : o) + base + q * W);
         const Pack<T, W> wv = load_pack<W>(weight + q * W);
         Pack<T, W> zv{}, yv;
         if (gated) zv = load_pack<W>(z + base + q * W);
@@ -281,20 +292,23 @@ struct WeightGradientTerm {
 }  // namespace
 
 void gated_rmsnorm_forward(Tensor out, Tensor rstd, const Tensor& o, const Tensor& z, const Tensor& weight,
-                           int64_t heads, ops::GateActivation act, double eps) {
+                           int64_t heads, ops::GateActivation act, double eps, const Tensor& residual, Tensor sum) {
   const int64_t groups = o.dim(0) * heads, dim = o.dim(1) / heads;
   if (groups == 0) return;
   dispatch_float(o.dtype(), [&](auto zero) {
     using T = decltype(zero);
     const T* z_data = act == ops::GateActivation::none ? nullptr : data_of<T>(z);
-    const bool packed = dim % kPackWidth<T> == 0 && aligned16({out.raw(), o.raw(), z_data, weight.raw()});
+    const T* residual_data = residual.defined() ? data_of<T>(residual) : nullptr;
+    T* sum_data = residual.defined() ? data_of<T>(sum) : nullptr;
+    const bool packed =
+        dim % kPackWidth<T> == 0 && aligned16({out.raw(), o.raw(), z_data, weight.raw(), residual_data, sum_data});
     dispatch_pack_width<T>(packed, [&](auto width) {
       constexpr int W = decltype(width)::value;
       const GroupShape s = layout(groups, dim, act, W);
       dispatch_per_lane(s.per_lane, [&](auto per_lane) {
         forward_kernel<T, W, decltype(per_lane)::value><<<static_cast<unsigned>(block_count(s)), kBlockThreads>>>(
-            data_of<T>(out), data_of<float>(rstd), data_of<T>(o), z_data, data_of<T>(weight), s,
-            static_cast<float>(eps));
+            data_of<T>(out), data_of<float>(rstd), data_of<T>(o), z_data, data_of<T>(weight), residual_data, sum_data,
+            s, static_cast<float>(eps));
       });
     });
     check_launch("gated_rmsnorm forward_kernel");

@@ -22,8 +22,10 @@ void embedding_forward(Tensor out, const Tensor& table, const Tensor& ids, int64
 void embedding_backward(Tensor dtable, const Tensor& dout, const Tensor& ids, int64_t vocab_begin);
 
 // Serves gated_rmsnorm_* and rmsnorm_* (one head, act = none, z undefined).
+// residual and sum (defined for rmsnorm_forward_residual only): sum = o + residual is written and normed.
 void gated_rmsnorm_forward(Tensor out, Tensor rstd, const Tensor& o, const Tensor& z, const Tensor& weight,
-                           int64_t heads, ops::GateActivation act, double eps);
+                           int64_t heads, ops::GateActivation act, double eps, const Tensor& residual = Tensor(),
+                           Tensor sum = Tensor());
 // residual (defined for rmsnorm_backward_residual only): added to d_o in the same pass; may alias d_o.
 void gated_rmsnorm_backward(Tensor d_o, Tensor dz, Tensor dweight, const Tensor& dout, const Tensor& o, const Tensor& z,
                             const Tensor& weight, const Tensor& rstd, int64_t heads, ops::GateActivation act,

@@ -6,8 +6,9 @@
 // 4096), 16-byte packs and single channels (odd widths), group counts that leave the last block
 // short and blocks of several steps (4099 × 256, 8201 × 2 × 64). Also: d_o or dz aliasing dout
 // gives the same bits as separate outputs, and dweight is the same bit for bit on a second run.
-// rmsnorm_backward_residual (the residual stream's gradient added in the norm's pass) against the
-// CPU's unfused pair, into dx and over the residual.
+// The fused residual adds, against the CPU's unfused pairs: rmsnorm_forward_residual (sum = x + r,
+// then its norm) and rmsnorm_backward_residual (the residual stream's gradient added in the norm's
+// backward), each into a separate tensor and over an input.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -55,6 +56,38 @@ TEST_P(GpuNorm, RmsNorm) {
     EXPECT_TRUE(assert_close("rstd", rstd, to_host(grstd), 1e-5));
     EXPECT_TRUE(assert_close("dx", dx, to_host(gdx), tolerance(dt)));
     EXPECT_TRUE(assert_close("dweight", dw, to_host(gdw), tolerance(dt)));
+  }
+}
+
+// rmsnorm_forward_residual against the CPU reference of the unfused pair (add_inplace, then
+// rmsnorm_forward, on the sum as the device stores it), in registers and read twice; the sum over
+// an input gives the same bits as into a separate tensor.
+TEST_P(GpuNorm, RmsNormForwardResidual) {
+  const DType dt = GetParam();
+  Rng rng(7);
+  for (auto [n, d] : std::vector<std::pair<int64_t, int64_t>>{{5, 33}, {300, 1024}, {4099, 256}, {9, 4096}}) {
+    SCOPED_TRACE("n " + std::to_string(n) + " d " + std::to_string(d));
+    const Tensor x = random_values({n, d}, dt, rng, -2, 2), residual = random_values({n, d}, dt, rng, -2, 2);
+    const Tensor w = random_values({d}, dt, rng, 0.5, 1.5);
+    Tensor sum = x.clone();
+    ops::add_inplace(sum, residual);
+    sum = testing::representable(sum, dt);
+    Tensor out = Tensor::empty({n, d}, DType::f64), rstd = Tensor::empty({n}, DType::f64);
+    ops::rmsnorm_forward(out, rstd, sum, w, 1e-6);
+
+    Tensor gx = to_device(x, dt), gr = to_device(residual, dt), gw = to_device(w, dt);
+    Tensor gout = Tensor::empty({n, d}, dt, Device::cuda), grstd = Tensor::empty({n}, kStatistics, Device::cuda);
+    Tensor gsum = Tensor::empty({n, d}, dt, Device::cuda);
+    ops::rmsnorm_forward_residual(gout, grstd, gsum, gx, gr, gw, 1e-6);
+    EXPECT_TRUE(assert_close("sum", sum, to_host(gsum), tolerance(dt)));
+    EXPECT_TRUE(assert_close("out", out, to_host(gout), tolerance(dt)));
+    EXPECT_TRUE(assert_close("rstd", rstd, to_host(grstd), 1e-5));
+    Tensor in_place_out = Tensor::empty({n, d}, dt, Device::cuda);
+    Tensor in_place_rstd = Tensor::empty({n}, kStatistics, Device::cuda);
+    ops::rmsnorm_forward_residual(in_place_out, in_place_rstd, gx, gx, gr, gw, 1e-6);
+    EXPECT_TRUE(same_bits(to_host(gsum), to_host(gx)));
+    EXPECT_TRUE(same_bits(to_host(gout), to_host(in_place_out)));
+    EXPECT_TRUE(same_bits(to_host(grstd), to_host(in_place_rstd)));
   }
 }
 

@@ -252,6 +252,40 @@ TEST(GatedRmsNorm, OneHeadWithoutGateIsRmsNorm) {
   EXPECT_TRUE(assert_close("dweight", dw_a, dw_b, 0, 0));
 }
 
+// The fused residual add of the forward: add_inplace then rmsnorm_forward, bit for bit (f32 and
+// f64), into a separate sum and over either input (h += x in place, as Block's forward uses it).
+TEST(RmsNorm, ForwardResidualIsAddThenForward) {
+  for (DType dt : {DType::f32, DType::f64}) {
+    Rng rng(22);
+    const int64_t n = 300, d = 37;
+    const Tensor x = testing::as_dtype(random_tensor({n, d}, rng, -2, 2), dt);
+    const Tensor residual = testing::as_dtype(random_tensor({n, d}, rng, -2, 2), dt);
+    const Tensor w = testing::as_dtype(random_tensor({d}, rng, 0.5, 1.5), dt);
+    Tensor sum = x.clone(), out = Tensor::empty({n, d}, dt), rstd = Tensor::empty({n}, dt);
+    ops::add_inplace(sum, residual);
+    ops::rmsnorm_forward(out, rstd, sum, w, 1e-6);
+    const testing::NamedTensors expected = {{"sum", sum}, {"out", out}, {"rstd", rstd}};
+    for (int where = 0; where < 3; ++where) {  // sum separate, over x, over residual
+      Tensor fx = x.clone(), fr = residual.clone();
+      Tensor fsum = where == 0 ? Tensor::empty({n, d}, dt) : where == 1 ? fx : fr;
+      Tensor fout = Tensor::empty({n, d}, dt), frstd = Tensor::empty({n}, dt);
+      ops::rmsnorm_forward_residual(fout, frstd, fsum, fx, fr, w, 1e-6);
+      testing::expect_same_bits(expected, {{"sum", fsum}, {"out", fout}, {"rstd", frstd}},
+                                "sum " + std::to_string(where) + " " + std::string(dtype_name(dt)));
+    }
+  }
+  const Tensor t = Tensor::zeros({3, 4}, DType::f32), w = Tensor::zeros({4}, DType::f32);
+  EXPECT_TRUE(throws_invalid_argument(
+      [&] {
+        ops::rmsnorm_forward_residual(t, Tensor::zeros({3}, DType::f32), t, t, Tensor::zeros({3, 5}, DType::f32), w,
+                                      1e-6);
+      },
+      {"rmsnorm_forward_residual", "residual", "[3, 4]"}));
+  EXPECT_TRUE(throws_invalid_argument(
+      [&] { ops::rmsnorm_forward_residual(t, Tensor::zeros({3}, DType::f32), Tensor(), t, t, w, 1e-6); },
+      {"rmsnorm_forward_residual", "sum", "undefined"}));
+}
+
 // The fused residual add: rmsnorm_backward then add_inplace(dx, residual), bit for bit (f32 and
 // f64, several row blocks), into a separate dx and over the residual itself (dx += the norm's
 // gradient, as Block's backward uses it).
