@@ -68,6 +68,12 @@ void linear_backward(Tensor dx, Tensor dweight, Tensor dbias, const Tensor& dout
 // gate, up, out: [N, F]
 void swiglu_forward(Tensor out, const Tensor& gate, const Tensor& up);
 void swiglu_backward(Tensor dgate, Tensor dup, const Tensor& dout, const Tensor& gate, const Tensor& up);
+// swiglu_backward that also writes the forward's product, out = silu(gate) ⊙ up (what W_down's
+// weight gradient reads), in the same pass instead of a swiglu_forward before it. dgate, dup and
+// out: [N, F], overwritten; each may alias dout, gate or up (an element's inputs are read before
+// its outputs are written). On the CPU the same bits as swiglu_forward and swiglu_backward.
+void swiglu_backward_with_product(Tensor dgate, Tensor dup, Tensor out, const Tensor& dout, const Tensor& gate,
+                                  const Tensor& up);
 
 // ---- RoPE (rotate-half convention, as Llama/fla): in place on x: [N, H·Dh], Dh even ---------
 // For pair i < Dh/2 at position p: θ = p · base^(−2i/Dh);

@@ -36,7 +36,9 @@ void linear_backward(Tensor dx, Tensor dweight, Tensor dbias, const Tensor& dout
                      bool accumulate_dx);
 
 void swiglu_forward(Tensor out, const Tensor& gate, const Tensor& up);
-void swiglu_backward(Tensor dgate, Tensor dup, const Tensor& dout, const Tensor& gate, const Tensor& up);
+// out: undefined for swiglu_backward, defined for swiglu_backward_with_product.
+void swiglu_backward(Tensor dgate, Tensor dup, const Tensor& dout, const Tensor& gate, const Tensor& up,
+                     Tensor out = Tensor());
 
 void rope_apply(Tensor x, const Tensor& positions, int64_t heads, double base, bool inverse);
 
