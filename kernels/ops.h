@@ -118,6 +118,13 @@ void gated_rmsnorm_forward(Tensor out, Tensor rstd, const Tensor& o, const Tenso
 // do, dz overwritten (dz skipped when act == none); dweight accumulated
 void gated_rmsnorm_backward(Tensor d_o, Tensor dz, Tensor dweight, const Tensor& dout, const Tensor& o, const Tensor& z,
                             const Tensor& weight, const Tensor& rstd, int64_t heads, GateActivation act);
+// The backward with the forward recomputed in the same pass, for a caller that keeps neither: rstd
+// from o (and eps), and out = the forward's y (what an output projection's weight gradient reads)
+// written beside d_o and dz. out: [N, H·Dv], may alias dout. On the CPU the same bits as
+// gated_rmsnorm_forward then gated_rmsnorm_backward.
+void gated_rmsnorm_backward_recompute(Tensor d_o, Tensor dz, Tensor dweight, Tensor out, const Tensor& dout,
+                                      const Tensor& o, const Tensor& z, const Tensor& weight, int64_t heads,
+                                      GateActivation act, double eps);
 
 // ---- LM head + cross-entropy, fused, over blocks of rows (never all logits at once) -------------
 // logits = x · Wᵀ ([N, V]); loss_n = logsumexp(logits_n) − logits_n[target_n]; target −1 = ignored.

@@ -31,6 +31,15 @@ void with_gate(ops::GateActivation act, F f) {
   }
   return f([](const T*, int64_t) { return T(1); }, [](const T*, int64_t) { return T(0); }, std::false_type{});
 }
+
+// r = 1 / sqrt(Σ_j o_j² / dim + eps) of the group at og (the forward's, and the backward's recomputation).
+template <class T>
+T group_rstd(const T* og, int64_t dim, T eps) {
+  T sum_sq = 0;
+#pragma omp simd reduction(+ : sum_sq)
+  for (int64_t j = 0; j < dim; ++j) sum_sq += og[j] * og[j];
+  return T(1) / std::sqrt(sum_sq / static_cast<T>(dim) + eps);
+}
 }  // namespace
 
 template <class T>
@@ -47,10 +56,7 @@ void rmsnorm_forward(T* out, T* rstd, const T* o, const T* z, const T* weight, i
         for (int64_t j = 0; j < dim; ++j) sg[j] = og[j] + residual[g * dim + j];
         og = sg;
       }
-      T sum_sq = 0;
-#pragma omp simd reduction(+ : sum_sq)
-      for (int64_t j = 0; j < dim; ++j) sum_sq += og[j] * og[j];
-      const T r = T(1) / std::sqrt(sum_sq / static_cast<T>(dim) + eps);
+      const T r = group_rstd(og, dim, eps);
       rstd[g] = r;
       T* yg = out + g * dim;
 #pragma omp simd
@@ -61,7 +67,8 @@ void rmsnorm_forward(T* out, T* rstd, const T* o, const T* z, const T* weight, i
 
 template <class T>
 void rmsnorm_backward(T* d_o, T* dz, T* dweight, const T* dout, const T* o, const T* z, const T* weight, const T* rstd,
-                      int64_t rows, int64_t heads, int64_t dim, ops::GateActivation act, const T* residual) {
+                      int64_t rows, int64_t heads, int64_t dim, ops::GateActivation act, const T* residual,
+                      T* recompute_out, T eps) {
   with_gate<T>(act, [&](auto gate, auto gate_derivative, auto gated) {
     constexpr bool kGated = decltype(gated)::value;
     accumulate_over_row_blocks(rows, dim, dweight, [&](int64_t begin, int64_t end, T* dweight_partial) {
@@ -70,7 +77,7 @@ void rmsnorm_backward(T* d_o, T* dz, T* dweight, const T* dout, const T* o, cons
       T* du = du_row.data();
       for (int64_t g = begin * heads; g < end * heads; ++g) {
         const int64_t base = g * dim;
-        const T r = rstd[g];
+        const T r = recompute_out != nullptr ? group_rstd(o + base, dim, eps) : rstd[g];
         // c = (1/dim) Σ_i γ_i · du_i · ô_i
         T c = 0;
 #pragma omp simd reduction(+ : c)
@@ -91,6 +98,10 @@ void rmsnorm_backward(T* d_o, T* dz, T* dweight, const T* dout, const T* o, cons
             d_o[base + j] = r * (weight[j] * du[j] - o[base + j] * r * c) + residual[base + j];
           }
         }
+        if (recompute_out != nullptr) {
+#pragma omp simd
+          for (int64_t j = 0; j < dim; ++j) recompute_out[base + j] = o[base + j] * r * weight[j] * gate(z, base + j);
+        }
       }
     });
   });
@@ -100,9 +111,10 @@ template void rmsnorm_forward<float>(float*, float*, const float*, const float*,
 template void rmsnorm_forward<double>(double*, double*, const double*, const double*, const double*, int64_t, int64_t,
                                       int64_t, ops::GateActivation, double, const double*, double*);
 template void rmsnorm_backward<float>(float*, float*, float*, const float*, const float*, const float*, const float*,
-                                      const float*, int64_t, int64_t, int64_t, ops::GateActivation, const float*);
+                                      const float*, int64_t, int64_t, int64_t, ops::GateActivation, const float*,
+                                      float*, float);
 template void rmsnorm_backward<double>(double*, double*, double*, const double*, const double*, const double*,
                                        const double*, const double*, int64_t, int64_t, int64_t, ops::GateActivation,
-                                       const double*);
+                                       const double*, double*, double);
 
 }  // namespace linea::cpu

@@ -10,6 +10,9 @@
 //   dγ_j += Σ_groups du_j · ô_j          (deterministic: block partials added in a fixed order)
 // With a residual (rmsnorm_backward_residual): d_o_j = do_j + residual_j, added in f32 before the
 // one rounding to T (the add of the residual stream's gradient fused into this pass).
+// Recomputing (gated_rmsnorm_backward_recompute): groups in registers get r from a first read of
+// o, as the forward computes it, and the second pass also writes the forward's y; groups read
+// twice run the forward kernel (y and rstd, in scratch) and then the backward as it is.
 //
 // Layout. A group is `packs` packs of W channels (W = 16 bytes of elements when dim and the
 // pointers allow, else 1) spread over L lanes, L the power of two ≥ packs, at most 32: a warp
@@ -206,7 +209,7 @@ __device__ void write_block_partials(float* partials, float (&dweight)[P][W], co
 template <class T, int W, int P>
 __global__ void __launch_bounds__(kBlockThreads)
     backward_kernel(T* d_o, T* dz, float* partials, const T* dout, const T* o, const T* z, const T* weight,
-                    const float* rstd, const T* residual, GroupShape s) {
+                    const float* rstd, const T* residual, T* recompute_out, float eps, GroupShape s) {
   const Place at(s);
   const int64_t packs = s.dim / W;
   const bool gated = s.act != ops::GateActivation::none, cached = s.chunks == 1;
@@ -214,7 +217,21 @@ __global__ void __launch_bounds__(kBlockThreads)
   for (int64_t first = at.first; first < at.end; first += at.step) {
     const int64_t g = first + at.slot, base = g * s.dim;
     const bool active = g < at.end;
-    const float r = active ? rstd[g] : 0.0f;
+    float r = active && recompute_out == nullptr ? rstd[g] : 0.0f;
+    // Recomputing r (the host asks for it only with the group in registers, chunks = 1), as
+    // forward_kernel computes it: the same sum order.
+    if (recompute_out != nullptr) {
+      float sum_sq = 0.0f;
+#pragma unroll
+      for (int k = 0; k < P; ++k) {
+        const int64_t q = at.pack<P>(s, 0, k);
+        if (!active || q >= packs) continue;
+        const Pack<T, W> ov = load_pack<W>(o + base + q * W);
+#pragma unroll
+        for (int e = 0; e < W; ++e) sum_sq += to_float(ov.v[e]) * to_float(ov.v[e]);
+      }
+      r = 1.0f / sqrtf(group_sum(sum_sq, s.lanes) / static_cast<float>(s.dim) + eps);
+    }
     Pack<T, W> ov[P];
     float du[P][W];
     // Reads the group's pack q as the lane's pack k: ov[k], du[k], γ (wv) and the pack's dz.
@@ -271,6 +288,16 @@ __global__ void __launch_bounds__(kBlockThreads)
           dov.v[e] = from_float<T>(r * (to_float(wv.v[e]) * du[k][e] - o_hat * c) + added);
         }
         store_pack<W>(d_o + base + q * W, dov);
+        if (recompute_out != nullptr) {  // y = ô · γ · act(z), as forward_kernel writes it
+          Pack<T, W> zv{}, yv;
+          if (gated) zv = load_pack<W>(z + base + q * W);
+#pragma unroll
+          for (int e = 0; e < W; ++e) {
+            const float gate = gated ? gate_of(s.act, to_float(zv.v[e])).value : 1.0f;
+            yv.v[e] = from_float<T>(to_float(ov[k].v[e]) * r * to_float(wv.v[e]) * gate);
+          }
+          store_pack<W>(recompute_out + base + q * W, yv);
+        }
       }
     }
   }
@@ -317,7 +344,7 @@ void gated_rmsnorm_forward(Tensor out, Tensor rstd, const Tensor& o, const Tenso
 
 void gated_rmsnorm_backward(Tensor d_o, Tensor dz, Tensor dweight, const Tensor& dout, const Tensor& o, const Tensor& z,
                             const Tensor& weight, const Tensor& rstd, int64_t heads, ops::GateActivation act,
-                            const Tensor& residual) {
+                            const Tensor& residual, Tensor recompute_out, double eps) {
   const int64_t groups = o.dim(0) * heads, dim = o.dim(1) / heads;
   if (groups == 0) return;
   dispatch_float(o.dtype(), [&](auto zero) {
@@ -325,8 +352,9 @@ void gated_rmsnorm_backward(Tensor d_o, Tensor dz, Tensor dweight, const Tensor&
     const T* z_data = act == ops::GateActivation::none ? nullptr : data_of<T>(z);
     T* dz_data = act == ops::GateActivation::none ? nullptr : data_of<T>(dz);
     const T* residual_data = residual.defined() ? data_of<T>(residual) : nullptr;
-    const bool packed = dim % kPackWidth<T> == 0 &&
-                        aligned16({d_o.raw(), dz_data, dout.raw(), o.raw(), z_data, weight.raw(), residual_data});
+    T* out_data = recompute_out.defined() ? data_of<T>(recompute_out) : nullptr;
+    const bool packed = dim % kPackWidth<T> == 0 && aligned16({d_o.raw(), dz_data, dout.raw(), o.raw(), z_data,
+                                                               weight.raw(), residual_data, out_data});
     dispatch_pack_width<T>(packed, [&](auto width) {
       constexpr int W = decltype(width)::value;
       const GroupShape s = layout(groups, dim, act, W);
@@ -334,16 +362,31 @@ void gated_rmsnorm_backward(Tensor d_o, Tensor dz, Tensor dweight, const Tensor&
       const int64_t blocks = block_count(s);
       const size_t bytes =
           cached ? static_cast<size_t>(blocks * dim) * sizeof(float) : column_sum_partials_bytes(groups, dim);
-      float* partials = static_cast<float*>(scratch({bytes})[0]);
+      // Groups read twice that recompute: the forward kernel first (y, and r into scratch), then the
+      // backward as it is.
+      const bool forward_first = out_data != nullptr && !cached;
+      const std::vector<void*> pieces =
+          scratch({bytes, forward_first ? static_cast<size_t>(groups) * sizeof(float) : size_t{0}});
+      float* partials = static_cast<float*>(pieces[0]);
+      const float* rstd_data = out_data == nullptr ? data_of<float>(rstd) : static_cast<float*>(pieces[1]);
+      if (forward_first) {
+        dispatch_per_lane(s.per_lane, [&](auto per_lane) {
+          forward_kernel<T, W, decltype(per_lane)::value><<<static_cast<unsigned>(blocks), kBlockThreads>>>(
+              out_data, static_cast<float*>(pieces[1]), data_of<T>(o), z_data, data_of<T>(weight), nullptr, nullptr, s,
+              static_cast<float>(eps));
+        });
+        check_launch("gated_rmsnorm forward_kernel");
+        out_data = nullptr;
+      }
       // Before the kernel: d_o and dz may alias dout.
       if (!cached) {
         add_column_sums(data_of<T>(dweight), partials, groups, dim,
-                        WeightGradientTerm<T>{data_of<T>(dout), data_of<T>(o), z_data, data_of<float>(rstd), s});
+                        WeightGradientTerm<T>{data_of<T>(dout), data_of<T>(o), z_data, rstd_data, s});
       }
       dispatch_per_lane(s.per_lane, [&](auto per_lane) {
         backward_kernel<T, W, decltype(per_lane)::value><<<static_cast<unsigned>(blocks), kBlockThreads>>>(
-            data_of<T>(d_o), dz_data, partials, data_of<T>(dout), data_of<T>(o), z_data, data_of<T>(weight),
-            data_of<float>(rstd), residual_data, s);
+            data_of<T>(d_o), dz_data, partials, data_of<T>(dout), data_of<T>(o), z_data, data_of<T>(weight), rstd_data,
+            residual_data, out_data, static_cast<float>(eps), s);
       });
       check_launch("gated_rmsnorm backward_kernel");
       if (cached) add_partials(data_of<T>(dweight), partials, blocks, dim);

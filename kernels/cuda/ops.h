@@ -26,10 +26,13 @@ void embedding_backward(Tensor dtable, const Tensor& dout, const Tensor& ids, in
 void gated_rmsnorm_forward(Tensor out, Tensor rstd, const Tensor& o, const Tensor& z, const Tensor& weight,
                            int64_t heads, ops::GateActivation act, double eps, const Tensor& residual = Tensor(),
                            Tensor sum = Tensor());
-// residual (defined for rmsnorm_backward_residual only): added to d_o in the same pass; may alias d_o.
+// Also serves gated_rmsnorm_backward_recompute. residual (defined for rmsnorm_backward_residual
+// only): added to d_o in the same pass; may alias d_o. recompute_out (defined for
+// gated_rmsnorm_backward_recompute only; rstd undefined then): rstd recomputed with eps, and the
+// forward's y written there.
 void gated_rmsnorm_backward(Tensor d_o, Tensor dz, Tensor dweight, const Tensor& dout, const Tensor& o, const Tensor& z,
                             const Tensor& weight, const Tensor& rstd, int64_t heads, ops::GateActivation act,
-                            const Tensor& residual = Tensor());
+                            const Tensor& residual = Tensor(), Tensor recompute_out = Tensor(), double eps = 0);
 
 void linear_forward(Tensor out, const Tensor& x, const Tensor& weight, const Tensor& bias);
 void linear_backward(Tensor dx, Tensor dweight, Tensor dbias, const Tensor& dout, const Tensor& x, const Tensor& weight,

@@ -8,7 +8,8 @@
 // gives the same bits as separate outputs, and dweight is the same bit for bit on a second run.
 // The fused residual adds, against the CPU's unfused pairs: rmsnorm_forward_residual (sum = x + r,
 // then its norm) and rmsnorm_backward_residual (the residual stream's gradient added in the norm's
-// backward), each into a separate tensor and over an input.
+// backward), each into a separate tensor and over an input; gated_rmsnorm_backward_recompute (the
+// forward recomputed in the backward's pass) against the CPU's forward then backward.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -206,6 +207,40 @@ TEST_P(GpuNorm, GatedRmsNorm) {
       EXPECT_TRUE(assert_close("dweight", dw, r.dw, tolerance(dt)));
       if (act != GateActivation::none) {
         EXPECT_TRUE(assert_close("dz", dz, r.dz, tolerance(dt)));
+      }
+    }
+  }
+}
+
+// gated_rmsnorm_backward_recompute against the CPU's forward then backward (f64), in registers and
+// read twice, with and without a gate.
+TEST_P(GpuNorm, GatedRmsNormBackwardRecompute) {
+  const DType dt = GetParam();
+  Rng rng(8);
+  const std::vector<GatedCase> cases = {{1, 1, 5},     {9, 2, 64},    {150, 4, 128}, {33, 2, 33},    {45, 1, 512},
+                                        {11, 1, 1024}, {13, 2, 2048}, {7, 2, 2056},  {4099, 1, 256}, {8201, 2, 64}};
+  for (GateActivation act : {GateActivation::none, GateActivation::silu, GateActivation::sigmoid}) {
+    for (const GatedCase& c : cases) {
+      SCOPED_TRACE("n " + std::to_string(c.n) + " heads " + std::to_string(c.heads) + " dv " + std::to_string(c.dv) +
+                   " act " + std::to_string(static_cast<int>(act)));
+      const bool gated = act != GateActivation::none;
+      GatedRun r = gated_inputs(c, dt, rng);
+      const Shape s = r.o.shape();
+      const Tensor gate = gated ? r.z : Tensor();
+      Tensor out = Tensor::empty(s, DType::f64), rstd = Tensor::empty({c.n, c.heads}, DType::f64);
+      Tensor d_o = Tensor::empty(s, DType::f64), dz = Tensor::empty(s, DType::f64), dw = r.dw0.clone();
+      ops::gated_rmsnorm_forward(out, rstd, r.o, gate, r.w, c.heads, act, 1e-5);
+      ops::gated_rmsnorm_backward(d_o, gated ? dz : Tensor(), dw, r.dout, r.o, gate, r.w, rstd, c.heads, act);
+
+      Tensor go = to_device(r.o, dt), gz = gated ? to_device(r.z, dt) : Tensor(), gw = to_device(r.w, dt);
+      Tensor gdw = to_device(r.dw0, dt), gout = Tensor::empty(s, dt, Device::cuda);
+      Tensor gdo = Tensor::empty(s, dt, Device::cuda), gdz = gated ? Tensor::empty(s, dt, Device::cuda) : Tensor();
+      ops::gated_rmsnorm_backward_recompute(gdo, gdz, gdw, gout, to_device(r.dout, dt), go, gz, gw, c.heads, act, 1e-5);
+      EXPECT_TRUE(assert_close("out", out, to_host(gout), tolerance(dt)));
+      EXPECT_TRUE(assert_close("do", d_o, to_host(gdo), tolerance(dt)));
+      EXPECT_TRUE(assert_close("dweight", dw, to_host(gdw), tolerance(dt)));
+      if (gated) {
+        EXPECT_TRUE(assert_close("dz", dz, to_host(gdz), tolerance(dt)));
       }
     }
   }

@@ -331,6 +331,45 @@ TEST(RmsNorm, BackwardResidualIsBackwardThenAdd) {
 
 class GatedRmsNormByActivation : public ::testing::TestWithParam<ops::GateActivation> {};
 
+// The backward that recomputes the forward: gated_rmsnorm_forward then gated_rmsnorm_backward, bit
+// for bit (f32 and f64, several row blocks and heads).
+TEST_P(GatedRmsNormByActivation, BackwardRecomputeIsForwardThenBackward) {
+  const ops::GateActivation act = GetParam();
+  const bool gated = act != ops::GateActivation::none;
+  for (DType dt : {DType::f32, DType::f64}) {
+    Rng rng(23);
+    const int64_t n = 200, heads = 3, dv = 19;
+    const Shape s{n, heads * dv};
+    const Tensor o = testing::as_dtype(random_tensor(s, rng, -2, 2), dt),
+                 z = testing::as_dtype(random_tensor(s, rng, -3, 3), dt);
+    const Tensor w = testing::as_dtype(random_tensor({dv}, rng, 0.5, 1.5), dt);
+    const Tensor dout = testing::as_dtype(random_tensor(s, rng), dt),
+                 dw0 = testing::as_dtype(random_tensor({dv}, rng), dt);
+    const Tensor gate = gated ? z : Tensor();
+    Tensor out = Tensor::empty(s, dt), rstd = Tensor::empty({n, heads}, dt);
+    Tensor d_o = Tensor::empty(s, dt), dz = gated ? Tensor::empty(s, dt) : Tensor(), dw = dw0.clone();
+    ops::gated_rmsnorm_forward(out, rstd, o, gate, w, heads, act, 1e-5);
+    ops::gated_rmsnorm_backward(d_o, dz, dw, dout, o, gate, w, rstd, heads, act);
+    Tensor f_out = Tensor::empty(s, dt), f_do = Tensor::empty(s, dt), f_dz = gated ? Tensor::empty(s, dt) : Tensor();
+    Tensor f_dw = dw0.clone();
+    ops::gated_rmsnorm_backward_recompute(f_do, f_dz, f_dw, f_out, dout, o, gate, w, heads, act, 1e-5);
+    testing::NamedTensors expected = {{"out", out}, {"d_o", d_o}, {"dweight", dw}};
+    testing::NamedTensors got = {{"out", f_out}, {"d_o", f_do}, {"dweight", f_dw}};
+    if (gated) {
+      expected.push_back({"dz", dz});
+      got.push_back({"dz", f_dz});
+    }
+    testing::expect_same_bits(expected, got, std::string(dtype_name(dt)));
+  }
+  const Tensor t = Tensor::zeros({3, 8}, DType::f32), w4 = Tensor::zeros({4}, DType::f32);
+  EXPECT_TRUE(throws_invalid_argument(
+      [&] { ops::gated_rmsnorm_backward_recompute(t, t, w4, Tensor(), t, t, t, w4, 2, act, 1e-6); },
+      {"gated_rmsnorm_backward_recompute", "out", "undefined"}));
+  EXPECT_TRUE(
+      throws_invalid_argument([&] { ops::gated_rmsnorm_backward_recompute(t, t, w4, t, t, t, t, w4, 2, act, -1); },
+                              {"gated_rmsnorm_backward_recompute", "eps"}));
+}
+
 TEST_P(GatedRmsNormByActivation, BackwardMatchesFiniteDifferences) {
   const ops::GateActivation act = GetParam();
   const bool gated = act != ops::GateActivation::none;
