@@ -42,9 +42,19 @@ void embedding_shard_backward(Tensor dtable, const Tensor& dout, const Tensor& i
 // ---- RMSNorm over the last dimension: y = x · rstd · w, rstd = 1/sqrt(mean(x²) + eps) ---------
 // x, out: [N, D]; weight: [D]; rstd: [N] (saved for backward)
 void rmsnorm_forward(Tensor out, Tensor rstd, const Tensor& x, const Tensor& weight, double eps);
+// The residual stream's add and the norm after it in one pass: sum = x + residual, then
+// out = rmsnorm(sum) with its rstd. sum: [N, D], may alias x or residual (h += x in place).
+// On the CPU the same bits as add_inplace then rmsnorm_forward.
+void rmsnorm_forward_residual(Tensor out, Tensor rstd, Tensor sum, const Tensor& x, const Tensor& residual,
+                              const Tensor& weight, double eps);
 // dx overwritten; dweight accumulated
 void rmsnorm_backward(Tensor dx, Tensor dweight, const Tensor& dout, const Tensor& x, const Tensor& weight,
                       const Tensor& rstd);
+// The same with the residual stream's gradient added in the same pass (fused y += x after it):
+// dx = rmsnorm_backward's dx + residual; residual: [N, D], may alias dx (dx += norm's gradient).
+// On the CPU the same bits as rmsnorm_backward followed by add_inplace(dx, residual).
+void rmsnorm_backward_residual(Tensor dx, Tensor dweight, const Tensor& dout, const Tensor& x, const Tensor& weight,
+                               const Tensor& rstd, const Tensor& residual);
 
 // ---- linear: out = x · Wᵀ + b (through BLAS on the CPU) ----------------------------------------
 // x: [N, I], weight: [O, I], bias: [O] or undefined, out: [N, O]
@@ -58,6 +68,12 @@ void linear_backward(Tensor dx, Tensor dweight, Tensor dbias, const Tensor& dout
 // gate, up, out: [N, F]
 void swiglu_forward(Tensor out, const Tensor& gate, const Tensor& up);
 void swiglu_backward(Tensor dgate, Tensor dup, const Tensor& dout, const Tensor& gate, const Tensor& up);
+// swiglu_backward that also writes the forward's product, out = silu(gate) ⊙ up (what W_down's
+// weight gradient reads), in the same pass instead of a swiglu_forward before it. dgate, dup and
+// out: [N, F], overwritten; each may alias dout, gate or up (an element's inputs are read before
+// its outputs are written). On the CPU the same bits as swiglu_forward and swiglu_backward.
+void swiglu_backward_with_product(Tensor dgate, Tensor dup, Tensor out, const Tensor& dout, const Tensor& gate,
+                                  const Tensor& up);
 
 // ---- RoPE (rotate-half convention, as Llama/fla): in place on x: [N, H·Dh], Dh even ---------
 // For pair i < Dh/2 at position p: θ = p · base^(−2i/Dh);
@@ -102,6 +118,13 @@ void gated_rmsnorm_forward(Tensor out, Tensor rstd, const Tensor& o, const Tenso
 // do, dz overwritten (dz skipped when act == none); dweight accumulated
 void gated_rmsnorm_backward(Tensor d_o, Tensor dz, Tensor dweight, const Tensor& dout, const Tensor& o, const Tensor& z,
                             const Tensor& weight, const Tensor& rstd, int64_t heads, GateActivation act);
+// The backward with the forward recomputed in the same pass, for a caller that keeps neither: rstd
+// from o (and eps), and out = the forward's y (what an output projection's weight gradient reads)
+// written beside d_o and dz. out: [N, H·Dv], may alias dout. On the CPU the same bits as
+// gated_rmsnorm_forward then gated_rmsnorm_backward.
+void gated_rmsnorm_backward_recompute(Tensor d_o, Tensor dz, Tensor dweight, Tensor out, const Tensor& dout,
+                                      const Tensor& o, const Tensor& z, const Tensor& weight, int64_t heads,
+                                      GateActivation act, double eps);
 
 // ---- LM head + cross-entropy, fused, over blocks of rows (never all logits at once) -------------
 // logits = x · Wᵀ ([N, V]); loss_n = logsumexp(logits_n) − logits_n[target_n]; target −1 = ignored.

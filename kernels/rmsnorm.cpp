@@ -11,25 +11,46 @@
 namespace linea::ops {
 
 // Plain RMSNorm is the grouped kernel with one group per row and no gate.
-void rmsnorm_forward(Tensor out, Tensor rstd, const Tensor& x, const Tensor& weight, double eps) {
-  OpArguments args("rmsnorm_forward");
+namespace {
+// rmsnorm_forward (with_residual false: residual and sum ignored) and rmsnorm_forward_residual.
+void forward(const char* op, bool with_residual, Tensor out, Tensor rstd, Tensor sum, const Tensor& x,
+             const Tensor& residual, const Tensor& weight, double eps) {
+  OpArguments args(op);
   args.floating(x, "x", {kAnyDim, kAnyDim});
   const int64_t n = x.dim(0), d = x.dim(1);
   args.floating(weight, "weight", {d}).floating(out, "out", {n, d}).statistics(rstd, "rstd", {n});
+  if (with_residual) args.floating(residual, "residual", {n, d}).floating(sum, "sum", {n, d});
   args.require(std::isfinite(eps) && eps >= 0, "eps", "expected a finite value ≥ 0, got " + std::to_string(eps));
 #ifdef LINEA_WITH_CUDA
-  if (args.on_cuda()) return cuda::gated_rmsnorm_forward(out, rstd, x, Tensor(), weight, 1, GateActivation::none, eps);
+  if (args.on_cuda()) {
+    return with_residual ? cuda::gated_rmsnorm_forward(out, rstd, x, Tensor(), weight, 1, GateActivation::none, eps,
+                                                       residual, sum)
+                         : cuda::gated_rmsnorm_forward(out, rstd, x, Tensor(), weight, 1, GateActivation::none, eps);
+  }
 #endif
   args.dispatch([&](auto zero) {
     using T = decltype(zero);
     cpu::rmsnorm_forward<T>(out.data<T>(), rstd.data<T>(), x.data<T>(), nullptr, weight.data<T>(), n, 1, d,
-                            GateActivation::none, static_cast<T>(eps));
+                            GateActivation::none, static_cast<T>(eps), with_residual ? residual.data<T>() : nullptr,
+                            with_residual ? sum.data<T>() : nullptr);
   });
 }
+}  // namespace
 
-void rmsnorm_backward(Tensor dx, Tensor dweight, const Tensor& dout, const Tensor& x, const Tensor& weight,
-                      const Tensor& rstd) {
-  OpArguments args("rmsnorm_backward");
+void rmsnorm_forward(Tensor out, Tensor rstd, const Tensor& x, const Tensor& weight, double eps) {
+  forward("rmsnorm_forward", false, out, rstd, Tensor(), x, Tensor(), weight, eps);
+}
+
+void rmsnorm_forward_residual(Tensor out, Tensor rstd, Tensor sum, const Tensor& x, const Tensor& residual,
+                              const Tensor& weight, double eps) {
+  forward("rmsnorm_forward_residual", true, out, rstd, sum, x, residual, weight, eps);
+}
+
+namespace {
+// rmsnorm_backward (with_residual false: residual ignored) and rmsnorm_backward_residual: one kernel.
+void backward(const char* op, bool with_residual, Tensor dx, Tensor dweight, const Tensor& dout, const Tensor& x,
+              const Tensor& weight, const Tensor& rstd, const Tensor& residual) {
+  OpArguments args(op);
   args.floating(x, "x", {kAnyDim, kAnyDim});
   const int64_t n = x.dim(0), d = x.dim(1);
   args.floating(dout, "dout", {n, d})
@@ -37,17 +58,31 @@ void rmsnorm_backward(Tensor dx, Tensor dweight, const Tensor& dout, const Tenso
       .statistics(rstd, "rstd", {n})
       .floating(dx, "dx", {n, d})
       .floating(dweight, "dweight", {d});
+  if (with_residual) args.floating(residual, "residual", {n, d});
+  const Tensor added = with_residual ? residual : Tensor();
 #ifdef LINEA_WITH_CUDA
   if (args.on_cuda()) {
-    return cuda::gated_rmsnorm_backward(dx, Tensor(), dweight, dout, x, Tensor(), weight, rstd, 1,
-                                        GateActivation::none);
+    return cuda::gated_rmsnorm_backward(dx, Tensor(), dweight, dout, x, Tensor(), weight, rstd, 1, GateActivation::none,
+                                        added);
   }
 #endif
   args.dispatch([&](auto zero) {
     using T = decltype(zero);
     cpu::rmsnorm_backward<T>(dx.data<T>(), nullptr, dweight.data<T>(), dout.data<T>(), x.data<T>(), nullptr,
-                             weight.data<T>(), rstd.data<T>(), n, 1, d, GateActivation::none);
+                             weight.data<T>(), rstd.data<T>(), n, 1, d, GateActivation::none,
+                             with_residual ? residual.data<T>() : nullptr);
   });
+}
+}  // namespace
+
+void rmsnorm_backward(Tensor dx, Tensor dweight, const Tensor& dout, const Tensor& x, const Tensor& weight,
+                      const Tensor& rstd) {
+  backward("rmsnorm_backward", false, dx, dweight, dout, x, weight, rstd, Tensor());
+}
+
+void rmsnorm_backward_residual(Tensor dx, Tensor dweight, const Tensor& dout, const Tensor& x, const Tensor& weight,
+                               const Tensor& rstd, const Tensor& residual) {
+  backward("rmsnorm_backward_residual", true, dx, dweight, dout, x, weight, rstd, residual);
 }
 
 }  // namespace linea::ops

@@ -28,26 +28,35 @@ void Block::init(Rng& rng, double std) {
 }
 
 // Σ_TP: the sum over the tensor-parallel group of each rank's term (nothing without TP).
-Tensor Block::forward(StepContext& ctx, const Tensor& x) {
-  // h = x + Σ_TP mixer(attn_norm(x)),  out = h + Σ_TP mlp(mlp_norm(h))
-  x_ = x;
-  return finish(ctx, x, mixer_->forward(ctx, attn_norm_.forward(ctx, x)));
+Tensor Block::forward(StepContext& ctx, const Tensor& x) { return sum(forward_deferred(ctx, {x, Tensor()})); }
+
+Block::Output Block::forward_deferred(StepContext& ctx, const Output& in) {
+  // h = x + Σ_TP mixer(attn_norm(x)),  out = h + Σ_TP mlp(mlp_norm(h)); x = in.term + in.residual
+  // and attn_norm(x) in one pass.
+  x_ = in.term;
+  const Tensor normed = in.residual.defined() ? attn_norm_.forward_residual(ctx, in.term, in.residual, in.term)
+                                              : attn_norm_.forward(ctx, in.term);
+  return finish(ctx, x_, mixer_->forward(ctx, normed));
+}
+
+Tensor Block::sum(const Output& out) {
+  if (out.residual.defined()) ops::add_inplace(out.term, out.residual);
+  return out.term;
 }
 
 Tensor Block::forward_continuing(StepContext& ctx, const Tensor& x, MixerState& state) {
   x_ = x;
-  return finish(ctx, x, mixer_->forward_continuing(ctx, attn_norm_.forward(ctx, x), state));
+  return sum(finish(ctx, x, mixer_->forward_continuing(ctx, attn_norm_.forward(ctx, x), state)));
 }
 
-Tensor Block::finish(StepContext& ctx, const Tensor& x, Tensor mixer_out) {
+Block::Output Block::finish(StepContext& ctx, const Tensor& x, Tensor mixer_out) {
   h_ = mixer_out;
   tp_.all_reduce_sum(h_);
-  ops::add_inplace(h_, x);
-  if (!mlp_) return h_;
-  Tensor out = mlp_->forward(ctx, mlp_norm_->forward(ctx, h_));
+  if (!mlp_) return {h_, x};
+  // h = h + x and mlp_norm(h) in one pass
+  Tensor out = mlp_->forward(ctx, mlp_norm_->forward_residual(ctx, h_, x, h_));
   tp_.all_reduce_sum(out);
-  ops::add_inplace(out, h_);
-  return out;
+  return {out, h_};
 }
 
 void Block::backward(StepContext& ctx, const Tensor& dout, Tensor dx) {
@@ -60,8 +69,7 @@ void Block::backward(StepContext& ctx, const Tensor& dout, Tensor dx) {
     Tensor dmlp_in = ctx.temporary(shape);
     mlp_->backward(ctx, mlp_in, dout, dmlp_in);
     tp_.all_reduce_sum(dmlp_in);
-    mlp_norm_->backward(h_, dmlp_in, dh);
-    ops::add_inplace(dh, dout);
+    mlp_norm_->backward(h_, dmlp_in, dh, /*residual=*/dout);
   } else {
     dh.copy_from(dout);
   }
@@ -71,9 +79,7 @@ void Block::backward(StepContext& ctx, const Tensor& dout, Tensor dx) {
   Tensor dmixer_in = ctx.temporary(shape);
   mixer_->backward(ctx, mixer_in, dh, dmixer_in);
   tp_.all_reduce_sum(dmixer_in);
-  Tensor dnormed = ctx.temporary(shape);
-  attn_norm_.backward(x_, dmixer_in, dnormed);
-  ops::add_inplace(dx, dnormed);
+  attn_norm_.backward(x_, dmixer_in, dx, /*residual=*/dh);  // dh is dx: dx += the norm's gradient
 }
 
 }  // namespace linea

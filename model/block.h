@@ -31,6 +31,18 @@ class Block {
 
   void init(Rng& rng, double std);
   Tensor forward(StepContext& ctx, const Tensor& x);
+  // The block's output as two terms, out = term + residual (residual undefined: out = term), so that
+  // the last residual add can go into the next block's attn_norm pass (forward_deferred) instead of
+  // a pass of its own. term is in ctx.activations and not read by this block's backward: the next
+  // block writes the sum over it.
+  struct Output {
+    Tensor term, residual;
+  };
+  // forward on x = in.term + in.residual (formed in the attn_norm pass, written over in.term), with
+  // the block's own last add left to the caller: the same bits as forward.
+  Output forward_deferred(StepContext& ctx, const Output& in);
+  // out = term + residual, in place over term.
+  static Tensor sum(const Output& out);
   // dout = ∂L/∂out; dx (≠ dout) is overwritten with ∂L/∂x. Temporaries go to ctx.scratch, which
   // it resets between its MLP and mixer halves: the caller keeps nothing there.
   void backward(StepContext& ctx, const Tensor& dout, Tensor dx);
@@ -44,8 +56,9 @@ class Block {
   std::unique_ptr<Mixer> mixer_;
   std::optional<RMSNorm> mlp_norm_;
   std::optional<SwiGLUMLP> mlp_;
-  // out = h + mlp(mlp_norm(h)) with h = x + mixer_out, the mixer's term summed over the group.
-  Tensor finish(StepContext& ctx, const Tensor& x, Tensor mixer_out);
+  // out = h + mlp(mlp_norm(h)) with h = x + mixer_out, the mixer's term summed over the group, as
+  // {mlp's term, h} ({mixer's term, x} without an MLP).
+  Output finish(StepContext& ctx, const Tensor& x, Tensor mixer_out);
 
   Tensor x_, h_;  // the block's input and the residual stream between mixer and MLP
 };

@@ -28,13 +28,15 @@ Tensor HeadNormOutput::forward(StepContext& ctx, const Tensor& o, const Tensor& 
 }
 
 HeadNormOutput::Grads HeadNormOutput::backward(StepContext& ctx, const Tensor& o, const Tensor& z, const Tensor& dy) {
-  Tensor y = ctx.temporary(o.shape());
-  Tensor rstd = ctx.scratch.alloc({o.dim(0), heads_}, ctx.statistics_dtype());
-  ops::gated_rmsnorm_forward(y, rstd, o, z, norm_->compute, heads_, act_, eps_);
+  // ∂L/∂y = dy · W_o first; the norm's backward then recomputes its forward in the same pass (rstd,
+  // and y for o_proj's weight gradient).
   Tensor dnormed = ctx.temporary(o.shape());
-  proj_.backward(y, dy, dnormed, false);
+  proj_.backward_input(dy, dnormed, false);
+  Tensor y = ctx.temporary(o.shape());
   Grads g{ctx.temporary(o.shape()), z.defined() ? ctx.temporary(z.shape()) : Tensor()};
-  ops::gated_rmsnorm_backward(g.d_o, g.dz, norm_->compute_grad, dnormed, o, z, norm_->compute, rstd, heads_, act_);
+  ops::gated_rmsnorm_backward_recompute(g.d_o, g.dz, norm_->compute_grad, y, dnormed, o, z, norm_->compute, heads_,
+                                        act_, eps_);
+  proj_.backward_parameters(y, dy);
   return g;
 }
 

@@ -41,6 +41,16 @@ void Linear::backward(const Tensor& x, const Tensor& dy, Tensor dx, bool accumul
                        accumulate_dx);
 }
 
+void Linear::backward_input(const Tensor& dy, Tensor dx, bool accumulate_dx) {
+  // linear_backward reads x only for dW: dx stands in for it (the same shape [N, in]).
+  ops::linear_backward(dx, Tensor(), Tensor(), dy, dx, weight_->compute, accumulate_dx);
+}
+
+void Linear::backward_parameters(const Tensor& x, const Tensor& dy) {
+  ops::linear_backward(Tensor(), weight_->compute_grad, bias_ ? bias_->compute_grad : Tensor(), dy, x, weight_->compute,
+                       false);
+}
+
 void Linear::set_partial_grad(bool partial) {
   weight_->partial_grad = partial;
   if (bias_) bias_->partial_grad = partial;

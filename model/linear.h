@@ -34,6 +34,11 @@ class Linear {
   void forward(const Tensor& x, Tensor y);
   // x: the forward's input; dx may be undefined (the input needs no gradient).
   void backward(const Tensor& x, const Tensor& dy, Tensor dx, bool accumulate_dx);
+  // backward in two halves, for a caller that forms x only after it has dx: the input's gradient
+  // (dx written, or added to when accumulate_dx), then the parameters' (dW, db accumulated). The
+  // same bits as backward (two independent products).
+  void backward_input(const Tensor& dy, Tensor dx, bool accumulate_dx);
+  void backward_parameters(const Tensor& x, const Tensor& dy);
 
   int64_t in_features() const { return in_; }
   int64_t out_features() const { return out_; }

@@ -130,12 +130,13 @@ Tensor Model::forward(StepContext& ctx, const Tensor& ids, const Tensor& targets
     target_count += target[i] >= 0;
   }
   device_targets = on_device(ctx, targets);
-  Tensor x = embedding_.forward(ctx, device_ids);
+  // Each block's last residual add goes into the next block's attn_norm pass (Block::forward_deferred).
+  Block::Output x{embedding_.forward(ctx, device_ids), Tensor()};
   for (Block& block : blocks_) {
-    x = block.forward(ctx, x);
+    x = block.forward_deferred(ctx, x);
     scratch_.reset();  // the block's temporaries (its backward recomputes what it needs of them)
   }
-  return x;
+  return Block::sum(x);
 }
 
 double Model::forward_backward(const Tensor& ids, const Tensor& targets, const SeqLayout& seqs, double loss_scale) {

@@ -3,7 +3,8 @@
 // cheap to recompute) and keeps a view of that rstd; backward(x, dy, dx) reads it, so it must
 // follow a forward on the same x since ctx.scratch was last reset (a caller that resets the scratch
 // in between runs forward again first: Block recomputes y there, which the projections reading y
-// need for their weight gradients anyway). backward overwrites dx and accumulates dw.
+// need for their weight gradients anyway). backward overwrites dx and accumulates dw; given a
+// residual (the residual stream's gradient, may be dx itself), it adds it into dx in the same pass.
 #pragma once
 #include <string>
 
@@ -18,8 +19,11 @@ class RMSNorm {
 
   void init();
   Tensor forward(StepContext& ctx, const Tensor& x);
-  // x: the input of the latest forward.
-  void backward(const Tensor& x, const Tensor& dy, Tensor dx);
+  // The residual stream's add fused in: sum = x + residual (sum may be x or residual), returns the
+  // norm of sum, which is then the input that backward takes.
+  Tensor forward_residual(StepContext& ctx, const Tensor& x, const Tensor& residual, Tensor sum);
+  // x: the input of the latest forward. dx = ∂L/∂x through the norm (+ residual when defined).
+  void backward(const Tensor& x, const Tensor& dy, Tensor dx, const Tensor& residual = Tensor());
 
  private:
   int64_t dim_;

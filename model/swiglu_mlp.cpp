@@ -27,13 +27,15 @@ Tensor SwiGLUMLP::forward(StepContext& ctx, const Tensor& x) {
 
 void SwiGLUMLP::backward(StepContext& ctx, const Tensor& x, const Tensor& dy, Tensor dx) {
   const int64_t n = dy.dim(0);
-  Tensor h = ctx.temporary({n, units_.size});
-  ops::swiglu_forward(h, gate_, up_);
+  // dh = dy · W_down first; the SwiGLU backward then writes h = silu(gate) ⊙ up over dh (the
+  // forward's product, recomputed in the same pass) for W_down's weight gradient.
   Tensor dh = ctx.temporary({n, units_.size});
-  down_proj_.backward(h, dy, dh, false);
+  down_proj_.backward_input(dy, dh, false);
   Tensor dgate = ctx.temporary({n, units_.size});
   Tensor dup = ctx.temporary({n, units_.size});
-  ops::swiglu_backward(dgate, dup, dh, gate_, up_);
+  const Tensor h = dh;
+  ops::swiglu_backward_with_product(dgate, dup, h, dh, gate_, up_);
+  down_proj_.backward_parameters(h, dy);
   gate_proj_.backward(x, dgate, dx, false);
   up_proj_.backward(x, dup, dx, true);
 }

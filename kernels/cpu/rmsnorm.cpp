@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <type_traits>
+#include <vector>
 
 #include "kernels/cpu/activations.h"
 #include "kernels/cpu/parallel.h"
@@ -30,20 +31,32 @@ void with_gate(ops::GateActivation act, F f) {
   }
   return f([](const T*, int64_t) { return T(1); }, [](const T*, int64_t) { return T(0); }, std::false_type{});
 }
+
+// r = 1 / sqrt(Σ_j o_j² / dim + eps) of the group at og (the forward's, and the backward's recomputation).
+template <class T>
+T group_rstd(const T* og, int64_t dim, T eps) {
+  T sum_sq = 0;
+#pragma omp simd reduction(+ : sum_sq)
+  for (int64_t j = 0; j < dim; ++j) sum_sq += og[j] * og[j];
+  return T(1) / std::sqrt(sum_sq / static_cast<T>(dim) + eps);
+}
 }  // namespace
 
 template <class T>
 void rmsnorm_forward(T* out, T* rstd, const T* o, const T* z, const T* weight, int64_t rows, int64_t heads, int64_t dim,
-                     ops::GateActivation act, T eps) {
+                     ops::GateActivation act, T eps, const T* residual, T* sum) {
   const int64_t groups = rows * heads;
   with_gate<T>(act, [&](auto gate, auto, auto) {
 #pragma omp parallel for schedule(static) if (worth_parallel(groups * dim))
     for (int64_t g = 0; g < groups; ++g) {
       const T* og = o + g * dim;
-      T sum_sq = 0;
-#pragma omp simd reduction(+ : sum_sq)
-      for (int64_t j = 0; j < dim; ++j) sum_sq += og[j] * og[j];
-      const T r = T(1) / std::sqrt(sum_sq / static_cast<T>(dim) + eps);
+      if (residual != nullptr) {
+        T* sg = sum + g * dim;
+#pragma omp simd
+        for (int64_t j = 0; j < dim; ++j) sg[j] = og[j] + residual[g * dim + j];
+        og = sg;
+      }
+      const T r = group_rstd(og, dim, eps);
       rstd[g] = r;
       T* yg = out + g * dim;
 #pragma omp simd
@@ -54,38 +67,54 @@ void rmsnorm_forward(T* out, T* rstd, const T* o, const T* z, const T* weight, i
 
 template <class T>
 void rmsnorm_backward(T* d_o, T* dz, T* dweight, const T* dout, const T* o, const T* z, const T* weight, const T* rstd,
-                      int64_t rows, int64_t heads, int64_t dim, ops::GateActivation act) {
+                      int64_t rows, int64_t heads, int64_t dim, ops::GateActivation act, const T* residual,
+                      T* recompute_out, T eps) {
   with_gate<T>(act, [&](auto gate, auto gate_derivative, auto gated) {
     constexpr bool kGated = decltype(gated)::value;
     accumulate_over_row_blocks(rows, dim, dweight, [&](int64_t begin, int64_t end, T* dweight_partial) {
+      // du of the current group, kept until d_o is known (not in d_o: residual may alias d_o).
+      std::vector<T> du_row(static_cast<size_t>(dim));
+      T* du = du_row.data();
       for (int64_t g = begin * heads; g < end * heads; ++g) {
         const int64_t base = g * dim;
-        const T r = rstd[g];
-        // c = (1/dim) Σ_i γ_i · du_i · ô_i; du is kept in d_o until d_o is known.
+        const T r = recompute_out != nullptr ? group_rstd(o + base, dim, eps) : rstd[g];
+        // c = (1/dim) Σ_i γ_i · du_i · ô_i
         T c = 0;
 #pragma omp simd reduction(+ : c)
         for (int64_t j = 0; j < dim; ++j) {
-          const T du = dout[base + j] * gate(z, base + j);
+          du[j] = dout[base + j] * gate(z, base + j);
           const T o_hat = o[base + j] * r;
-          c += weight[j] * du * o_hat;
-          dweight_partial[j] += du * o_hat;
+          c += weight[j] * du[j] * o_hat;
+          dweight_partial[j] += du[j] * o_hat;
           if constexpr (kGated) dz[base + j] = dout[base + j] * o_hat * weight[j] * gate_derivative(z, base + j);
-          d_o[base + j] = du;
         }
         c /= static_cast<T>(dim);
+        if (residual == nullptr) {
 #pragma omp simd
-        for (int64_t j = 0; j < dim; ++j) d_o[base + j] = r * (weight[j] * d_o[base + j] - o[base + j] * r * c);
+          for (int64_t j = 0; j < dim; ++j) d_o[base + j] = r * (weight[j] * du[j] - o[base + j] * r * c);
+        } else {
+#pragma omp simd
+          for (int64_t j = 0; j < dim; ++j) {
+            d_o[base + j] = r * (weight[j] * du[j] - o[base + j] * r * c) + residual[base + j];
+          }
+        }
+        if (recompute_out != nullptr) {
+#pragma omp simd
+          for (int64_t j = 0; j < dim; ++j) recompute_out[base + j] = o[base + j] * r * weight[j] * gate(z, base + j);
+        }
       }
     });
   });
 }
 template void rmsnorm_forward<float>(float*, float*, const float*, const float*, const float*, int64_t, int64_t,
-                                     int64_t, ops::GateActivation, float);
+                                     int64_t, ops::GateActivation, float, const float*, float*);
 template void rmsnorm_forward<double>(double*, double*, const double*, const double*, const double*, int64_t, int64_t,
-                                      int64_t, ops::GateActivation, double);
+                                      int64_t, ops::GateActivation, double, const double*, double*);
 template void rmsnorm_backward<float>(float*, float*, float*, const float*, const float*, const float*, const float*,
-                                      const float*, int64_t, int64_t, int64_t, ops::GateActivation);
+                                      const float*, int64_t, int64_t, int64_t, ops::GateActivation, const float*,
+                                      float*, float);
 template void rmsnorm_backward<double>(double*, double*, double*, const double*, const double*, const double*,
-                                       const double*, const double*, int64_t, int64_t, int64_t, ops::GateActivation);
+                                       const double*, const double*, int64_t, int64_t, int64_t, ops::GateActivation,
+                                       const double*, double*, double);
 
 }  // namespace linea::cpu

@@ -16,13 +16,21 @@
 
 namespace linea::cpu {
 
+// With a residual (same layout as o), the group is first formed as sum = o + residual, written to
+// `sum` (which may alias o or residual), and normed instead of o (the residual stream's add fused
+// into the norm's pass; the same bits as add_inplace then the norm).
 template <class T>
 void rmsnorm_forward(T* out, T* rstd, const T* o, const T* z, const T* weight, int64_t rows, int64_t heads, int64_t dim,
-                     ops::GateActivation act, T eps);
+                     ops::GateActivation act, T eps, const T* residual = nullptr, T* sum = nullptr);
 
-// dz may be null when act == none; do and dz are overwritten, dweight accumulated.
+// dz may be null when act == none; do and dz are overwritten, dweight accumulated. With a residual
+// (same layout as d_o, may alias d_o or dout), d_o = do_j + residual_j instead (the add of a
+// residual stream's gradient fused into the norm's backward; the same bits as the unfused add).
+// With recompute_out (not null; then rstd is not read and may be null), r is recomputed from o and
+// eps as the forward does and the forward's y written to recompute_out (which aliases no input).
 template <class T>
 void rmsnorm_backward(T* d_o, T* dz, T* dweight, const T* dout, const T* o, const T* z, const T* weight, const T* rstd,
-                      int64_t rows, int64_t heads, int64_t dim, ops::GateActivation act);
+                      int64_t rows, int64_t heads, int64_t dim, ops::GateActivation act, const T* residual = nullptr,
+                      T* recompute_out = nullptr, T eps = T(0));
 
 }  // namespace linea::cpu

@@ -2,10 +2,17 @@
 // group per row and no gate, and ops::gated_rmsnorm_* with one group per head); the math of
 // kernels/cpu/rmsnorm.h. For a group o of `dim` channels with gate input z and weight γ:
 //   r = 1 / sqrt(Σ_j o_j² / dim + eps)   (saved, f32),   y_j = o_j · r · γ_j · act(z_j)
+// With a residual (rmsnorm_forward_residual): o_j ← round_T(o_j + residual_j), written to sum and
+// normed as stored (the same bits as add_inplace then the norm).
 // Backward, with ô = o · r and du_j = dy_j · act(z_j):
 //   dz_j = dy_j · ô_j · γ_j · act'(z_j)
 //   do_j = r · (γ_j · du_j − ô_j · c),   c = (1/dim) Σ_i γ_i · du_i · ô_i
 //   dγ_j += Σ_groups du_j · ô_j          (deterministic: block partials added in a fixed order)
+// With a residual (rmsnorm_backward_residual): d_o_j = do_j + residual_j, added in f32 before the
+// one rounding to T (the add of the residual stream's gradient fused into this pass).
+// Recomputing (gated_rmsnorm_backward_recompute): groups in registers get r from a first read of
+// o, as the forward computes it, and the second pass also writes the forward's y; groups read
+// twice run the forward kernel (y and rstd, in scratch) and then the backward as it is.
 //
 // Layout. A group is `packs` packs of W channels (W = 16 bytes of elements when dim and the
 // pointers allow, else 1) spread over L lanes, L the power of two ≥ packs, at most 32: a warp
@@ -21,8 +28,9 @@
 // block adds its lanes in a fixed order (a shuffle tree over the groups of a warp, then the warps
 // in order) into partials[block · dim + j], and add_partials adds the blocks in a fixed order: dγ
 // is the same bit for bit on every run. Groups read twice take dγ from the column sums of
-// column_sums.cuh instead, computed before the kernel. d_o and dz may alias dout: a lane writes
-// only channels that it has already read, and the column sums read dout before the kernel runs.
+// column_sums.cuh instead, computed before the kernel. d_o and dz may alias dout, and residual d_o:
+// a lane writes only channels that it has already read, and the column sums read dout before the
+// kernel runs.
 #include "kernels/cuda/activations.cuh"
 #include "kernels/cuda/column_sums.cuh"
 #include "kernels/cuda/ops.h"
@@ -111,9 +119,12 @@ __device__ __forceinline__ float group_sum(float v, int lanes) {
   return v;
 }
 
+// residual: null, or added to o in the first pass, the sum written to `sum` (which the second pass
+// of groups read twice re-reads instead of o; sum may alias o or residual).
 template <class T, int W, int P>
 __global__ void __launch_bounds__(kBlockThreads)
-    forward_kernel(T* out, float* rstd, const T* o, const T* z, const T* weight, GroupShape s, float eps) {
+    forward_kernel(T* out, float* rstd, const T* o, const T* z, const T* weight, const T* residual, T* sum,
+                   GroupShape s, float eps) {
   const Place at(s);
   const int64_t packs = s.dim / W;
   const bool gated = s.act != ops::GateActivation::none;
@@ -128,6 +139,12 @@ __global__ void __launch_bounds__(kBlockThreads)
         const int64_t q = at.pack<P>(s, ch, k);
         if (!active || q >= packs) continue;
         ov[k] = load_pack<W>(o + base + q * W);
+        if (residual != nullptr) {
+          const Pack<T, W> rv = load_pack<W>(residual + base + q * W);
+#pragma unroll
+          for (int e = 0; e < W; ++e) ov[k].v[e] = from_float<T>(to_float(ov[k].v[e]) + to_float(rv.v[e]));
+          store_pack<W>(sum + base + q * W, ov[k]);
+        }
 #pragma unroll
         for (int e = 0; e < W; ++e) sum_sq += to_float(ov[k].v[e]) * to_float(ov[k].v[e]);
       }
@@ -139,7 +156,7 @@ __global__ void __launch_bounds__(kBlockThreads)
       for (int k = 0; k < P; ++k) {
         const int64_t q = at.pack<P>(s, ch, k);
         if (!active || q >= packs) continue;
-        if (s.chunks > 1) ov[k] = load_pack<W>(o + base + q * W);
+        if (s.chunks > 1) ov[k] = load_pack<W>((residual != nullptr ? sum : o) + base + q * W);
         const Pack<T, W> wv = load_pack<W>(weight + q * W);
         Pack<T, W> zv{}, yv;
         if (gated) zv = load_pack<W>(z + base + q * W);
@@ -188,11 +205,11 @@ __device__ void write_block_partials(float* partials, float (&dweight)[P][W], co
 
 // With the group in registers (chunks = 1), the first pass also writes dz and adds du·ô to the
 // lane's dγ sums, and the second writes do; else the second pass re-reads the chunk and writes
-// both. partials: block_count(s) · dim floats, written when chunks = 1.
+// both. partials: block_count(s) · dim floats, written when chunks = 1. residual: null or added to d_o.
 template <class T, int W, int P>
 __global__ void __launch_bounds__(kBlockThreads)
     backward_kernel(T* d_o, T* dz, float* partials, const T* dout, const T* o, const T* z, const T* weight,
-                    const float* rstd, GroupShape s) {
+                    const float* rstd, const T* residual, T* recompute_out, float eps, GroupShape s) {
   const Place at(s);
   const int64_t packs = s.dim / W;
   const bool gated = s.act != ops::GateActivation::none, cached = s.chunks == 1;
@@ -200,7 +217,21 @@ __global__ void __launch_bounds__(kBlockThreads)
   for (int64_t first = at.first; first < at.end; first += at.step) {
     const int64_t g = first + at.slot, base = g * s.dim;
     const bool active = g < at.end;
-    const float r = active ? rstd[g] : 0.0f;
+    float r = active && recompute_out == nullptr ? rstd[g] : 0.0f;
+    // Recomputing r (the host asks for it only with the group in registers, chunks = 1), as
+    // forward_kernel computes it: the same sum order.
+    if (recompute_out != nullptr) {
+      float sum_sq = 0.0f;
+#pragma unroll
+      for (int k = 0; k < P; ++k) {
+        const int64_t q = at.pack<P>(s, 0, k);
+        if (!active || q >= packs) continue;
+        const Pack<T, W> ov = load_pack<W>(o + base + q * W);
+#pragma unroll
+        for (int e = 0; e < W; ++e) sum_sq += to_float(ov.v[e]) * to_float(ov.v[e]);
+      }
+      r = 1.0f / sqrtf(group_sum(sum_sq, s.lanes) / static_cast<float>(s.dim) + eps);
+    }
     Pack<T, W> ov[P];
     float du[P][W];
     // Reads the group's pack q as the lane's pack k: ov[k], du[k], γ (wv) and the pack's dz.
@@ -241,7 +272,8 @@ __global__ void __launch_bounds__(kBlockThreads)
       for (int k = 0; k < P; ++k) {
         const int64_t q = at.pack<P>(s, ch, k);
         if (!active || q >= packs) continue;
-        Pack<T, W> wv, dov;
+        Pack<T, W> wv, dov, rv{};
+        if (residual != nullptr) rv = load_pack<W>(residual + base + q * W);
         if (cached) {
           wv = load_pack<W>(weight + q * W);
         } else {
@@ -252,9 +284,20 @@ __global__ void __launch_bounds__(kBlockThreads)
 #pragma unroll
         for (int e = 0; e < W; ++e) {
           const float o_hat = to_float(ov[k].v[e]) * r;
-          dov.v[e] = from_float<T>(r * (to_float(wv.v[e]) * du[k][e] - o_hat * c));
+          const float added = residual != nullptr ? to_float(rv.v[e]) : 0.0f;
+          dov.v[e] = from_float<T>(r * (to_float(wv.v[e]) * du[k][e] - o_hat * c) + added);
         }
         store_pack<W>(d_o + base + q * W, dov);
+        if (recompute_out != nullptr) {  // y = ô · γ · act(z), as forward_kernel writes it
+          Pack<T, W> zv{}, yv;
+          if (gated) zv = load_pack<W>(z + base + q * W);
+#pragma unroll
+          for (int e = 0; e < W; ++e) {
+            const float gate = gated ? gate_of(s.act, to_float(zv.v[e])).value : 1.0f;
+            yv.v[e] = from_float<T>(to_float(ov[k].v[e]) * r * to_float(wv.v[e]) * gate);
+          }
+          store_pack<W>(recompute_out + base + q * W, yv);
+        }
       }
     }
   }
@@ -276,20 +319,23 @@ struct WeightGradientTerm {
 }  // namespace
 
 void gated_rmsnorm_forward(Tensor out, Tensor rstd, const Tensor& o, const Tensor& z, const Tensor& weight,
-                           int64_t heads, ops::GateActivation act, double eps) {
+                           int64_t heads, ops::GateActivation act, double eps, const Tensor& residual, Tensor sum) {
   const int64_t groups = o.dim(0) * heads, dim = o.dim(1) / heads;
   if (groups == 0) return;
   dispatch_float(o.dtype(), [&](auto zero) {
     using T = decltype(zero);
     const T* z_data = act == ops::GateActivation::none ? nullptr : data_of<T>(z);
-    const bool packed = dim % kPackWidth<T> == 0 && aligned16({out.raw(), o.raw(), z_data, weight.raw()});
+    const T* residual_data = residual.defined() ? data_of<T>(residual) : nullptr;
+    T* sum_data = residual.defined() ? data_of<T>(sum) : nullptr;
+    const bool packed =
+        dim % kPackWidth<T> == 0 && aligned16({out.raw(), o.raw(), z_data, weight.raw(), residual_data, sum_data});
     dispatch_pack_width<T>(packed, [&](auto width) {
       constexpr int W = decltype(width)::value;
       const GroupShape s = layout(groups, dim, act, W);
       dispatch_per_lane(s.per_lane, [&](auto per_lane) {
         forward_kernel<T, W, decltype(per_lane)::value><<<static_cast<unsigned>(block_count(s)), kBlockThreads>>>(
-            data_of<T>(out), data_of<float>(rstd), data_of<T>(o), z_data, data_of<T>(weight), s,
-            static_cast<float>(eps));
+            data_of<T>(out), data_of<float>(rstd), data_of<T>(o), z_data, data_of<T>(weight), residual_data, sum_data,
+            s, static_cast<float>(eps));
       });
     });
     check_launch("gated_rmsnorm forward_kernel");
@@ -297,15 +343,18 @@ void gated_rmsnorm_forward(Tensor out, Tensor rstd, const Tensor& o, const Tenso
 }
 
 void gated_rmsnorm_backward(Tensor d_o, Tensor dz, Tensor dweight, const Tensor& dout, const Tensor& o, const Tensor& z,
-                            const Tensor& weight, const Tensor& rstd, int64_t heads, ops::GateActivation act) {
+                            const Tensor& weight, const Tensor& rstd, int64_t heads, ops::GateActivation act,
+                            const Tensor& residual, Tensor recompute_out, double eps) {
   const int64_t groups = o.dim(0) * heads, dim = o.dim(1) / heads;
   if (groups == 0) return;
   dispatch_float(o.dtype(), [&](auto zero) {
     using T = decltype(zero);
     const T* z_data = act == ops::GateActivation::none ? nullptr : data_of<T>(z);
     T* dz_data = act == ops::GateActivation::none ? nullptr : data_of<T>(dz);
-    const bool packed =
-        dim % kPackWidth<T> == 0 && aligned16({d_o.raw(), dz_data, dout.raw(), o.raw(), z_data, weight.raw()});
+    const T* residual_data = residual.defined() ? data_of<T>(residual) : nullptr;
+    T* out_data = recompute_out.defined() ? data_of<T>(recompute_out) : nullptr;
+    const bool packed = dim % kPackWidth<T> == 0 && aligned16({d_o.raw(), dz_data, dout.raw(), o.raw(), z_data,
+                                                               weight.raw(), residual_data, out_data});
     dispatch_pack_width<T>(packed, [&](auto width) {
       constexpr int W = decltype(width)::value;
       const GroupShape s = layout(groups, dim, act, W);
@@ -313,16 +362,31 @@ void gated_rmsnorm_backward(Tensor d_o, Tensor dz, Tensor dweight, const Tensor&
       const int64_t blocks = block_count(s);
       const size_t bytes =
           cached ? static_cast<size_t>(blocks * dim) * sizeof(float) : column_sum_partials_bytes(groups, dim);
-      float* partials = static_cast<float*>(scratch({bytes})[0]);
+      // Groups read twice that recompute: the forward kernel first (y, and r into scratch), then the
+      // backward as it is.
+      const bool forward_first = out_data != nullptr && !cached;
+      const std::vector<void*> pieces =
+          scratch({bytes, forward_first ? static_cast<size_t>(groups) * sizeof(float) : size_t{0}});
+      float* partials = static_cast<float*>(pieces[0]);
+      const float* rstd_data = out_data == nullptr ? data_of<float>(rstd) : static_cast<float*>(pieces[1]);
+      if (forward_first) {
+        dispatch_per_lane(s.per_lane, [&](auto per_lane) {
+          forward_kernel<T, W, decltype(per_lane)::value><<<static_cast<unsigned>(blocks), kBlockThreads>>>(
+              out_data, static_cast<float*>(pieces[1]), data_of<T>(o), z_data, data_of<T>(weight), nullptr, nullptr, s,
+              static_cast<float>(eps));
+        });
+        check_launch("gated_rmsnorm forward_kernel");
+        out_data = nullptr;
+      }
       // Before the kernel: d_o and dz may alias dout.
       if (!cached) {
         add_column_sums(data_of<T>(dweight), partials, groups, dim,
-                        WeightGradientTerm<T>{data_of<T>(dout), data_of<T>(o), z_data, data_of<float>(rstd), s});
+                        WeightGradientTerm<T>{data_of<T>(dout), data_of<T>(o), z_data, rstd_data, s});
       }
       dispatch_per_lane(s.per_lane, [&](auto per_lane) {
         backward_kernel<T, W, decltype(per_lane)::value><<<static_cast<unsigned>(blocks), kBlockThreads>>>(
-            data_of<T>(d_o), dz_data, partials, data_of<T>(dout), data_of<T>(o), z_data, data_of<T>(weight),
-            data_of<float>(rstd), s);
+            data_of<T>(d_o), dz_data, partials, data_of<T>(dout), data_of<T>(o), z_data, data_of<T>(weight), rstd_data,
+            residual_data, out_data, static_cast<float>(eps), s);
       });
       check_launch("gated_rmsnorm backward_kernel");
       if (cached) add_partials(data_of<T>(dweight), partials, blocks, dim);

@@ -22,17 +22,26 @@ void embedding_forward(Tensor out, const Tensor& table, const Tensor& ids, int64
 void embedding_backward(Tensor dtable, const Tensor& dout, const Tensor& ids, int64_t vocab_begin);
 
 // Serves gated_rmsnorm_* and rmsnorm_* (one head, act = none, z undefined).
+// residual and sum (defined for rmsnorm_forward_residual only): sum = o + residual is written and normed.
 void gated_rmsnorm_forward(Tensor out, Tensor rstd, const Tensor& o, const Tensor& z, const Tensor& weight,
-                           int64_t heads, ops::GateActivation act, double eps);
+                           int64_t heads, ops::GateActivation act, double eps, const Tensor& residual = Tensor(),
+                           Tensor sum = Tensor());
+// Also serves gated_rmsnorm_backward_recompute. residual (defined for rmsnorm_backward_residual
+// only): added to d_o in the same pass; may alias d_o. recompute_out (defined for
+// gated_rmsnorm_backward_recompute only; rstd undefined then): rstd recomputed with eps, and the
+// forward's y written there.
 void gated_rmsnorm_backward(Tensor d_o, Tensor dz, Tensor dweight, const Tensor& dout, const Tensor& o, const Tensor& z,
-                            const Tensor& weight, const Tensor& rstd, int64_t heads, ops::GateActivation act);
+                            const Tensor& weight, const Tensor& rstd, int64_t heads, ops::GateActivation act,
+                            const Tensor& residual = Tensor(), Tensor recompute_out = Tensor(), double eps = 0);
 
 void linear_forward(Tensor out, const Tensor& x, const Tensor& weight, const Tensor& bias);
 void linear_backward(Tensor dx, Tensor dweight, Tensor dbias, const Tensor& dout, const Tensor& x, const Tensor& weight,
                      bool accumulate_dx);
 
 void swiglu_forward(Tensor out, const Tensor& gate, const Tensor& up);
-void swiglu_backward(Tensor dgate, Tensor dup, const Tensor& dout, const Tensor& gate, const Tensor& up);
+// out: undefined for swiglu_backward, defined for swiglu_backward_with_product.
+void swiglu_backward(Tensor dgate, Tensor dup, const Tensor& dout, const Tensor& gate, const Tensor& up,
+                     Tensor out = Tensor());
 
 void rope_apply(Tensor x, const Tensor& positions, int64_t heads, double base, bool inverse);
 

@@ -83,6 +83,40 @@ TEST_P(GpuElementwise, Swiglu) {
   }
 }
 
+// swiglu_backward_with_product against the CPU's forward and backward, into separate outputs and
+// with the product over dout (as SwiGLUMLP's backward writes h over dh), aligned and not.
+TEST_P(GpuElementwise, SwigluBackwardWithProduct) {
+  const DType dt = GetParam();
+  Rng rng(12);
+  for (auto [rows, width] : kShapes) {
+    const Shape s{rows, width};
+    const Tensor gate = random_values(s, dt, rng, -4, 4), up = random_values(s, dt, rng),
+                 dout = random_values(s, dt, rng);
+    Tensor out = Tensor::empty(s, DType::f64), dgate = Tensor::empty(s, DType::f64), dup = Tensor::empty(s, DType::f64);
+    ops::swiglu_forward(out, gate, up);
+    ops::swiglu_backward(dgate, dup, dout, gate, up);
+
+    Tensor g = to_device(gate, dt), u = to_device(up, dt), d = to_device(dout, dt);
+    Tensor o = Tensor::empty(s, dt, Device::cuda), dg = Tensor::empty(s, dt, Device::cuda);
+    Tensor du = Tensor::empty(s, dt, Device::cuda);
+    ops::swiglu_backward_with_product(dg, du, o, d, g, u);
+    EXPECT_TRUE(assert_close("out", out, to_host(o), tolerance(dt)));
+    EXPECT_TRUE(assert_close("dgate", dgate, to_host(dg), tolerance(dt)));
+    EXPECT_TRUE(assert_close("dup", dup, to_host(du), tolerance(dt)));
+
+    ops::swiglu_backward_with_product(dg, du, d, d, g, u);  // the product written over dout
+    EXPECT_TRUE(assert_close("out over dout", out, to_host(d), tolerance(dt)));
+    EXPECT_TRUE(assert_close("dgate (out over dout)", dgate, to_host(dg), tolerance(dt)));
+
+    Tensor uo = unaligned_device(out, dt), udg = unaligned_device(dgate, dt), udu = unaligned_device(dup, dt);
+    ops::swiglu_backward_with_product(udg, udu, uo, unaligned_device(dout, dt), unaligned_device(gate, dt),
+                                      unaligned_device(up, dt));
+    EXPECT_TRUE(assert_close("unaligned out", out, to_host(uo), tolerance(dt)));
+    EXPECT_TRUE(assert_close("unaligned dgate", dgate, to_host(udg), tolerance(dt)));
+    EXPECT_TRUE(assert_close("unaligned dup", dup, to_host(udu), tolerance(dt)));
+  }
+}
+
 TEST_P(GpuElementwise, SigmoidGate) {
   const DType dt = GetParam();
   Rng rng(3);

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <string>
 #include <vector>
 
 #include "kernels/ops.h"
@@ -105,6 +106,39 @@ TEST(SwiGlu, F32AgreesWithF64AndLargeInputsStayFinite) {
   EXPECT_DOUBLE_EQ(results[0][0].data<double>()[0], 200 * up.data<double>()[0]);
   EXPECT_NEAR(results[0][1].data<double>()[0], dout.data<double>()[0] * up.data<double>()[0], 1e-12);
   EXPECT_NEAR(results[0][0].data<double>()[1], 0.0, 1e-80);
+}
+
+// The fused backward that also writes the product: swiglu_forward and swiglu_backward, bit for bit
+// (f32 and f64, sizes that leave vector remainders), into separate outputs and with the product
+// over dout (as SwiGLUMLP's backward writes h over dh).
+TEST(SwiGlu, BackwardWithProductIsForwardAndBackward) {
+  for (DType dt : {DType::f32, DType::f64}) {
+    for (const Shape& shape : {Shape{1, 1}, Shape{3, 13}, Shape{129, 96}, Shape{70, 1031}}) {
+      Rng rng(4);
+      const Tensor gate = as_dtype(random_tensor(shape, rng, -6, 6), dt), up = as_dtype(random_tensor(shape, rng), dt);
+      const Tensor dout = as_dtype(random_tensor(shape, rng), dt);
+      Tensor out = Tensor::empty(shape, dt), dgate = Tensor::empty(shape, dt), dup = Tensor::empty(shape, dt);
+      ops::swiglu_forward(out, gate, up);
+      ops::swiglu_backward(dgate, dup, dout, gate, up);
+      const testing::NamedTensors expected = {{"out", out}, {"dgate", dgate}, {"dup", dup}};
+      Tensor f_out = Tensor::empty(shape, dt), f_dgate = Tensor::empty(shape, dt), f_dup = Tensor::empty(shape, dt);
+      ops::swiglu_backward_with_product(f_dgate, f_dup, f_out, dout, gate, up);
+      const std::string what =
+          std::string(dtype_name(dt)) + " " + std::to_string(shape[0]) + "x" + std::to_string(shape[1]);
+      testing::expect_same_bits(expected, {{"out", f_out}, {"dgate", f_dgate}, {"dup", f_dup}}, what);
+      Tensor over = dout.clone();
+      ops::swiglu_backward_with_product(f_dgate, f_dup, over, over, gate, up);
+      testing::expect_same_bits(expected, {{"out", over}, {"dgate", f_dgate}, {"dup", f_dup}}, what + " over dout");
+    }
+  }
+  Tensor a = Tensor::zeros({2, 4}, DType::f32);
+  EXPECT_TRUE(throws_invalid_argument([&] { ops::swiglu_backward_with_product(a, a, Tensor(), a, a, a); },
+                                      {"swiglu_backward_with_product", "out", "undefined"}));
+  EXPECT_TRUE(throws_invalid_argument(
+      [&] {
+        ops::swiglu_backward_with_product(a, a, Tensor::zeros({2, 5}, DType::f32), a, a, a);
+      },
+      {"swiglu_backward_with_product", "out", "[2, 4]"}));
 }
 
 TEST(SwiGlu, RejectsBadArguments) {

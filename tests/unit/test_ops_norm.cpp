@@ -252,7 +252,123 @@ TEST(GatedRmsNorm, OneHeadWithoutGateIsRmsNorm) {
   EXPECT_TRUE(assert_close("dweight", dw_a, dw_b, 0, 0));
 }
 
+// The fused residual add of the forward: add_inplace then rmsnorm_forward, bit for bit (f32 and
+// f64), into a separate sum and over either input (h += x in place, as Block's forward uses it).
+TEST(RmsNorm, ForwardResidualIsAddThenForward) {
+  for (DType dt : {DType::f32, DType::f64}) {
+    Rng rng(22);
+    const int64_t n = 300, d = 37;
+    const Tensor x = testing::as_dtype(random_tensor({n, d}, rng, -2, 2), dt);
+    const Tensor residual = testing::as_dtype(random_tensor({n, d}, rng, -2, 2), dt);
+    const Tensor w = testing::as_dtype(random_tensor({d}, rng, 0.5, 1.5), dt);
+    Tensor sum = x.clone(), out = Tensor::empty({n, d}, dt), rstd = Tensor::empty({n}, dt);
+    ops::add_inplace(sum, residual);
+    ops::rmsnorm_forward(out, rstd, sum, w, 1e-6);
+    const testing::NamedTensors expected = {{"sum", sum}, {"out", out}, {"rstd", rstd}};
+    for (int where = 0; where < 3; ++where) {  // sum separate, over x, over residual
+      Tensor fx = x.clone(), fr = residual.clone();
+      Tensor fsum = where == 0 ? Tensor::empty({n, d}, dt) : where == 1 ? fx : fr;
+      Tensor fout = Tensor::empty({n, d}, dt), frstd = Tensor::empty({n}, dt);
+      ops::rmsnorm_forward_residual(fout, frstd, fsum, fx, fr, w, 1e-6);
+      testing::expect_same_bits(expected, {{"sum", fsum}, {"out", fout}, {"rstd", frstd}},
+                                "sum " + std::to_string(where) + " " + std::string(dtype_name(dt)));
+    }
+  }
+  const Tensor t = Tensor::zeros({3, 4}, DType::f32), w = Tensor::zeros({4}, DType::f32);
+  EXPECT_TRUE(throws_invalid_argument(
+      [&] {
+        ops::rmsnorm_forward_residual(t, Tensor::zeros({3}, DType::f32), t, t, Tensor::zeros({3, 5}, DType::f32), w,
+                                      1e-6);
+      },
+      {"rmsnorm_forward_residual", "residual", "[3, 4]"}));
+  EXPECT_TRUE(throws_invalid_argument(
+      [&] { ops::rmsnorm_forward_residual(t, Tensor::zeros({3}, DType::f32), Tensor(), t, t, w, 1e-6); },
+      {"rmsnorm_forward_residual", "sum", "undefined"}));
+}
+
+// The fused residual add: rmsnorm_backward then add_inplace(dx, residual), bit for bit (f32 and
+// f64, several row blocks), into a separate dx and over the residual itself (dx += the norm's
+// gradient, as Block's backward uses it).
+TEST(RmsNorm, BackwardResidualIsBackwardThenAdd) {
+  for (DType dt : {DType::f32, DType::f64}) {
+    Rng rng(21);
+    const int64_t n = 300, d = 37;
+    const Tensor x = testing::as_dtype(random_tensor({n, d}, rng, -2, 2), dt);
+    const Tensor w = testing::as_dtype(random_tensor({d}, rng, 0.5, 1.5), dt);
+    const Tensor dout = testing::as_dtype(random_tensor({n, d}, rng), dt);
+    const Tensor residual = testing::as_dtype(random_tensor({n, d}, rng), dt);
+    const Tensor dw0 = testing::as_dtype(random_tensor({d}, rng), dt);
+    Tensor out = Tensor::empty({n, d}, dt), rstd = Tensor::empty({n}, dt);
+    ops::rmsnorm_forward(out, rstd, x, w, 1e-6);
+
+    Tensor dx = Tensor::empty({n, d}, dt), dw = dw0.clone();
+    ops::rmsnorm_backward(dx, dw, dout, x, w, rstd);
+    ops::add_inplace(dx, residual);
+
+    Tensor fused_dx = Tensor::empty({n, d}, dt), fused_dw = dw0.clone();
+    ops::rmsnorm_backward_residual(fused_dx, fused_dw, dout, x, w, rstd, residual);
+    Tensor in_place = residual.clone(), in_place_dw = dw0.clone();
+    ops::rmsnorm_backward_residual(in_place, in_place_dw, dout, x, w, rstd, in_place);
+    testing::expect_same_bits({{"dx", dx}, {"dweight", dw}}, {{"dx", fused_dx}, {"dweight", fused_dw}},
+                              "separate " + std::string(dtype_name(dt)));
+    testing::expect_same_bits({{"dx", dx}, {"dweight", dw}}, {{"dx", in_place}, {"dweight", in_place_dw}},
+                              "in place " + std::string(dtype_name(dt)));
+  }
+  const Tensor t = Tensor::zeros({3, 4}, DType::f32), r = Tensor::zeros({3}, DType::f32);
+  EXPECT_TRUE(throws_invalid_argument(
+      [&] {
+        ops::rmsnorm_backward_residual(t, Tensor::zeros({4}, DType::f32), t, t, Tensor::zeros({4}, DType::f32), r,
+                                       Tensor::zeros({3, 5}, DType::f32));
+      },
+      {"rmsnorm_backward_residual", "residual", "[3, 4]"}));
+  EXPECT_TRUE(throws_invalid_argument(
+      [&] {
+        ops::rmsnorm_backward_residual(t, Tensor::zeros({4}, DType::f32), t, t, Tensor::zeros({4}, DType::f32), r,
+                                       Tensor());
+      },
+      {"rmsnorm_backward_residual", "residual", "undefined"}));
+}
+
 class GatedRmsNormByActivation : public ::testing::TestWithParam<ops::GateActivation> {};
+
+// The backward that recomputes the forward: gated_rmsnorm_forward then gated_rmsnorm_backward, bit
+// for bit (f32 and f64, several row blocks and heads).
+TEST_P(GatedRmsNormByActivation, BackwardRecomputeIsForwardThenBackward) {
+  const ops::GateActivation act = GetParam();
+  const bool gated = act != ops::GateActivation::none;
+  for (DType dt : {DType::f32, DType::f64}) {
+    Rng rng(23);
+    const int64_t n = 200, heads = 3, dv = 19;
+    const Shape s{n, heads * dv};
+    const Tensor o = testing::as_dtype(random_tensor(s, rng, -2, 2), dt),
+                 z = testing::as_dtype(random_tensor(s, rng, -3, 3), dt);
+    const Tensor w = testing::as_dtype(random_tensor({dv}, rng, 0.5, 1.5), dt);
+    const Tensor dout = testing::as_dtype(random_tensor(s, rng), dt),
+                 dw0 = testing::as_dtype(random_tensor({dv}, rng), dt);
+    const Tensor gate = gated ? z : Tensor();
+    Tensor out = Tensor::empty(s, dt), rstd = Tensor::empty({n, heads}, dt);
+    Tensor d_o = Tensor::empty(s, dt), dz = gated ? Tensor::empty(s, dt) : Tensor(), dw = dw0.clone();
+    ops::gated_rmsnorm_forward(out, rstd, o, gate, w, heads, act, 1e-5);
+    ops::gated_rmsnorm_backward(d_o, dz, dw, dout, o, gate, w, rstd, heads, act);
+    Tensor f_out = Tensor::empty(s, dt), f_do = Tensor::empty(s, dt), f_dz = gated ? Tensor::empty(s, dt) : Tensor();
+    Tensor f_dw = dw0.clone();
+    ops::gated_rmsnorm_backward_recompute(f_do, f_dz, f_dw, f_out, dout, o, gate, w, heads, act, 1e-5);
+    testing::NamedTensors expected = {{"out", out}, {"d_o", d_o}, {"dweight", dw}};
+    testing::NamedTensors got = {{"out", f_out}, {"d_o", f_do}, {"dweight", f_dw}};
+    if (gated) {
+      expected.push_back({"dz", dz});
+      got.push_back({"dz", f_dz});
+    }
+    testing::expect_same_bits(expected, got, std::string(dtype_name(dt)));
+  }
+  const Tensor t = Tensor::zeros({3, 8}, DType::f32), w4 = Tensor::zeros({4}, DType::f32);
+  EXPECT_TRUE(throws_invalid_argument(
+      [&] { ops::gated_rmsnorm_backward_recompute(t, t, w4, Tensor(), t, t, t, w4, 2, act, 1e-6); },
+      {"gated_rmsnorm_backward_recompute", "out", "undefined"}));
+  EXPECT_TRUE(
+      throws_invalid_argument([&] { ops::gated_rmsnorm_backward_recompute(t, t, w4, t, t, t, t, w4, 2, act, -1); },
+                              {"gated_rmsnorm_backward_recompute", "eps"}));
+}
 
 TEST_P(GatedRmsNormByActivation, BackwardMatchesFiniteDifferences) {
   const ops::GateActivation act = GetParam();
