@@ -59,6 +59,22 @@ __device__ __forceinline__ Gate gate_of(ops::GateActivation act, float z) {
   return {s, s * (1.0f - s)};
 }
 
+// y = ô · γ · act(z) for one pack of W entries (ô = o · r), stored at `out`; z is read only with a
+// gate.
+template <int W, class T>
+__device__ __forceinline__ void store_output(T* out, const Pack<T, W>& o, float r, const Pack<T, W>& weight, const T* z,
+                                             ops::GateActivation act) {
+  const bool gated = act != ops::GateActivation::none;
+  Pack<T, W> zv{}, yv;
+  if (gated) zv = load_pack<W>(z);
+#pragma unroll
+  for (int e = 0; e < W; ++e) {
+    const float gate = gated ? gate_of(act, to_float(zv.v[e])).value : 1.0f;
+    yv.v[e] = from_float<T>(to_float(o.v[e]) * r * to_float(weight.v[e]) * gate);
+  }
+  store_pack<W>(out, yv);
+}
+
 struct GroupShape {
   int64_t groups, dim;
   ops::GateActivation act;
@@ -127,7 +143,6 @@ __global__ void __launch_bounds__(kBlockThreads)
                    GroupShape s, float eps) {
   const Place at(s);
   const int64_t packs = s.dim / W;
-  const bool gated = s.act != ops::GateActivation::none;
   for (int64_t first = at.first; first < at.end; first += at.step) {
     const int64_t g = first + at.slot, base = g * s.dim;
     const bool active = g < at.end;
@@ -157,15 +172,7 @@ __global__ void __launch_bounds__(kBlockThreads)
         const int64_t q = at.pack<P>(s, ch, k);
         if (!active || q >= packs) continue;
         if (s.chunks > 1) ov[k] = load_pack<W>((residual != nullptr ? sum : o) + base + q * W);
-        const Pack<T, W> wv = load_pack<W>(weight + q * W);
-        Pack<T, W> zv{}, yv;
-        if (gated) zv = load_pack<W>(z + base + q * W);
-#pragma unroll
-        for (int e = 0; e < W; ++e) {
-          const float gate = gated ? gate_of(s.act, to_float(zv.v[e])).value : 1.0f;
-          yv.v[e] = from_float<T>(to_float(ov[k].v[e]) * r * to_float(wv.v[e]) * gate);
-        }
-        store_pack<W>(out + base + q * W, yv);
+        store_output<W>(out + base + q * W, ov[k], r, load_pack<W>(weight + q * W), z + base + q * W, s.act);
       }
     }
   }
@@ -288,15 +295,8 @@ __global__ void __launch_bounds__(kBlockThreads)
           dov.v[e] = from_float<T>(r * (to_float(wv.v[e]) * du[k][e] - o_hat * c) + added);
         }
         store_pack<W>(d_o + base + q * W, dov);
-        if (recompute_out != nullptr) {  // y = ô · γ · act(z), as forward_kernel writes it
-          Pack<T, W> zv{}, yv;
-          if (gated) zv = load_pack<W>(z + base + q * W);
-#pragma unroll
-          for (int e = 0; e < W; ++e) {
-            const float gate = gated ? gate_of(s.act, to_float(zv.v[e])).value : 1.0f;
-            yv.v[e] = from_float<T>(to_float(ov[k].v[e]) * r * to_float(wv.v[e]) * gate);
-          }
-          store_pack<W>(recompute_out + base + q * W, yv);
+        if (recompute_out != nullptr) {  // as forward_kernel writes it
+          store_output<W>(recompute_out + base + q * W, ov[k], r, wv, z + base + q * W, s.act);
         }
       }
     }

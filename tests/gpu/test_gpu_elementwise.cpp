@@ -54,20 +54,33 @@ TEST_P(GpuElementwise, AddInplace) {
   }
 }
 
+// A SwiGLU problem: gate (in [−4, 4)), up and dout in dt's values, and the CPU's f64 forward and
+// backward on them.
+struct SwigluProblem {
+  Shape shape;
+  Tensor gate, up, dout, out, dgate, dup;
+  SwigluProblem(const Shape& s, DType dt, Rng& rng)
+      : shape(s),
+        gate(random_values(s, dt, rng, -4, 4)),
+        up(random_values(s, dt, rng)),
+        dout(random_values(s, dt, rng)),
+        out(Tensor::empty(s, DType::f64)),
+        dgate(Tensor::empty(s, DType::f64)),
+        dup(Tensor::empty(s, DType::f64)) {
+    ops::swiglu_forward(out, gate, up);
+    ops::swiglu_backward(dgate, dup, dout, gate, up);
+  }
+};
+
 TEST_P(GpuElementwise, Swiglu) {
   const DType dt = GetParam();
   Rng rng(2);
   for (auto [rows, width] : kShapes) {
-    const Shape s{rows, width};
-    const Tensor gate = random_values(s, dt, rng, -4, 4), up = random_values(s, dt, rng),
-                 dout = random_values(s, dt, rng);
-    Tensor out = Tensor::empty(s, DType::f64), dgate = Tensor::empty(s, DType::f64), dup = Tensor::empty(s, DType::f64);
-    ops::swiglu_forward(out, gate, up);
-    ops::swiglu_backward(dgate, dup, dout, gate, up);
-
+    const SwigluProblem p({rows, width}, dt, rng);
+    const Tensor &gate = p.gate, &up = p.up, &dout = p.dout, &out = p.out, &dgate = p.dgate, &dup = p.dup;
     Tensor g = to_device(gate, dt), u = to_device(up, dt), d = to_device(dout, dt);
-    Tensor o = Tensor::empty(s, dt, Device::cuda), dg = Tensor::empty(s, dt, Device::cuda);
-    Tensor du = Tensor::empty(s, dt, Device::cuda);
+    Tensor o = Tensor::empty(p.shape, dt, Device::cuda), dg = Tensor::empty(p.shape, dt, Device::cuda);
+    Tensor du = Tensor::empty(p.shape, dt, Device::cuda);
     ops::swiglu_forward(o, g, u);
     ops::swiglu_backward(dg, du, d, g, u);
     EXPECT_TRUE(assert_close("out", out, to_host(o), tolerance(dt)));
@@ -89,16 +102,11 @@ TEST_P(GpuElementwise, SwigluBackwardWithProduct) {
   const DType dt = GetParam();
   Rng rng(12);
   for (auto [rows, width] : kShapes) {
-    const Shape s{rows, width};
-    const Tensor gate = random_values(s, dt, rng, -4, 4), up = random_values(s, dt, rng),
-                 dout = random_values(s, dt, rng);
-    Tensor out = Tensor::empty(s, DType::f64), dgate = Tensor::empty(s, DType::f64), dup = Tensor::empty(s, DType::f64);
-    ops::swiglu_forward(out, gate, up);
-    ops::swiglu_backward(dgate, dup, dout, gate, up);
-
+    const SwigluProblem p({rows, width}, dt, rng);
+    const Tensor &gate = p.gate, &up = p.up, &dout = p.dout, &out = p.out, &dgate = p.dgate, &dup = p.dup;
     Tensor g = to_device(gate, dt), u = to_device(up, dt), d = to_device(dout, dt);
-    Tensor o = Tensor::empty(s, dt, Device::cuda), dg = Tensor::empty(s, dt, Device::cuda);
-    Tensor du = Tensor::empty(s, dt, Device::cuda);
+    Tensor o = Tensor::empty(p.shape, dt, Device::cuda), dg = Tensor::empty(p.shape, dt, Device::cuda);
+    Tensor du = Tensor::empty(p.shape, dt, Device::cuda);
     ops::swiglu_backward_with_product(dg, du, o, d, g, u);
     EXPECT_TRUE(assert_close("out", out, to_host(o), tolerance(dt)));
     EXPECT_TRUE(assert_close("dgate", dgate, to_host(dg), tolerance(dt)));
