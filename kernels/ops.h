@@ -120,8 +120,9 @@ void gated_rmsnorm_backward(Tensor d_o, Tensor dz, Tensor dweight, const Tensor&
                             const Tensor& weight, const Tensor& rstd, int64_t heads, GateActivation act);
 // The backward with the forward recomputed in the same pass, for a caller that keeps neither: rstd
 // from o (and eps), and out = the forward's y (what an output projection's weight gradient reads)
-// written beside d_o and dz. out: [N, H·Dv], may alias dout. On the CPU the same bits as
-// gated_rmsnorm_forward then gated_rmsnorm_backward.
+// written beside d_o and dz. out: [N, H·Dv], aliases no input (on the GPU, groups too wide to
+// stay in registers get y from a forward pass that runs before dout is read). On the CPU the same
+// bits as gated_rmsnorm_forward then gated_rmsnorm_backward.
 void gated_rmsnorm_backward_recompute(Tensor d_o, Tensor dz, Tensor dweight, Tensor out, const Tensor& dout,
                                       const Tensor& o, const Tensor& z, const Tensor& weight, int64_t heads,
                                       GateActivation act, double eps);

@@ -363,7 +363,7 @@ void gated_rmsnorm_backward(Tensor d_o, Tensor dz, Tensor dweight, const Tensor&
       const size_t bytes =
           cached ? static_cast<size_t>(blocks * dim) * sizeof(float) : column_sum_partials_bytes(groups, dim);
       // Groups read twice that recompute: the forward kernel first (y, and r into scratch), then the
-      // backward as it is.
+      // backward as it is (y is written before dout is read: recompute_out must not alias dout).
       const bool forward_first = out_data != nullptr && !cached;
       const std::vector<void*> pieces =
           scratch({bytes, forward_first ? static_cast<size_t>(groups) * sizeof(float) : size_t{0}});

@@ -29,7 +29,7 @@ void gated_rmsnorm_forward(Tensor out, Tensor rstd, const Tensor& o, const Tenso
 // Also serves gated_rmsnorm_backward_recompute. residual (defined for rmsnorm_backward_residual
 // only): added to d_o in the same pass; may alias d_o. recompute_out (defined for
 // gated_rmsnorm_backward_recompute only; rstd undefined then): rstd recomputed with eps, and the
-// forward's y written there.
+// forward's y written there (aliasing no input: groups read twice write it before reading dout).
 void gated_rmsnorm_backward(Tensor d_o, Tensor dz, Tensor dweight, const Tensor& dout, const Tensor& o, const Tensor& z,
                             const Tensor& weight, const Tensor& rstd, int64_t heads, ops::GateActivation act,
                             const Tensor& residual = Tensor(), Tensor recompute_out = Tensor(), double eps = 0);
