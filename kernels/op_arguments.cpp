@@ -49,6 +49,17 @@ void OpArguments::check_device(const Tensor& t, std::string_view name) {
   }
 }
 
+OpArguments& OpArguments::saved_buffer(const Tensor& saved, size_t bytes, std::string_view sizer) {
+  if (!saved.defined()) return *this;
+  require(bytes > 0, "saved", "this call saves nothing (" + std::string(sizer) + " = 0): leave it undefined");
+  if (!device_) fail("saved", "no tensor before it gives the call's device");
+  require(saved.device() == *device_, "saved",
+          "expected on " + std::string(device_name(*device_)) + ", got " + saved.describe());
+  require(saved.nbytes() >= bytes, "saved",
+          "expected at least " + std::to_string(bytes) + " bytes, got " + saved.describe());
+  return *this;
+}
+
 OpArguments& OpArguments::floating(const Tensor& t, std::string_view name, const Shape& shape) {
   if (!t.defined()) fail(name, "required tensor is undefined");
   return optional_floating(t, name, shape);

@@ -13,6 +13,7 @@
 // argument's dtype themselves: typed() and optional_typed() check it exactly, on the call's one
 // device; absent() rejects an argument the call's configuration does not take.
 #pragma once
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <stdexcept>
@@ -45,6 +46,10 @@ class OpArguments {
   OpArguments& optional_typed(const Tensor& t, std::string_view name, const Shape& shape, DType dtype);
   // A tensor that must be undefined; `why` ends the message ("must be undefined for …").
   OpArguments& absent(const Tensor& t, std::string_view name, std::string_view why);
+  // The buffer a forward saves its intermediates in for the backward (a mixer op's `saved`):
+  // undefined, or at least `bytes` on the call's device, where `bytes` (what `sizer` returned, e.g.
+  // "gla_saved_bytes") is not 0. Add it after the tensors that set the call's device.
+  OpArguments& saved_buffer(const Tensor& saved, size_t bytes, std::string_view sizer);
 
   // Checks that heads ≥ 1 and that the last dimension of t (named `name`) splits into `heads`
   // equal parts; returns the part's width. `heads_name` names where the head count came from.

@@ -162,7 +162,7 @@ TEST(ModelConfig, RecomputeIsReadAndMovesKeptBuffersIntoTheWorkspace) {
 
 // The gla family's recompute (default false, in every mixer's table) does the same for the mixers
 // whose bf16 CUDA step runs on the delta rule's pipeline as its plain write (gla, retnet, hgrn2,
-// mamba2); RWKV-6 saves nothing yet, both ways.
+// mamba2, rwkv6).
 TEST(ModelConfig, GlaRecomputeIsReadAndMovesKeptBuffersIntoTheWorkspace) {
   const int64_t tokens = 4096;
   for (const std::string mixer : {"gla", "retnet", "hgrn2", "mamba2", "rwkv6"}) {

@@ -138,18 +138,6 @@ void backward(DeltaRuleImpl impl, const DeltaRuleSpec& spec, const SeqLayout& se
   }
 }
 
-// `saved`: undefined, or at least delta_rule_saved_bytes on q's device where that is not 0.
-void check_saved(OpArguments& args, const DeltaRuleSpec& spec, const SeqLayout& seqs, const DeltaRuleInputs& in,
-                 const MixerDtypes& x, const Tensor& saved) {
-  if (!saved.defined()) return;
-  const size_t bytes = delta_rule_saved_bytes(spec, seqs, in);
-  args.require(bytes > 0, "saved", "this call saves nothing (delta_rule_saved_bytes = 0): leave it undefined");
-  args.require(saved.device() == x.device, "saved",
-               "expected on " + std::string(device_name(x.device)) + ", got " + saved.describe());
-  args.require(saved.nbytes() >= bytes, "saved",
-               "expected at least " + std::to_string(bytes) + " bytes, got " + saved.describe());
-}
-
 }  // namespace
 
 size_t delta_rule_saved_bytes(const DeltaRuleSpec& spec, const SeqLayout& seqs, const DeltaRuleInputs& in) {
@@ -170,7 +158,7 @@ void delta_rule_forward(DeltaRuleImpl impl, const DeltaRuleSpec& spec, const Seq
   args.typed(o, "o", {d.tokens, d.heads, d.value_dim}, x.operand)
       .optional_typed(ht, "ht", {d.seqs, d.heads, d.key_dim, d.value_dim}, x.gate)
       .optional_typed(r, "r", {d.tokens, d.heads, d.value_dim}, x.operand);
-  check_saved(args, spec, seqs, in, x, saved);
+  args.saved_buffer(saved, saved.defined() ? delta_rule_saved_bytes(spec, seqs, in) : 0, "delta_rule_saved_bytes");
 #ifdef LINEA_WITH_CUDA
   if (x.device == Device::cuda && impl == DeltaRuleImpl::recurrent) {
     args.require(!r.defined(), "r", "the recurrent CUDA kernel does not form the write error; use chunked");
@@ -195,7 +183,7 @@ void delta_rule_backward(DeltaRuleImpl impl, const DeltaRuleSpec& spec, const Se
   args.typed(d_o, "d_o", {d.tokens, d.heads, d.value_dim}, dtype)
       .optional_typed(dht, "dht", {d.seqs, d.heads, d.key_dim, d.value_dim}, x.gate)
       .optional_typed(dr, "dr", {d.tokens, d.heads, d.value_dim}, dtype);
-  check_saved(args, spec, seqs, in, x, saved);
+  args.saved_buffer(saved, saved.defined() ? delta_rule_saved_bytes(spec, seqs, in) : 0, "delta_rule_saved_bytes");
   check_operand_set(args, spec, d, x,
                     {grads.dq, grads.dk, grads.dv, grads.dbeta, grads.db, grads.dw, grads.dg, grads.dh0}, "d");
 #ifdef LINEA_WITH_CUDA

@@ -117,18 +117,6 @@ cpu::GlaGradients<T> gradients(const GlaSpec& spec, GlaGrads& g, const Dims& d, 
   return x;
 }
 
-// `saved`: undefined, or at least gla_saved_bytes on q's device where that is not 0.
-void check_saved(OpArguments& args, const GlaSpec& spec, const SeqLayout& seqs, const GlaInputs& in,
-                 const MixerDtypes& x, const Tensor& saved) {
-  if (!saved.defined()) return;
-  const size_t bytes = gla_saved_bytes(spec, seqs, in);
-  args.require(bytes > 0, "saved", "this call saves nothing (gla_saved_bytes = 0): leave it undefined");
-  args.require(saved.device() == x.device, "saved",
-               "expected on " + std::string(device_name(x.device)) + ", got " + saved.describe());
-  args.require(saved.nbytes() >= bytes, "saved",
-               "expected at least " + std::to_string(bytes) + " bytes, got " + saved.describe());
-}
-
 }  // namespace
 
 size_t gla_saved_bytes(const GlaSpec& spec, const SeqLayout& seqs, const GlaInputs& in) {
@@ -148,7 +136,7 @@ void gla_forward(GlaImpl impl, const GlaSpec& spec, const SeqLayout& seqs, const
   const Dims d = check_inputs(args, op, spec, seqs, in, x);
   args.typed(o, "o", {d.tokens, d.heads, d.value_dim}, x.operand);
   args.optional_typed(ht, "ht", {d.seqs, d.heads, d.key_dim, d.value_dim}, x.gate);
-  check_saved(args, spec, seqs, in, x, saved);
+  args.saved_buffer(saved, saved.defined() ? gla_saved_bytes(spec, seqs, in) : 0, "gla_saved_bytes");
 #ifdef LINEA_WITH_CUDA
   if (x.device == Device::cuda && impl == GlaImpl::recurrent) {
     args.require(!saved.defined(), "saved", "the recurrent CUDA kernel saves nothing; leave it undefined");
@@ -176,7 +164,7 @@ void gla_backward(GlaImpl impl, const GlaSpec& spec, const SeqLayout& seqs, cons
   const Dims d = check_inputs(args, op, spec, seqs, in, x);
   args.typed(d_o, "d_o", {d.tokens, d.heads, d.value_dim}, x.operand);
   args.optional_typed(dht, "dht", {d.seqs, d.heads, d.key_dim, d.value_dim}, x.gate);
-  check_saved(args, spec, seqs, in, x, saved);
+  args.saved_buffer(saved, saved.defined() ? gla_saved_bytes(spec, seqs, in) : 0, "gla_saved_bytes");
   check_operand_set(args, spec, d, x, {grads.dq, grads.dk, grads.dv, grads.dg, grads.du, grads.dh0}, "d", true);
 #ifdef LINEA_WITH_CUDA
   if (x.device == Device::cuda) return cuda::gla_backward(spec, seqs, in, d_o, dht, grads, saved);

@@ -56,8 +56,8 @@ struct GlaGrads {
 // calls that run on the delta rule's bf16 pipeline as its plain write (model/mixers/gla/cuda/gla.h)
 // save that pipeline's chunk intermediates and per-chunk states, as ops::delta_rule_saved_bytes
 // does (model/mixers/delta_rule/delta_rule.h). gla_saved_bytes is the size of `saved`, 0 where a
-// call saves nothing (the CPU; f32 calls; RWKV-6's bonus readout; bf16 shapes that pipeline does
-// not take), and then `saved` stays undefined (a call given one anyway refuses it). Pass the same
+// call saves nothing (the CPU; f32 calls; bf16 shapes that pipeline does not take), and then
+// `saved` stays undefined (a call given one anyway refuses it). Pass the same
 // `saved` (at least that many bytes on q's device, any dtype, 256-byte aligned as arenas hand them
 // out) to the chunked forward and then to the backward of the same inputs.
 size_t gla_saved_bytes(const GlaSpec& spec, const SeqLayout& seqs, const GlaInputs& in);

@@ -12,9 +12,9 @@
 //   rwkv6   heads (4), expand_k (0.5), expand_v (1.0), proj_rank (32, the token-shift LoRAs),
 //           decay_rank (64, the decay LoRA)
 // and every one of them recompute (false, the default: the CUDA forward of a training step keeps
-// for the backward what its chunked op saves, ops::gla_saved_bytes, which is 0 for RWKV-6 and the
-// f32 calls; true: the backward recomputes it, less memory, more time; the CPU always recomputes).
-// resolve() fills the derived widths and checks every field; errors name the key under `section`.
+// for the backward what its chunked op saves, ops::gla_saved_bytes, which is 0 for f32 calls and
+// widths that pipeline does not take; true: the backward recomputes it, less memory, more time; the CPU always
+// recomputes). resolve() fills the derived widths and checks every field; errors name the key under `section`.
 #pragma once
 #include <cstdint>
 #include <string>

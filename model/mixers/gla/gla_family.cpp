@@ -143,7 +143,7 @@ class GlaFamily final : public MixerFamily {
   }
 
   // What the bf16 pipeline's forward keeps in the layer's saved buffer (ops::gla_saved_bytes) unless
-  // recompute; nothing for the calls gla_kernels.cuh runs (RWKV-6's bonus readout).
+  // recompute; nothing for the calls gla_kernels.cuh runs (widths the pipeline does not take).
   double cuda_saved_bytes(const MixerConfig& config, int64_t tokens) const override {
     const OpShape s = op_shape(config);
     if (s.recompute || !plain_write(s)) return 0;

@@ -184,18 +184,10 @@ ops::DeltaRuleInputs f32_inputs(const ops::DeltaRuleInputs& in) {
   return c;
 }
 
-// The saved buffer's memory, null where undefined; refused where the bf16 pipeline does not take
-// the call (it is the only one that saves).
-void* saved_memory(const Tensor& saved, bool bf16_pipeline, const char* op) {
-  if (!saved.defined()) return nullptr;
-  if (!bf16_pipeline || reinterpret_cast<uintptr_t>(saved.raw()) % 256 != 0) {
-    throw std::invalid_argument(std::string(op) +
-                                ": saved: only a bf16 call with 16-byte aligned tensors (delta_rule_saved_bytes > 0) "
-                                "and without the write error r or dr saves its intermediates, into 256-byte aligned "
-                                "memory");
-  }
-  return saved.raw();
-}
+// A saved buffer's refusal: only the bf16 pipeline saves (bf16_saved_memory).
+constexpr const char* kSavedRefusal =
+    "only a bf16 call with 16-byte aligned tensors (delta_rule_saved_bytes > 0) and without the write error r or dr "
+    "saves its intermediates, into 256-byte aligned memory";
 }  // namespace
 }  // namespace delta
 
@@ -209,7 +201,7 @@ void delta_rule_forward(const ops::DeltaRuleSpec& spec, const SeqLayout& seqs, c
                         Tensor ht, Tensor r, Tensor saved) {
   const bool bf16 =
       in.q.dtype() == DType::bf16 && !r.defined() && delta::bf16_takes(spec, in, {&o}, delta::Write::delta);
-  void* const keep = delta::saved_memory(saved, bf16, "delta_rule_forward");
+  void* const keep = delta::bf16_saved_memory(saved, bf16, "delta_rule_forward", delta::kSavedRefusal);
   if (in.q.dtype() == DType::f32) return delta::f32_forward(spec, seqs, in, o, ht, r);
   if (bf16) return delta::bf16_forward(spec, seqs, in, o, ht, keep, delta::Write::delta);
   const Tensor o32 = delta::f32_like(o), r32 = delta::f32_like(r);
@@ -224,7 +216,7 @@ void delta_rule_backward(const ops::DeltaRuleSpec& spec, const SeqLayout& seqs, 
   const bool bf16 =
       in.q.dtype() == DType::bf16 && !dr.defined() &&
       delta::bf16_takes(spec, in, {&d_o, &grads.dq, &grads.dk, &grads.dv, &grads.db, &grads.dw}, delta::Write::delta);
-  const void* const kept = delta::saved_memory(saved, bf16, "delta_rule_backward");
+  const void* const kept = delta::bf16_saved_memory(saved, bf16, "delta_rule_backward", delta::kSavedRefusal);
   if (in.q.dtype() == DType::f32) return delta::f32_backward(spec, seqs, in, d_o, dht, grads, dr);
   if (bf16) return delta::bf16_backward(spec, seqs, in, d_o, dht, grads, kept, delta::Write::delta);
   ops::DeltaRuleGrads g32 = grads;  // dg and dh0 are f32 already

@@ -21,7 +21,9 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <stdexcept>
+#include <string>
 #include <vector>
 
 #include "kernels/cuda/check.h"
@@ -239,6 +241,14 @@ bool bf16_takes(const ops::DeltaRuleSpec& spec, const ops::DeltaRuleInputs& in,
     if (t->defined() && !aligned16({t->raw()})) return false;
   }
   return !in.w.defined() || aligned16({in.w.raw()});
+}
+
+void* bf16_saved_memory(const Tensor& saved, bool takes, const char* op, const char* refusal) {
+  if (!saved.defined()) return nullptr;
+  if (!takes || reinterpret_cast<uintptr_t>(saved.raw()) % 256 != 0) {
+    throw std::invalid_argument(std::string(op) + ": saved: " + refusal);
+  }
+  return saved.raw();
 }
 
 size_t bf16_saved_bytes(const ops::DeltaRuleSpec& spec, const SeqLayout& seqs, const ops::DeltaRuleInputs& in,

@@ -96,17 +96,10 @@ bool plain_takes(const ops::GlaSpec& spec, const ops::GlaInputs& in, std::initia
          delta::bf16_takes(plain_spec(spec), plain_inputs(in, key_or_stand_in(spec, in)), tensors, delta::Write::plain);
 }
 
-// The saved buffer's memory, null where undefined; refused where the pipeline does not take the
-// call (it is the only one that saves) or the memory is not 256-byte aligned.
-void* saved_memory(const Tensor& saved, bool plain, const char* op) {
-  if (!saved.defined()) return nullptr;
-  if (!plain || reinterpret_cast<uintptr_t>(saved.raw()) % 256 != 0) {
-    throw std::invalid_argument(std::string(op) +
-                                ": saved: only a bf16 call on the tensor-core pipeline (gla_saved_bytes > 0) saves "
-                                "its intermediates, into 256-byte aligned memory");
-  }
-  return saved.raw();
-}
+// A saved buffer's refusal: only the tensor-core pipeline saves (delta::bf16_saved_memory).
+constexpr const char* kSavedRefusal =
+    "only a bf16 call on the tensor-core pipeline (gla_saved_bytes > 0) saves its intermediates, into 256-byte "
+    "aligned memory";
 // The bonus of RWKV-6's readout (undefined tensors with the after-write readout).
 delta::Bonus plain_bonus(const ops::GlaSpec& spec, const ops::GlaInputs& in, const ops::GlaGrads* grads) {
   if (spec.readout != ops::GlaReadout::before_write_bonus) return {};
@@ -158,7 +151,7 @@ size_t gla_saved_bytes(const ops::GlaSpec& spec, const SeqLayout& seqs, const op
 void gla_forward(const ops::GlaSpec& spec, const SeqLayout& seqs, const ops::GlaInputs& in, Tensor o, Tensor ht,
                  Tensor saved) {
   const bool plain = gla::plain_takes(spec, in, {&o});
-  void* const keep = gla::saved_memory(saved, plain, "gla_forward");
+  void* const keep = delta::bf16_saved_memory(saved, plain, "gla_forward", gla::kSavedRefusal);
   if (plain) {
     const gla::PlainKey key(spec, in, false);
     return delta::bf16_forward(gla::plain_spec(spec), seqs, gla::plain_inputs(in, key.k), o, ht, keep,
@@ -173,7 +166,7 @@ void gla_forward(const ops::GlaSpec& spec, const SeqLayout& seqs, const ops::Gla
 void gla_backward(const ops::GlaSpec& spec, const SeqLayout& seqs, const ops::GlaInputs& in, const Tensor& d_o,
                   const Tensor& dht, ops::GlaGrads& grads, const Tensor& saved) {
   const bool plain = gla::plain_takes(spec, in, {&d_o, &grads.dq, &grads.dk, &grads.dv});
-  const void* const kept = gla::saved_memory(saved, plain, "gla_backward");
+  const void* const kept = delta::bf16_saved_memory(saved, plain, "gla_backward", gla::kSavedRefusal);
   if (plain) {
     const gla::PlainKey key(spec, in, true);
     const bool tied = key.dk.defined();  // (its dg is defined: the key's only gradient)
