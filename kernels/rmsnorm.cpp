@@ -12,7 +12,7 @@ namespace linea::ops {
 
 // Plain RMSNorm is the grouped kernel with one group per row and no gate.
 namespace {
-// rmsnorm_forward (with_residual false: residual and sum ignored) and rmsnorm_forward_residual.
+// rmsnorm_forward (with_residual false: residual and sum undefined) and rmsnorm_forward_residual.
 void forward(const char* op, bool with_residual, Tensor out, Tensor rstd, Tensor sum, const Tensor& x,
              const Tensor& residual, const Tensor& weight, double eps) {
   OpArguments args(op);
@@ -23,9 +23,7 @@ void forward(const char* op, bool with_residual, Tensor out, Tensor rstd, Tensor
   args.require(std::isfinite(eps) && eps >= 0, "eps", "expected a finite value ≥ 0, got " + std::to_string(eps));
 #ifdef LINEA_WITH_CUDA
   if (args.on_cuda()) {
-    return with_residual ? cuda::gated_rmsnorm_forward(out, rstd, x, Tensor(), weight, 1, GateActivation::none, eps,
-                                                       residual, sum)
-                         : cuda::gated_rmsnorm_forward(out, rstd, x, Tensor(), weight, 1, GateActivation::none, eps);
+    return cuda::gated_rmsnorm_forward(out, rstd, x, Tensor(), weight, 1, GateActivation::none, eps, residual, sum);
   }
 #endif
   args.dispatch([&](auto zero) {
@@ -47,7 +45,7 @@ void rmsnorm_forward_residual(Tensor out, Tensor rstd, Tensor sum, const Tensor&
 }
 
 namespace {
-// rmsnorm_backward (with_residual false: residual ignored) and rmsnorm_backward_residual: one kernel.
+// rmsnorm_backward (with_residual false: residual undefined) and rmsnorm_backward_residual: one kernel.
 void backward(const char* op, bool with_residual, Tensor dx, Tensor dweight, const Tensor& dout, const Tensor& x,
               const Tensor& weight, const Tensor& rstd, const Tensor& residual) {
   OpArguments args(op);
@@ -59,11 +57,10 @@ void backward(const char* op, bool with_residual, Tensor dx, Tensor dweight, con
       .floating(dx, "dx", {n, d})
       .floating(dweight, "dweight", {d});
   if (with_residual) args.floating(residual, "residual", {n, d});
-  const Tensor added = with_residual ? residual : Tensor();
 #ifdef LINEA_WITH_CUDA
   if (args.on_cuda()) {
     return cuda::gated_rmsnorm_backward(dx, Tensor(), dweight, dout, x, Tensor(), weight, rstd, 1, GateActivation::none,
-                                        added);
+                                        residual);
   }
 #endif
   args.dispatch([&](auto zero) {

@@ -22,7 +22,7 @@ void swiglu_forward(Tensor out, const Tensor& gate, const Tensor& up) {
 }
 
 namespace {
-// swiglu_backward (with_product false: out ignored) and swiglu_backward_with_product: one kernel.
+// swiglu_backward (with_product false: out undefined) and swiglu_backward_with_product: one kernel.
 void backward(const char* op, bool with_product, Tensor dgate, Tensor dup, Tensor out, const Tensor& dout,
               const Tensor& gate, const Tensor& up) {
   OpArguments args(op);
@@ -33,7 +33,7 @@ void backward(const char* op, bool with_product, Tensor dgate, Tensor dup, Tenso
       .floating(dup, "dup", gate.shape());
   if (with_product) args.floating(out, "out", gate.shape());
 #ifdef LINEA_WITH_CUDA
-  if (args.on_cuda()) return cuda::swiglu_backward(dgate, dup, dout, gate, up, with_product ? out : Tensor());
+  if (args.on_cuda()) return cuda::swiglu_backward(dgate, dup, dout, gate, up, out);
 #endif
   args.dispatch([&](auto zero) {
     using T = decltype(zero);

@@ -284,6 +284,24 @@ def reap(jobs, how, log):
                 j.on_end(j)
 
 
+def drop_unstarted(queue, what, log):
+    """Empties `queue` at the `what` deadline: each job not started is logged and ends as "not run"."""
+    for j in queue:
+        log("%s not started: the %s deadline has passed" % (j.name, what))
+        j.rc = "not run"
+        if j.on_end:
+            j.on_end(j)
+    queue.clear()
+
+
+def start_up_to(slots, queue, running):
+    """Starts jobs from the front of `queue` until `running` holds `slots` of them."""
+    while queue and len(running) < slots:
+        j = queue.pop(0)
+        j.start()
+        running.append(j)
+
+
 def run_pool(jobs, slots, deadline, log, grace=30.0, status=None, extra=None):
     """Runs `jobs` (a list, started in order) `slots` at a time. At `deadline` a running job gets
     SIGTERM and `grace` s later SIGKILL; jobs not started by then stay unstarted. `extra` is a
@@ -304,12 +322,7 @@ def run_pool(jobs, slots, deadline, log, grace=30.0, status=None, extra=None):
         reap(running, lambda j: " (stopped at the deadline)" if j.stopped else "", log)
         reap(extra_running, lambda j: " (killed at the deadline)" if j.killed else "", log)
         if t >= deadline:
-            for j in queue:
-                log("%s not started: the training deadline has passed" % j.name)
-                j.rc = "not run"
-                if j.on_end:
-                    j.on_end(j)
-            queue = []
+            drop_unstarted(queue, "training", log)
             for j in running:
                 if not j.stopped:
                     j.stopped = True
@@ -318,26 +331,15 @@ def run_pool(jobs, slots, deadline, log, grace=30.0, status=None, extra=None):
                 elif not j.killed and t >= j.stop_time + grace:
                     j.killed = True
                     j.signal(signal.SIGKILL)
-        while queue and len(running) < slots:
-            j = queue.pop(0)
-            j.start()
-            running.append(j)
+        start_up_to(slots, queue, running)
         if extra:
             if extra_deadline is not None and t >= extra_deadline:
-                for j in extra_queue:
-                    log("%s not started: the evaluation deadline has passed" % j.name)
-                    j.rc = "not run"
-                    if j.on_end:
-                        j.on_end(j)
-                extra_queue.clear()
+                drop_unstarted(extra_queue, "evaluation", log)
                 for j in extra_running:
                     if not j.killed:
                         j.killed = True
                         j.signal(signal.SIGKILL)
-            while extra_queue and len(extra_running) < extra_slots:
-                j = extra_queue.pop(0)
-                j.start()
-                extra_running.append(j)
+            start_up_to(extra_slots, extra_queue, extra_running)
         if status and t - last_status >= 15 and (running or extra_running):
             last_status = t
             status(running, extra_running)
