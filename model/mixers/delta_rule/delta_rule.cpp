@@ -67,15 +67,9 @@ template <class T>
 cpu::DeltaRuleOperands<T> operands(const DeltaRuleSpec& spec, const DeltaRuleInputs& in, const Dims& d) {
   using Rows = cpu::Rows<const T>;
   cpu::DeltaRuleOperands<T> x;
-  x.heads = d.heads;
-  x.key_dim = d.key_dim;
-  x.value_dim = d.value_dim;
+  view_head_operands<T>(x, d, spec.scale, in.q, in.k, in.v, in.h0);
   x.decay = spec.decay;
   x.gate = spec.gate;
-  x.scale = static_cast<T>(spec.scale);
-  x.q = Rows::dense(in.q.data<T>(), d.heads, d.key_dim);
-  x.k = Rows::dense(in.k.data<T>(), d.heads, d.key_dim);
-  x.v = Rows::dense(in.v.data<T>(), d.heads, d.value_dim);
   if (spec.gate == GateKind::beta) {
     x.erase = x.write = Rows::broadcast(in.beta.data<T>(), d.heads);
   } else {
@@ -84,7 +78,6 @@ cpu::DeltaRuleOperands<T> operands(const DeltaRuleSpec& spec, const DeltaRuleInp
   }
   if (spec.decay == DecayKind::scalar) x.log_decay = Rows::broadcast(in.g.data<T>(), d.heads);
   if (spec.decay == DecayKind::channel) x.log_decay = Rows::dense(in.g.data<T>(), d.heads, d.key_dim);
-  if (in.h0.defined()) x.h0 = in.h0.data<T>();
   return x;
 }
 
@@ -96,9 +89,7 @@ cpu::DeltaRuleGradients<T> gradients(const DeltaRuleSpec& spec, DeltaRuleGrads& 
   for (Tensor* t : {&g.dq, &g.dk, &g.dv, &g.dbeta, &g.db, &g.dw, &g.dg, &g.dh0}) {
     if (t->defined()) t->zero();
   }
-  x.dq = Rows::dense(g.dq.data<T>(), d.heads, d.key_dim);
-  x.dk = Rows::dense(g.dk.data<T>(), d.heads, d.key_dim);
-  x.dv = Rows::dense(g.dv.data<T>(), d.heads, d.value_dim);
+  view_head_gradients<T>(x, d, g.dq, g.dk, g.dv, g.dh0);
   if (spec.gate == GateKind::beta) {
     x.derase = x.dwrite = Rows::broadcast(g.dbeta.data<T>(), d.heads);
   } else {
@@ -107,7 +98,6 @@ cpu::DeltaRuleGradients<T> gradients(const DeltaRuleSpec& spec, DeltaRuleGrads& 
   }
   if (spec.decay == DecayKind::scalar) x.dlog_decay = Rows::broadcast(g.dg.data<T>(), d.heads);
   if (spec.decay == DecayKind::channel) x.dlog_decay = Rows::dense(g.dg.data<T>(), d.heads, d.key_dim);
-  if (g.dh0.defined()) x.dh0 = g.dh0.data<T>();
   return x;
 }
 

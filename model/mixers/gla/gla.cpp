@@ -76,14 +76,8 @@ template <class T>
 cpu::GlaOperands<T> operands(const GlaSpec& spec, const GlaInputs& in, const Dims& d) {
   using Rows = cpu::Rows<const T>;
   cpu::GlaOperands<T> x;
-  x.heads = d.heads;
-  x.key_dim = d.key_dim;
-  x.value_dim = d.value_dim;
+  view_head_operands<T>(x, d, spec.scale, in.q, in.k, in.v, in.h0);
   x.spec = spec;
-  x.scale = static_cast<T>(spec.scale);
-  x.q = Rows::dense(in.q.data<T>(), d.heads, d.key_dim);
-  if (in.k.defined()) x.k = Rows::dense(in.k.data<T>(), d.heads, d.key_dim);
-  x.v = Rows::dense(in.v.data<T>(), d.heads, d.value_dim);
   const T* g = in.g.data<T>();
   switch (spec.decay) {
     case GlaDecay::channel: x.log_decay = Rows::dense(g, d.heads, d.key_dim); break;
@@ -91,7 +85,6 @@ cpu::GlaOperands<T> operands(const GlaSpec& spec, const GlaInputs& in, const Dim
     case GlaDecay::head: x.log_decay = Rows::per_head(g); break;
   }
   if (in.u.defined()) x.u = in.u.data<T>();
-  if (in.h0.defined()) x.h0 = in.h0.data<T>();
   return x;
 }
 
@@ -104,16 +97,13 @@ cpu::GlaGradients<T> gradients(const GlaSpec& spec, GlaGrads& g, const Dims& d, 
   for (Tensor* t : {&g.dq, &g.dk, &g.dv, &g.dg, &g.du, &g.dh0}) {
     if (t->defined()) t->zero();
   }
-  x.dq = Rows::dense(g.dq.data<T>(), d.heads, d.key_dim);
-  if (g.dk.defined()) x.dk = Rows::dense(g.dk.data<T>(), d.heads, d.key_dim);
-  x.dv = Rows::dense(g.dv.data<T>(), d.heads, d.value_dim);
+  view_head_gradients<T>(x, d, g.dq, g.dk, g.dv, g.dh0);
   if (spec.decay == GlaDecay::channel) x.dlog_decay = Rows::dense(g.dg.data<T>(), d.heads, d.key_dim);
   if (spec.decay == GlaDecay::scalar) x.dlog_decay = Rows::broadcast(g.dg.data<T>(), d.heads);
   if (g.du.defined()) {
     du_parts.assign(static_cast<size_t>(d.seqs * d.heads * d.key_dim), T(0));
     x.du_parts = du_parts.data();
   }
-  if (g.dh0.defined()) x.dh0 = g.dh0.data<T>();
   return x;
 }
 
