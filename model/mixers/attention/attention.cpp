@@ -36,11 +36,10 @@ int64_t check_attention_shape(OpArguments& args, const AttentionShape& shape, co
   return q.dim(0);
 }
 
-}  // namespace
-
-void attention_forward(Tensor out, Tensor lse, const Tensor& q, const Tensor& k, const Tensor& v,
-                       const AttentionShape& shape, const SeqLayout& seqs) {
-  OpArguments args("attention_forward");
+// The checks forward and backward share: the shape and q as above, the layout of the N tokens, k and
+// v [N, Hkv·Dh], out [N, Hq·Dh] and the statistics lse [N, Hq]; returns N.
+int64_t check_attention_operands(OpArguments& args, const AttentionShape& shape, const SeqLayout& seqs, const Tensor& q,
+                                 const Tensor& k, const Tensor& v, const Tensor& out, const Tensor& lse) {
   const int64_t n = check_attention_shape(args, shape, q);
   args.layout(seqs, n);
   const int64_t query_width = shape.q_heads * shape.head_dim, kv_width = shape.kv_heads * shape.head_dim;
@@ -48,6 +47,15 @@ void attention_forward(Tensor out, Tensor lse, const Tensor& q, const Tensor& k,
       .floating(v, "v", {n, kv_width})
       .floating(out, "out", {n, query_width})
       .statistics(lse, "lse", {n, shape.q_heads});
+  return n;
+}
+
+}  // namespace
+
+void attention_forward(Tensor out, Tensor lse, const Tensor& q, const Tensor& k, const Tensor& v,
+                       const AttentionShape& shape, const SeqLayout& seqs) {
+  OpArguments args("attention_forward");
+  check_attention_operands(args, shape, seqs, q, k, v, out, lse);
 #ifdef LINEA_WITH_CUDA
   if (args.on_cuda()) return cuda::route_attention_forward(out, lse, q, k, v, shape, seqs);
 #endif
@@ -61,14 +69,9 @@ void attention_backward(Tensor dq, Tensor dk, Tensor dv, const Tensor& dout, con
                         const Tensor& v, const Tensor& out, const Tensor& lse, const AttentionShape& shape,
                         const SeqLayout& seqs) {
   OpArguments args("attention_backward");
-  const int64_t n = check_attention_shape(args, shape, q);
-  args.layout(seqs, n);
+  const int64_t n = check_attention_operands(args, shape, seqs, q, k, v, out, lse);
   const int64_t query_width = shape.q_heads * shape.head_dim, kv_width = shape.kv_heads * shape.head_dim;
-  args.floating(k, "k", {n, kv_width})
-      .floating(v, "v", {n, kv_width})
-      .floating(out, "out", {n, query_width})
-      .floating(dout, "dout", {n, query_width})
-      .statistics(lse, "lse", {n, shape.q_heads})
+  args.floating(dout, "dout", {n, query_width})
       .floating(dq, "dq", {n, query_width})
       .floating(dk, "dk", {n, kv_width})
       .floating(dv, "dv", {n, kv_width});
