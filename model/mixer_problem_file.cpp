@@ -104,6 +104,26 @@ SeqLayout MixerProblemFile::sequences(const std::string& leading, const Shape& l
   return seqs;
 }
 
+void MixerProblemFile::check_head_optionals(const HeadProblemShape& shape) const {
+  const int64_t b = shape.batch, t = shape.seq_len, h = shape.heads, k = shape.key_dim, v = shape.value_dim;
+  const int64_t s = shape.num_states();
+  const std::string state_layout = shape.state_layout();
+  for (const DatasetRule& rule : {DatasetRule{"h0", Presence::optional, {s, h, k, v}, state_layout},
+                                  DatasetRule{"do", Presence::optional, {b, t, h, v}, "[B, T, H, V]"},
+                                  DatasetRule{"dht", Presence::optional, {s, h, k, v}, state_layout}}) {
+    check(rule);
+  }
+}
+
+void MixerProblemFile::read_head_optionals(const HeadProblemShape& shape, DType compute, Tensor& h0, Tensor& d_o,
+                                           Tensor& dht) const {
+  const int64_t n = shape.num_tokens(), h = shape.heads, k = shape.key_dim, v = shape.value_dim;
+  const int64_t s = shape.num_states();
+  if (has("h0")) h0 = read("h0", compute, {s, h, k, v});
+  d_o = has("do") ? read("do", compute, {n, h, v}) : Tensor::zeros({n, h, v}, compute);
+  if (has("dht")) dht = read("dht", compute, {s, h, k, v});
+}
+
 std::string HeadProblemShape::summary() const {
   return "B=" + std::to_string(batch) + " T=" + std::to_string(seq_len) + " H=" + std::to_string(heads) +
          " K=" + std::to_string(key_dim) + " V=" + std::to_string(value_dim) + ", " + std::to_string(num_states()) +

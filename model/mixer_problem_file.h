@@ -3,7 +3,8 @@
 // before anything is read; every failure throws std::invalid_argument "mixer input 'FILE',
 // dataset 'NAME': problem", with the mixer's name where it says what the mixer needs. Values are
 // checked as they are read (finite; log decays ≤ 0). And the shared conversions of the formats:
-// host f32 copies of results, GPU copies of operands, [N, ...] ↔ [B, T, ...].
+// host f32 copies of results, GPU copies of operands, [N, ...] ↔ [B, T, ...]; and the run of a
+// format over heads.
 #pragma once
 #include <cstdint>
 #include <filesystem>
@@ -13,6 +14,7 @@
 #include "checkpoint/hdf5_file.h"
 #include "kernels/seq_layout.h"
 #include "kernels/tensor.h"
+#include "model/mixer_problem.h"
 
 namespace linea {
 
@@ -60,11 +62,31 @@ class MixerProblemFile {
   // A checked dataset, converted to `compute` (f32 or f64) and reshaped to `flat`; its values must
   // be finite (and ≤ 0 for a log decay).
   Tensor read(const std::string& name, DType compute, Shape flat, bool log_decay = false) const;
+  // The optional datasets of every problem over heads, checked after the format's own (check) and
+  // read after them: h0 and dht [S, H, K, V] as `shape`.state_layout() says (undefined when
+  // absent), do [B, T, H, V] read as [N, H, V] (zeros when absent).
+  void check_head_optionals(const HeadProblemShape& shape) const;
+  void read_head_optionals(const HeadProblemShape& shape, DType compute, Tensor& h0, Tensor& d_o, Tensor& dht) const;
 
  private:
   Hdf5File file_;
   std::string mixer_;
 };
+
+// run() of a format over heads (the delta rule's, the GLA family's): the problem `read(compute)` in
+// f64 for the recurrent reference and f32 otherwise, `on_gpu(problem, gpu_dtype)` under
+// MixerImpl::cuda, then `forward_backward(problem, recurrent)` with the recurrent or the chunked
+// algorithm; the run's shape is the problem's HeadProblemShape summary.
+template <class Read, class OnGpu, class ForwardBackward>
+MixerRun run_head_problem(MixerImpl impl, DType gpu_dtype, const Read& read, const OnGpu& on_gpu,
+                          const ForwardBackward& forward_backward) {
+  const bool recurrent = impl == MixerImpl::recurrent;
+  const auto p = read(recurrent ? DType::f64 : DType::f32);
+  MixerRun run;
+  run.datasets = forward_backward(impl == MixerImpl::cuda ? on_gpu(p, gpu_dtype) : p, recurrent);
+  run.shape = p.shape.summary();
+  return run;
+}
 
 // "f32[2, 3]"
 std::string dtype_shape_string(DType dtype, const Shape& shape);

@@ -21,8 +21,6 @@ DeltaRuleFileProblem read_delta_rule_problem(const std::filesystem::path& path, 
   p.shape = file.head_problem_shape();
   const HeadProblemShape& shape = p.shape;
   const int64_t b = shape.batch, t = shape.seq_len, h = shape.heads, k = shape.key_dim, vd = shape.value_dim;
-  const int64_t s = shape.num_states();
-  const std::string state_layout = shape.state_layout();
   p.spec = {preset.decay, preset.gate, 1.0 / std::sqrt(static_cast<double>(k))};
   const ops::DeltaRuleSpec& spec = p.spec;
   const bool beta_gate = spec.gate == ops::GateKind::beta;
@@ -45,11 +43,9 @@ DeltaRuleFileProblem read_delta_rule_problem(const std::filesystem::path& path, 
       : spec.decay == ops::DecayKind::scalar
           ? DatasetRule{"g", Presence::required, {b, t, h}, "[B, T, H], one log decay per head"}
           : DatasetRule{"g", Presence::required, {b, t, h, k}, "[B, T, H, K], one log decay per key channel"},
-      {"h0", Presence::optional, {s, h, k, vd}, state_layout},
-      {"do", Presence::optional, {b, t, h, vd}, "[B, T, H, V]"},
-      {"dht", Presence::optional, {s, h, k, vd}, state_layout},
   };
   for (const DatasetRule& rule : rules) file.check(rule);
+  file.check_head_optionals(shape);
 
   // The layout is valid: read (checking the values), convert to the compute dtype, flatten tokens.
   const int64_t n = shape.num_tokens();
@@ -67,9 +63,7 @@ DeltaRuleFileProblem read_delta_rule_problem(const std::filesystem::path& path, 
   }
   if (spec.decay == ops::DecayKind::scalar) p.in.g = read("g", {n, h});
   if (spec.decay == ops::DecayKind::channel) p.in.g = read("g", {n, h, k});
-  if (file.has("h0")) p.in.h0 = read("h0", {s, h, k, vd});
-  p.d_o = file.has("do") ? read("do", {n, h, vd}) : Tensor::zeros({n, h, vd}, compute);
-  if (file.has("dht")) p.dht = read("dht", {s, h, k, vd});
+  file.read_head_optionals(shape, compute, p.in.h0, p.d_o, p.dht);
   return p;
 }
 
@@ -150,14 +144,12 @@ class DeltaRuleProblemFormat final : public MixerProblemFormat {
 
   MixerRun run(const std::filesystem::path& in, std::string_view mixer, MixerImpl impl,
                DType gpu_dtype) const override {
-    const bool recurrent = impl == MixerImpl::recurrent;
-    const DeltaRuleFileProblem p =
-        read_delta_rule_problem(in, delta_rule_preset(mixer), recurrent ? DType::f64 : DType::f32);
-    MixerRun run;
-    run.datasets = forward_backward(impl == MixerImpl::cuda ? on_gpu(p, gpu_dtype) : p,
-                                    recurrent ? ops::DeltaRuleImpl::recurrent : ops::DeltaRuleImpl::chunked);
-    run.shape = p.shape.summary();
-    return run;
+    return run_head_problem(
+        impl, gpu_dtype, [&](DType compute) { return read_delta_rule_problem(in, delta_rule_preset(mixer), compute); },
+        on_gpu,
+        [](const DeltaRuleFileProblem& p, bool recurrent) {
+          return forward_backward(p, recurrent ? ops::DeltaRuleImpl::recurrent : ops::DeltaRuleImpl::chunked);
+        });
   }
 };
 

@@ -31,8 +31,6 @@ GlaFileProblem read_problem(const std::filesystem::path& path, ops::GlaMixer mix
   p.spec = ops::gla_mixer_spec(mixer, shape.key_dim);
 
   const int64_t b = shape.batch, t = shape.seq_len, h = shape.heads, k = shape.key_dim, vd = shape.value_dim;
-  const int64_t s = shape.num_states();
-  const std::string state_layout = shape.state_layout();
   const bool given_key = p.spec.key == ops::GlaKey::given,
              bonus = p.spec.readout == ops::GlaReadout::before_write_bonus;
   const DatasetRule decay =
@@ -47,11 +45,9 @@ GlaFileProblem read_problem(const std::filesystem::path& path, ops::GlaMixer mix
       decay,
       bonus ? DatasetRule{"u", Presence::required, {h, k}, "[H, K], the bonus"}
             : DatasetRule{"u", Presence::forbidden, {}, "only rwkv6 has the bonus u"},
-      {"h0", Presence::optional, {s, h, k, vd}, state_layout},
-      {"do", Presence::optional, {b, t, h, vd}, "[B, T, H, V]"},
-      {"dht", Presence::optional, {s, h, k, vd}, state_layout},
   };
   for (const DatasetRule& rule : rules) file.check(rule);
+  file.check_head_optionals(shape);
 
   const int64_t n = b * t;
   p.in.q = file.read("q", compute, {n, h, k});
@@ -63,9 +59,7 @@ GlaFileProblem read_problem(const std::filesystem::path& path, ops::GlaMixer mix
     case ops::GlaDecay::head: p.in.g = ops::retnet_log_decays(h, 0, compute); break;
   }
   if (bonus) p.in.u = file.read("u", compute, {h, k});
-  if (file.has("h0")) p.in.h0 = file.read("h0", compute, {s, h, k, vd});
-  p.d_o = file.has("do") ? file.read("do", compute, {n, h, vd}) : Tensor::zeros({n, h, vd}, compute);
-  if (file.has("dht")) p.dht = file.read("dht", compute, {s, h, k, vd});
+  file.read_head_optionals(shape, compute, p.in.h0, p.d_o, p.dht);
   return p;
 }
 
@@ -137,13 +131,11 @@ class GlaProblemFormat final : public MixerProblemFormat {
     ops::GlaMixer m{};
     if (!ops::find_gla_mixer(mixer, m))
       throw std::invalid_argument("gla family: unknown mixer '" + std::string(mixer) + "'");
-    const bool recurrent = impl == MixerImpl::recurrent;
-    const GlaFileProblem p = read_problem(in, m, recurrent ? DType::f64 : DType::f32);
-    MixerRun run;
-    run.datasets = forward_backward(impl == MixerImpl::cuda ? on_gpu(p, gpu_dtype) : p,
-                                    recurrent ? ops::GlaImpl::recurrent : ops::GlaImpl::chunked);
-    run.shape = p.shape.summary();
-    return run;
+    return run_head_problem(
+        impl, gpu_dtype, [&](DType compute) { return read_problem(in, m, compute); }, on_gpu,
+        [](const GlaFileProblem& p, bool recurrent) {
+          return forward_backward(p, recurrent ? ops::GlaImpl::recurrent : ops::GlaImpl::chunked);
+        });
   }
 };
 
