@@ -4,6 +4,7 @@
 // with run.dir and data.path pointing there; run() trains on a communicator, run_alone() on rank 0
 // alone (the one-rank reference); expect_same_trajectory() compares two runs' metrics.jsonl step by
 // step (on rank 0, which writes them); copy_run() copies a run so that another job resumes it.
+// one_rank_floor() measures the rounding floor of a comparison with the one-rank run.
 #pragma once
 #include <gtest/gtest.h>
 #include <mpi.h>
@@ -85,6 +86,19 @@ class TrainerRuns : public ::testing::Test {
       }
     }
     return worst;
+  }
+
+  // The rounding floor of a comparison with the one-rank run of `overrides`: trains it as run
+  // `name`_one and, with its micro-batches summed in another order (`reorder`, such as
+  // "train.micro_batch_seqs=2"), as `name`_reordered, both on rank 0 alone; returns their largest
+  // relative difference (expect_same_trajectory within 1e-2).
+  double one_rank_floor(const std::string& name, const std::vector<std::string>& overrides,
+                        const std::string& reorder) const {
+    std::vector<std::string> reordered = overrides;
+    reordered.push_back(reorder);
+    run_alone(config(name + "_one", overrides));
+    run_alone(config(name + "_reordered", reordered));
+    return expect_same_trajectory(name + "_reordered", name + "_one", 1e-2);
   }
 
   // Copies run `from` into run `to` (rank 0), so that another job can resume it.
