@@ -1,7 +1,7 @@
 // What the mixer families' random test problems share (delta_rule_problem.h, gla_problem.h): the
 // shape of a problem, two tensor helpers that pass an undefined tensor (an input the mixer does not
-// take) through unchanged, the named list of a run's defined tensors, and the finite-difference
-// check of an op's gradient of one input.
+// take) through unchanged, the named list of a run's defined tensors and their comparison by name,
+// test names of gate normalizers, and the finite-difference check of an op's gradient of one input.
 #pragma once
 #include <gtest/gtest.h>
 
@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <functional>
 #include <initializer_list>
+#include <sstream>
 #include <string>
 #include <utility>
 #include <vector>
@@ -71,6 +72,32 @@ inline std::vector<std::pair<std::string, Tensor>> defined_named(
     if (t->defined()) out.emplace_back(name, *t);
   }
   return out;
+}
+
+// A gate normalizer as part of a test's name: 0.1 → "0p1", 10 → "10".
+inline std::string normalizer_name(double normalizer) {
+  std::ostringstream os;
+  os << normalizer;
+  std::string n = os.str();
+  std::replace(n.begin(), n.end(), '.', 'p');
+  return n;
+}
+
+// Every tensor of `got` (a run's named()) against the one of the same name in `ref` to rtol `rtol`
+// (atol 0); `context` goes with each failure. Returns how many were compared.
+inline int expect_named_close(const std::vector<std::pair<std::string, Tensor>>& ref,
+                              const std::vector<std::pair<std::string, Tensor>>& got, double rtol,
+                              const std::string& context = "") {
+  int compared = 0;
+  for (const auto& [name, t] : got) {
+    for (const auto& [ref_name, ref_t] : ref) {
+      if (name == ref_name) {
+        EXPECT_TRUE(assert_close(name, ref_t, t, rtol, 0)) << context;
+        ++compared;
+      }
+    }
+  }
+  return compared;
 }
 
 // A mixer op's f64 gradient `grad` of `input` against central differences of `loss` (eps 1e-5) on

@@ -9,7 +9,6 @@
 #include <algorithm>
 #include <iostream>
 #include <map>
-#include <sstream>
 
 #include "tests/testing/mixers/delta_rule_problem.h"
 
@@ -20,13 +19,8 @@ using ops::DecayKind;
 using ops::DeltaRuleImpl;
 using ops::GateKind;
 
-struct NamedShape {
-  const char* name;
-  testing::DeltaRuleShape shape;
-};
-
-const std::vector<NamedShape>& shapes() {
-  static const std::vector<NamedShape> all = {
+const std::vector<testing::NamedShape>& shapes() {
+  static const std::vector<testing::NamedShape> all = {
       {"B2_T75_H2_K60_V100", {{0, 75, 150}, 2, 60, 100, true}},
       {"B1_T130_H2_K48_V32_noh0", {{0, 130}, 2, 48, 32, false}},
       {"packed_15_100_300_H2_K32_V64", {{0, 15, 100, 300}, 2, 32, 64, true}},
@@ -43,11 +37,8 @@ struct EquivalenceCase {
 
 std::string case_name(const ::testing::TestParamInfo<EquivalenceCase>& info) {
   const EquivalenceCase& c = info.param;
-  std::ostringstream os;
-  os << c.normalizer;  // 0.1, 1, 10
-  std::string n = os.str();
-  std::replace(n.begin(), n.end(), '.', 'p');
-  return testing::kind_name(c.decay, c.gate) + "_" + shapes()[c.shape].name + "_norm" + n;
+  return testing::kind_name(c.decay, c.gate) + "_" + shapes()[c.shape].name + "_norm" +
+         testing::normalizer_name(c.normalizer);
 }
 
 // fla's thresholds (reference/mixers.md §3.3) for the f32 comparison.

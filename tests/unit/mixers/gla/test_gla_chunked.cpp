@@ -9,7 +9,6 @@
 #include <algorithm>
 #include <iostream>
 #include <map>
-#include <sstream>
 
 #include "tests/testing/mixers/gla_problem.h"
 
@@ -19,13 +18,8 @@ namespace {
 using ops::GlaImpl;
 using ops::GlaMixer;
 
-struct NamedShape {
-  const char* name;
-  testing::GlaShape shape;
-};
-
-const std::vector<NamedShape>& shapes() {
-  static const std::vector<NamedShape> all = {
+const std::vector<testing::NamedShape>& shapes() {
+  static const std::vector<testing::NamedShape> all = {
       {"B2_T75_H2_K60_V100", {{0, 75, 150}, 2, 60, 100, true}},
       {"B1_T130_H3_K48_V32_noh0", {{0, 130}, 3, 48, 32, false}},
       {"packed_15_100_300_H2_K32_V64", {{0, 15, 100, 300}, 2, 32, 64, true}},
@@ -41,11 +35,8 @@ struct EquivalenceCase {
 
 std::string case_name(const ::testing::TestParamInfo<EquivalenceCase>& info) {
   const EquivalenceCase& c = info.param;
-  std::ostringstream os;
-  os << c.normalizer;
-  std::string n = os.str();
-  std::replace(n.begin(), n.end(), '.', 'p');
-  return std::string(ops::gla_mixer_name(c.mixer)) + "_" + shapes()[c.shape].name + "_norm" + n;
+  return std::string(ops::gla_mixer_name(c.mixer)) + "_" + shapes()[c.shape].name + "_norm" +
+         testing::normalizer_name(c.normalizer);
 }
 
 constexpr double kF64Tolerance = 1e-10;
