@@ -124,6 +124,18 @@ void MixerProblemFile::read_head_optionals(const HeadProblemShape& shape, DType 
   if (has("dht")) dht = read("dht", compute, {s, h, k, v});
 }
 
+HeadRunBuffers::HeadRunBuffers(const HeadProblemShape& shape, const Tensor& q) : device(q.device()) {
+  const DType state = device == Device::cuda ? DType::f32 : q.dtype();
+  const int64_t h = shape.heads, k = shape.key_dim, v = shape.value_dim, s = shape.num_states();
+  o = Tensor::empty({shape.num_tokens(), h, v}, q.dtype(), device);
+  ht = Tensor::empty({s, h, k, v}, state, device);
+  dh0 = Tensor::empty({s, h, k, v}, state, device);
+}
+
+Tensor HeadRunBuffers::like(const Tensor& t) const {
+  return t.defined() ? Tensor::empty(t.shape(), t.dtype(), device) : Tensor();
+}
+
 std::string HeadProblemShape::summary() const {
   return "B=" + std::to_string(batch) + " T=" + std::to_string(seq_len) + " H=" + std::to_string(heads) +
          " K=" + std::to_string(key_dim) + " V=" + std::to_string(value_dim) + ", " + std::to_string(num_states()) +

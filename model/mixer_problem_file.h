@@ -73,6 +73,17 @@ class MixerProblemFile {
   std::string mixer_;
 };
 
+// The buffers of a run of a problem over heads whose operands are on q's device: o [N, H, V] in q's
+// dtype; ht and dh0 [S, H, K, V] in the state dtype (f32 on the GPU, else q's); like(t) an empty
+// tensor of t's shape and dtype there (undefined for an undefined t), for t's gradient.
+struct HeadRunBuffers {
+  HeadRunBuffers(const HeadProblemShape& shape, const Tensor& q);
+  Tensor like(const Tensor& t) const;
+
+  Device device;
+  Tensor o, ht, dh0;
+};
+
 // run() of a format over heads (the delta rule's, the GLA family's): the problem `read(compute)` in
 // f64 for the recurrent reference and f32 otherwise, `on_gpu(problem, gpu_dtype)` under
 // MixerImpl::cuda, then `forward_backward(problem, recurrent)` with the recurrent or the chunked

@@ -110,25 +110,19 @@ DeltaRuleFileProblem on_gpu(const DeltaRuleFileProblem& p, DType dtype) {
 // Forward and backward of the problem; returns OUT's datasets in fla's layout, as f32.
 // On the GPU (p already there) the gradients take their inputs' dtypes and the states are f32.
 std::vector<std::pair<std::string, Tensor>> forward_backward(const DeltaRuleFileProblem& p, ops::DeltaRuleImpl impl) {
-  const Device device = p.in.q.device();
-  const DType dtype = p.in.q.dtype(), state = device == Device::cuda ? DType::f32 : dtype;
   const HeadProblemShape& shape = p.shape;
-  const int64_t n = shape.num_tokens(), h = shape.heads, k = shape.key_dim, v = shape.value_dim;
-  const int64_t s = shape.num_states();
-
-  Tensor o = Tensor::empty({n, h, v}, dtype, device), ht = Tensor::empty({s, h, k, v}, state, device);
-  ops::delta_rule_forward(impl, p.spec, shape.seqs, p.in, o, ht);
+  const HeadRunBuffers b(shape, p.in.q);
+  ops::delta_rule_forward(impl, p.spec, shape.seqs, p.in, b.o, b.ht);
 
   ops::DeltaRuleGrads grads;
-  auto like = [&](const Tensor& t) { return t.defined() ? Tensor::empty(t.shape(), t.dtype(), device) : Tensor(); };
-  grads.dq = like(p.in.q), grads.dk = like(p.in.k), grads.dv = like(p.in.v);
-  grads.dbeta = like(p.in.beta), grads.db = like(p.in.b), grads.dw = like(p.in.w), grads.dg = like(p.in.g);
-  grads.dh0 = Tensor::empty({s, h, k, v}, state, device);
+  grads.dq = b.like(p.in.q), grads.dk = b.like(p.in.k), grads.dv = b.like(p.in.v);
+  grads.dbeta = b.like(p.in.beta), grads.db = b.like(p.in.b), grads.dw = b.like(p.in.w), grads.dg = b.like(p.in.g);
+  grads.dh0 = b.dh0;
   ops::delta_rule_backward(impl, p.spec, shape.seqs, p.in, p.d_o, p.dht, grads);
 
   // Tensors over tokens go back from [N, ...] to [B, T, ...]; states stay [S, H, K, V].
   auto tokens = [&](const Tensor& t) { return tokens_to_batch(t, shape.batch, shape.seq_len); };
-  std::vector<std::pair<std::string, Tensor>> out = {{"o", tokens(o)},         {"ht", host_f32(ht)},
+  std::vector<std::pair<std::string, Tensor>> out = {{"o", tokens(b.o)},       {"ht", host_f32(b.ht)},
                                                      {"dq", tokens(grads.dq)}, {"dk", tokens(grads.dk)},
                                                      {"dv", tokens(grads.dv)}, {"dh0", host_f32(grads.dh0)}};
   for (const auto& [name, grad] :

@@ -74,25 +74,18 @@ GlaFileProblem on_gpu(const GlaFileProblem& p, DType dtype) {
 // Forward and backward; OUT's datasets in fla's layout, as f32. On the GPU the gradients take their
 // inputs' dtypes and the states are f32.
 std::vector<std::pair<std::string, Tensor>> forward_backward(const GlaFileProblem& p, ops::GlaImpl impl) {
-  const Device device = p.in.q.device();
-  const DType dtype = p.in.q.dtype(), state = device == Device::cuda ? DType::f32 : dtype;
   const HeadProblemShape& shape = p.shape;
-  const int64_t n = shape.num_tokens(), h = shape.heads, k = shape.key_dim, v = shape.value_dim;
-  const int64_t s = shape.num_states();
-  Tensor o = Tensor::empty({n, h, v}, dtype, device), ht = Tensor::empty({s, h, k, v}, state, device);
-  ops::gla_forward(impl, p.spec, shape.seqs, p.in, o, ht);
+  const HeadRunBuffers b(shape, p.in.q);
+  ops::gla_forward(impl, p.spec, shape.seqs, p.in, b.o, b.ht);
 
-  const auto like = [&](const Tensor& t) {
-    return t.defined() ? Tensor::empty(t.shape(), t.dtype(), device) : Tensor();
-  };
-  ops::GlaGrads grads{like(p.in.q), like(p.in.k),
-                      like(p.in.v), p.spec.decay == ops::GlaDecay::head ? Tensor() : like(p.in.g),
-                      like(p.in.u), Tensor::empty({s, h, k, v}, state, device)};
+  ops::GlaGrads grads{b.like(p.in.q), b.like(p.in.k),
+                      b.like(p.in.v), p.spec.decay == ops::GlaDecay::head ? Tensor() : b.like(p.in.g),
+                      b.like(p.in.u), b.dh0};
   ops::gla_backward(impl, p.spec, shape.seqs, p.in, p.d_o, p.dht, grads);
 
   const auto tokens = [&](const Tensor& t) { return tokens_to_batch(t, shape.batch, shape.seq_len); };
-  std::vector<std::pair<std::string, Tensor>> out = {{"o", tokens(o)},
-                                                     {"ht", host_f32(ht)},
+  std::vector<std::pair<std::string, Tensor>> out = {{"o", tokens(b.o)},
+                                                     {"ht", host_f32(b.ht)},
                                                      {"dq", tokens(grads.dq)},
                                                      {"dv", tokens(grads.dv)},
                                                      {"dh0", host_f32(grads.dh0)}};
