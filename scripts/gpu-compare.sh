@@ -18,7 +18,7 @@
 # gla,retnet,mamba2,rwkv6), ITERATIONS (linea's timed launches, default 10).
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
-cd "$root"
+cd "$root" || exit 1
 phase=${1:?usage: scripts/gpu-compare.sh fla|linea|report|all OUT}
 out=${2:?usage: scripts/gpu-compare.sh fla|linea|report|all OUT}
 mkdir -p "$out"
@@ -29,6 +29,10 @@ T=${COMPARE_T:-4096}
 dr_ops=${DR_OPS:-gdn,deltanet} dr_shapes=${DR_SHAPES:-anchors,340m} gla_ops=${GLA_OPS:-gla,retnet,mamba2,rwkv6}
 say() { echo "[gpu-compare $(date +%T)] $*" >&2; }
 
+# Triton's autotune results so far into OUT/autotune.tar (after every op: a phase killed at a
+# deadline keeps what it had chosen).
+keep_autotune() { (cd "$TRITON_CACHE_DIR" && find . -name '*.autotune.json' | tar -cf "$out/autotune.tar" -T -); }
+
 fla() {
   mkdir -p "$TRITON_CACHE_DIR"
   [ -f "$autotune" ] && tar -xf "$autotune" -C "$TRITON_CACHE_DIR" && say "restored $(tar -tf "$autotune" | wc -l) autotune results"
@@ -36,12 +40,13 @@ fla() {
   for op in ${dr_ops//,/ }; do
     say "fla delta rule $op"
     python3 -u bench/fla_delta_rule.py "$T" "$op" "$dr_shapes" >>"$out/fla.jsonl" 2>>"$out/fla.err"
+    keep_autotune
   done
   for op in ${gla_ops//,/ }; do
     say "fla $op"
     python3 -u bench/fla_gla_family.py "$T" "$op" >>"$out/fla.jsonl" 2>>"$out/fla.err"
+    keep_autotune
   done
-  (cd "$TRITON_CACHE_DIR" && find . -name '*.autotune.json' | tar -cf "$out/autotune.tar" -T -)
   say "fla done; autotune results in $out/autotune.tar"
 }
 
