@@ -101,8 +101,9 @@ TEST_P(GpuSequence, Rope) {
   }
 }
 
-// Cases for both kernel paths: 4 channels per thread (C a multiple of 4, W ≤ 4) and one (odd C, or
-// W > 4), with runs and blocks of tokens cut by sequence starts, and with and without a bias.
+// Cases for every kernel path: 16-byte staging (C a multiple of 16 / sizeof(T)) or one element (odd
+// C; C = 132 in bf16), W ≤ 4 or wider; tiles of channels cut by C, runs, tiles and spans of tokens
+// cut by sequence starts and by N, and with and without a bias.
 TEST_P(GpuSequence, ShortConvSilu) {
   const DType dt = GetParam();
   Rng rng(4);
