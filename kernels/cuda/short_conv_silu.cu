@@ -81,7 +81,9 @@ struct Window {
 
 // tile[r][·] = src[first + r, c0 + ·] for r < Rows, 0 outside the tokens [0, N) and channels ≥ C
 // (V > 1 only when C is a multiple of V). 16-byte accesses go as asynchronous copies (no registers
-// held, every copy in flight at once); the caller waits for them with __pipeline_wait_prior(0).
+// held, every copy in flight at once); the caller commits them as one group and waits for it
+// (__pipeline_commit, then __pipeline_wait_prior(0): cp.async.wait_group waits only for committed
+// groups, so without the commit the copies could still be landing after the barrier).
 template <int V, int Rows, int Channels, class T>
 __device__ __forceinline__ void stage(T (*tile)[Channels], const T* __restrict__ src, int64_t first, int64_t c0,
                                       ConvShape s) {
@@ -204,6 +206,7 @@ __global__ void __launch_bounds__(kThreads, kForwardBlocks<K>)
   stage<V, kTileTokens + kHalo>(xs, x, t0 - kHalo, c0, s);
   stage_bounds<kTileTokens>(starts, begin, t0, s);
   const Lane<T, K> lane(weight, bias, c0, s);
+  __pipeline_commit();
   __pipeline_wait_prior(0);
   __syncthreads();
   const int first = threadIdx.y * kRun;  // the run's first token, relative to t0
@@ -256,6 +259,7 @@ __global__ void __launch_bounds__(kThreads, kBackwardBlocks<K>)
     stage<V, kTileTokens + 2 * kHalo>(tile.x, x, t0 - kHalo, c0, s);
     stage<V, kTileTokens + kHalo>(tile.dout, dout, t0, c0, s);
     stage_bounds<kTileTokens + kHalo>(tile.begin, begin, t0, s);
+    __pipeline_commit();
     __pipeline_wait_prior(0);
     __syncthreads();
     if (!lane.active) continue;
