@@ -101,8 +101,9 @@ TEST_P(GpuSequence, Rope) {
   }
 }
 
-// Cases for both kernel paths: 4 channels per thread (C a multiple of 4, W ≤ 4) and one (odd C, or
-// W > 4), with runs and blocks of tokens cut by sequence starts, and with and without a bias.
+// Cases for every kernel path: 16-byte staging (C a multiple of 16 / sizeof(T)) or one element (odd
+// C; C = 132 in bf16), W ≤ 4 or wider; tiles of channels cut by C, runs, tiles and spans of tokens
+// cut by sequence starts and by N, and with and without a bias.
 TEST_P(GpuSequence, ShortConvSilu) {
   const DType dt = GetParam();
   Rng rng(4);
@@ -166,6 +167,46 @@ TEST_P(GpuSequence, ShortConvSiluGradientsRepeat) {
   }
   EXPECT_EQ(std::memcmp(dws[0].raw(), dws[1].raw(), dws[0].nbytes()), 0);
   EXPECT_EQ(std::memcmp(dbs[0].raw(), dbs[1].raw(), dbs[0].nbytes()), 0);
+}
+
+// The 340M training shapes: 16384 tokens in sequences of 4096, C = 1024 and 2048,
+// W = 4, with a bias; against the CPU and the same bits on a second run (out, dx, dweight, dbias).
+TEST_P(GpuSequence, ShortConvSiluTrainingShape) {
+  const DType dt = GetParam();
+  Rng rng(7);
+  const SeqLayout seqs = SeqLayout::uniform(4, 4096);
+  for (const int64_t channels : {int64_t{1024}, int64_t{2048}}) {
+    SCOPED_TRACE("C=" + std::to_string(channels));
+    const Shape s{seqs.num_tokens(), channels};
+    const Tensor x = random_values(s, dt, rng, -2, 2), w = random_values({channels, 4}, dt, rng);
+    const Tensor dout = random_values(s, dt, rng), bias = random_values({channels}, dt, rng);
+    Tensor out = Tensor::empty(s, DType::f64), dx = Tensor::empty(s, DType::f64);
+    Tensor dw = Tensor::zeros({channels, 4}, DType::f64), db = Tensor::zeros({channels}, DType::f64);
+    ops::short_conv_silu_forward(out, x, w, seqs, bias);
+    ops::short_conv_silu_backward(dx, dw, dout, x, w, seqs, bias, db);
+    const Tensor gx = to_device(x, dt), gw = to_device(w, dt), gb = to_device(bias, dt), gd = to_device(dout, dt);
+    std::vector<Tensor> outs, dxs, dws, dbs;
+    for (int run = 0; run < 3; ++run) {
+      Tensor gout = Tensor::empty(s, dt, Device::cuda), gdx = Tensor::empty(s, dt, Device::cuda);
+      Tensor gdw = Tensor::zeros({channels, 4}, dt, Device::cuda), gdb = Tensor::zeros({channels}, dt, Device::cuda);
+      ops::short_conv_silu_forward(gout, gx, gw, seqs, gb);
+      ops::short_conv_silu_backward(gdx, gdw, gd, gx, gw, seqs, gb, gdb);
+      outs.push_back(to_host(gout));
+      dxs.push_back(to_host(gdx));
+      dws.push_back(to_host(gdw));
+      dbs.push_back(to_host(gdb));
+    }
+    EXPECT_TRUE(assert_close("out", out, outs[0], tolerance(dt)));
+    EXPECT_TRUE(assert_close("dx", dx, dxs[0], tolerance(dt)));
+    EXPECT_TRUE(assert_close("dweight", dw, dws[0], tolerance(dt)));
+    EXPECT_TRUE(assert_close("dbias", db, dbs[0], tolerance(dt)));
+    for (int run = 1; run < 3; ++run) {
+      EXPECT_EQ(std::memcmp(outs[0].raw(), outs[run].raw(), outs[0].nbytes()), 0) << "out run " << run;
+      EXPECT_EQ(std::memcmp(dxs[0].raw(), dxs[run].raw(), dxs[0].nbytes()), 0) << "dx run " << run;
+      EXPECT_EQ(std::memcmp(dws[0].raw(), dws[run].raw(), dws[0].nbytes()), 0) << "dw run " << run;
+      EXPECT_EQ(std::memcmp(dbs[0].raw(), dbs[run].raw(), dbs[0].nbytes()), 0) << "db run " << run;
+    }
+  }
 }
 
 TEST_P(GpuSequence, ShortConvSiluRefusesWideKernels) {
