@@ -201,7 +201,7 @@ __global__ void __launch_bounds__(kThreads, kForwardBlocks<K>)
                    const int64_t* __restrict__ begin, ConvShape s) {
   constexpr int kHalo = K - 1, kChannels = kTileChannels<T, K>;
   __shared__ __align__(16) T xs[kTileTokens + kHalo][kChannels];  // row r: token t0 − (K−1) + r
-  __shared__ int64_t starts[kTileTokens];                       // b(t0 + r)
+  __shared__ int64_t starts[kTileTokens];                         // b(t0 + r)
   const int64_t t0 = int64_t{blockIdx.x} * kTileTokens, c0 = int64_t{blockIdx.y} * kChannels;
   stage<V, kTileTokens + kHalo>(xs, x, t0 - kHalo, c0, s);
   stage_bounds<kTileTokens>(starts, begin, t0, s);
