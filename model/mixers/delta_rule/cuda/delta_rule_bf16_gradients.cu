@@ -26,8 +26,8 @@
 // columns (w / 4) N/2.. of its N. Tiles (Kt = 128): Q and K (the pass's columns), T, dX, dÃ, dÃβ, dP̃, and two sets of
 // value-column tiles (v, dO, Ũ, dŨ [64, 64], S0 and dS [Kt, 64]) so that the next columns load during the current ones'
 // products: 200 KB. A plain write keeps Q, K, dP̃ and value tiles without v, in key passes of 64: 104 KB, two blocks a
-// multiprocessor. Reads per chunk and head: q, k, v, dO, Ũ, dŨ, h, dh, T, G, β (dO, Ũ, dŨ once more per extra pass);
-// writes dq, dk, dv, dβ, dg.
+// multiprocessor. Reads per chunk and head: q, k, v, dO, Ũ, dŨ, h, dh, T, G, β (dO, Ũ, dŨ once more per extra pass;
+// a plain write reads no v and no dŨ); writes dq, dk, dv, dβ, dg.
 //
 // RWKV-6's bonus readout (kBonus: a plain write with a decay per channel, Problem::u; intra's P has
 // pairs j < i with exp(R_i − G_j), R_i = G_{i−1}, R_0 = 0, and the diagonal scale Σ_d q_id u_d k_id):
@@ -52,7 +52,8 @@ namespace linea::cuda::delta::bf16path {
 
 namespace {
 
-// The value-column tiles of one set; a plain write stages no v (Ũ is V).
+// The value-column tiles of one set; a plain write stages no v (Ũ is V) and no dŨ (it is dv, which
+// only the delta write's dX reads; its tile stays, as the decay per channel's tiles need the room).
 template <int Kt, bool kPlain>
 struct ValueTiles {
   static constexpr int kRowTiles = kPlain ? 3 : 4;  // dO, Ũ, dŨ (and v)
@@ -151,7 +152,7 @@ __global__ void __launch_bounds__(kThreads, kPlain ? 2 : 1)
     if (first_pass && !kPlain) stage_rows(t.v, p.v, s, H, head, V, e0);
     stage_rows(t.dO, d_o, s, H, head, V, e0);
     stage_rows(t.Ut, ws.Ut, s, H, head, V, e0);
-    stage_rows(t.dUt, ws.dUt, s, H, head, V, e0);
+    if constexpr (!kPlain) stage_rows(t.dUt, ws.dUt, s, H, head, V, e0);
     stage_matrix(t.S0, ws.h + state_at + int64_t{k0} * V, Kt, K - k0, V, V, e0);
     stage_matrix(t.dS, ws.dh + state_at + int64_t{k0} * V, Kt, K - k0, V, V, e0);
   };

@@ -23,9 +23,14 @@
 // for Q (dO as it is) and scale P instead of forming it from K Qᵀ.
 // The results of A and B are 64 × 64: warp w takes rows 16 (w % 4).., columns 32 (w / 4)...
 // Tiles (Kd = 128): forward W, Q', U, two K, S, Ũ ⊙ exp(G_L − G), R, V: 112 KB, two blocks a
-// multiprocessor; backward two Q, K, W, dO, dS, Pᵀ, −dŨ, γ dO: 112 KB (Kd = 256: 192 KB, one). The next chunk's tiles
-// are copied (cp.async) while the current one computes: forward, all of them during B (K into the other buffer);
-// backward, K, dO, G and Q (other buffer) during C, and W during A and B.
+// multiprocessor; backward two Q, K, W, dO, dS, Pᵀ, −dŨ, γ dO: 112 KB (Kd = 256: 192 KB, one).
+// The next chunk's tiles are copied (cp.async) while the current one computes, each as soon as its
+// place is free: forward, K (into the other buffer) from the chunk's start, the rest during B;
+// backward, Q (other buffer) from the chunk's start, K from the end of A, dO, G (and P) during C,
+// and the chunk's own W during A and B. A pass is a serial walk over a sequence's chunks with two
+// blocks a multiprocessor, so a chunk's start waits for the copies still in flight: the early ones
+// land behind the products (Kd = 128: the forward's K is 16 of the 24 KB a chunk copies without
+// the output, the backward's Q and K 32 of its 40 KB).
 // Addresses are formed once per thread, before the chunk loop (RowPieces, mma::TileLane): the
 // thread's 16-byte pieces of every row copy keep one column and rows a multiple of 8 apart, so
 // their swizzled tile offsets and global offsets advance by constants; per chunk only the chunk's
@@ -305,12 +310,17 @@ __global__ void __launch_bounds__(kThreads, Kd <= 128 ? 2 : 1)
   const bool keep_ut = ws.Ut && !p.plain, store_ut = ws.Ut && !u_is_v;
   const bf16* const k_from = kChannel ? ws.Kend : p.k;
   const bf16* const v_from = ws.Vw ? ws.Vw : p.v;
-  const auto stage = [&](int64_t c, int kb, int tid) {
+  // Chunk c's tiles in two parts: K into buffer kb (the one the current chunk does not read: at
+  // the chunk's start), the rest once A and O are done with their places.
+  const auto stage_keys = [&](int64_t c, int kb, int tid) {
+    const RowPieces<Kd> kp = keys(tid);
+    copy_in(sm.K(kb), kp.rows_of(k_from, p.chunks.first[c]), chunk_span(p.chunks, c).len, kp);
+  };
+  const auto stage = [&](int64_t c, int tid) {
     const Span s = chunk_span(p.chunks, c);
     const RowPieces<Kd> kp = keys(tid);
     const RowPieces<kBV> vp = values(tid);
     if (!p.plain) copy_in(sm.W, kp.rows_of(ws.W, s.first), s.len, kp);
-    copy_in(sm.K(kb), kp.rows_of(k_from, s.first), s.len, kp);
     if (!u_is_v) copy_in(sm.U, vp.rows_of(ws.U, s.first), s.len, vp);
     if constexpr (kOutput) {
       copy_in(sm.Qe, kp.rows_of(ws.Qe, s.first), s.len, kp);
@@ -318,9 +328,12 @@ __global__ void __launch_bounds__(kThreads, Kd <= 128 ? 2 : 1)
       copy_in(sm.R, ws.R + (c * H + head) * kC * kC, kC, RowPieces<kBV>(tid, kC, 0, kC, 0));
     }
     stage_decay<Kd, kDecayKind>(G, p, ws, s, c, head);
-    mma::commit_copies();
   };
-  if (blk.begin < blk.end) stage(blk.begin, 0, thread_index());
+  if (blk.begin < blk.end) {
+    stage_keys(blk.begin, 0, thread_index());
+    stage(blk.begin, thread_index());
+    mma::commit_copies();
+  }
 
   for (int64_t c = blk.begin; c < blk.end; ++c) {
     const int kb = static_cast<int>((c - blk.begin) & 1);
@@ -328,6 +341,11 @@ __global__ void __launch_bounds__(kThreads, Kd <= 128 ? 2 : 1)
     const int L = s.len;
     mma::wait_copies<0>();
     __syncthreads();
+    // The next chunk's K lands in the other buffer during A, O and B (B of the chunk before read it).
+    if (c + 1 < blk.end) {
+      stage_keys(c + 1, kb ^ 1, thread_index());
+      mma::commit_copies();
+    }
     if (ws.h) {
       copy_out(ws.h + (c * H + head) * static_cast<int64_t>(K) * V, sm.S, K,
                RowPieces<kBV, Kd>(thread_index(), V, 0, V, e0));
@@ -399,7 +417,10 @@ __global__ void __launch_bounds__(kThreads, Kd <= 128 ? 2 : 1)
       if constexpr (kOutput) copy_out(vp.rows_of(o, s.first), sm.R, L, vp);
     }
     compiler_fence();
-    if (c + 1 < blk.end) stage(c + 1, kb ^ 1, tid);
+    if (c + 1 < blk.end) {
+      stage(c + 1, tid);
+      mma::commit_copies();
+    }
 
     // B: the state update.
     if constexpr (kDecay) {
@@ -452,20 +473,33 @@ __global__ void __launch_bounds__(kThreads, Kd <= 128 ? 2 : 1)
   copy_state<Kd>(dS, sm.dS, state_lane<Kd>(thread_index()));
   const bf16* const q_from = kChannel ? ws.Qg : p.q;
   const bf16* const k_from = kChannel ? ws.Kend : p.k;
-  // Phase A and B's tiles of chunk c, Q into buffer qb (a decay per channel: scale Q ⊙ γ, and P).
-  const auto stage = [&](int64_t c, int qb, int tid) {
-    const Span s = chunk_span(p.chunks, c);
+  // The tiles of chunk c (a decay per channel: scale Q ⊙ γ for Q, and P) in three parts, each
+  // copied as soon as its place is free: Q into buffer qb (the one the current chunk does not read:
+  // at the chunk's start), K (once A has read it), then dO, P and the decay values (once B has).
+  const auto stage_queries = [&](int64_t c, int qb, int tid) {
     const RowPieces<Kd> kp = keys(tid);
+    copy_in(sm.Q(qb), kp.rows_of(q_from, p.chunks.first[c]), chunk_span(p.chunks, c).len, kp);
+  };
+  const auto stage_keys = [&](int64_t c, int tid) {
+    const RowPieces<Kd> kp = keys(tid);
+    copy_in(sm.K, kp.rows_of(k_from, p.chunks.first[c]), chunk_span(p.chunks, c).len, kp);
+  };
+  const auto stage_rest = [&](int64_t c, int tid) {
+    const Span s = chunk_span(p.chunks, c);
     const RowPieces<kBV> vp = values(tid);
-    copy_in(sm.Q(qb), kp.rows_of(q_from, s.first), s.len, kp);
-    copy_in(sm.K, kp.rows_of(k_from, s.first), s.len, kp);
     copy_in(sm.dO, vp.rows_of(d_o, s.first), s.len, vp);
     if constexpr (kChannel) copy_in(sm.Pt, ws.P + (c * H + head) * kC * kC, kC, RowPieces<kBV>(tid, kC, 0, kC, 0));
     stage_decay<Kd, kDecayKind>(G, p, ws, s, c, head);
-    mma::commit_copies();
   };
-  if (blk.begin < blk.end) stage(blk.end - 1, 0, thread_index());
+  if (blk.begin < blk.end) {
+    stage_queries(blk.end - 1, 0, thread_index());
+    stage_keys(blk.end - 1, thread_index());
+    stage_rest(blk.end - 1, thread_index());
+    mma::commit_copies();
+  }
 
+  // Copy groups a chunk commits, in order (some empty): W (for C), the next chunk's Q, its K, the
+  // rest; C waits for the first only.
   for (int64_t c = blk.end - 1; c >= blk.begin; --c) {
     const int qb = static_cast<int>((blk.end - 1 - c) & 1);
     const Span s = chunk_span(p.chunks, c);
@@ -477,6 +511,8 @@ __global__ void __launch_bounds__(kThreads, Kd <= 128 ? 2 : 1)
       const RowPieces<Kd> kp = keys(tid);
       copy_in(sm.W, kp.rows_of(ws.W, s.first), L, kp);  // for C, landing during A and B
     }
+    mma::commit_copies();
+    if (c > blk.begin) stage_queries(c - 1, qb ^ 1, tid);  // C of the chunk before read that buffer
     mma::commit_copies();
     if (ws.dh) {
       copy_out(ws.dh + (c * H + head) * static_cast<int64_t>(K) * V, sm.dS, K, RowPieces<kBV, Kd>(tid, V, 0, V, e0));
@@ -560,6 +596,8 @@ __global__ void __launch_bounds__(kThreads, Kd <= 128 ? 2 : 1)
       }
     }
     __syncthreads();
+    if (c > blk.begin) stage_keys(c - 1, thread_index());  // A is done with K
+    mma::commit_copies();
 
     // B: dŨ (the tile holds Pᵀ, or P from intra); −dŨ for C, dŨ stored from it.
     if constexpr (kChannel) {
@@ -574,7 +612,7 @@ __global__ void __launch_bounds__(kThreads, Kd <= 128 ? 2 : 1)
       mma::word_at(sm.dUt_neg, out.at(0, 8 * n)) = mma::pack(-du[n][0], -du[n][1]);
       mma::word_at(sm.dUt_neg, out.at(8, 8 * n)) = mma::pack(-du[n][2], -du[n][3]);
     }
-    mma::wait_copies<0>();
+    mma::wait_copies<2>();  // W (the next chunk's Q and K may still be in flight)
     __syncthreads();
     RowFactors<Kd> decay_rows;
     if constexpr (kChannel) {
@@ -587,7 +625,10 @@ __global__ void __launch_bounds__(kThreads, Kd <= 128 ? 2 : 1)
       const RowPieces<kBV> dp = values(tid);
       copy_out<true>(dp.rows_of(ws.dUt, s.first), sm.dUt_neg, L, dp);
     }
-    if (c > blk.begin) stage(c - 1, qb ^ 1, tid);
+    if (c > blk.begin) {
+      stage_rest(c - 1, tid);  // B is done with dO and P, and the decay values are read
+      mma::commit_copies();
+    }
 
     // C: the state gradient.
     if constexpr (kDecay) {
