@@ -185,27 +185,20 @@ TEST_P(GpuSequence, ShortConvSiluTrainingShape) {
     ops::short_conv_silu_forward(out, x, w, seqs, bias);
     ops::short_conv_silu_backward(dx, dw, dout, x, w, seqs, bias, db);
     const Tensor gx = to_device(x, dt), gw = to_device(w, dt), gb = to_device(bias, dt), gd = to_device(dout, dt);
-    std::vector<Tensor> outs, dxs, dws, dbs;
+    std::vector<testing::NamedTensors> runs;
     for (int run = 0; run < 3; ++run) {
       Tensor gout = Tensor::empty(s, dt, Device::cuda), gdx = Tensor::empty(s, dt, Device::cuda);
       Tensor gdw = Tensor::zeros({channels, 4}, dt, Device::cuda), gdb = Tensor::zeros({channels}, dt, Device::cuda);
       ops::short_conv_silu_forward(gout, gx, gw, seqs, gb);
       ops::short_conv_silu_backward(gdx, gdw, gd, gx, gw, seqs, gb, gdb);
-      outs.push_back(to_host(gout));
-      dxs.push_back(to_host(gdx));
-      dws.push_back(to_host(gdw));
-      dbs.push_back(to_host(gdb));
+      runs.push_back(
+          {{"out", to_host(gout)}, {"dx", to_host(gdx)}, {"dweight", to_host(gdw)}, {"dbias", to_host(gdb)}});
     }
-    EXPECT_TRUE(assert_close("out", out, outs[0], tolerance(dt)));
-    EXPECT_TRUE(assert_close("dx", dx, dxs[0], tolerance(dt)));
-    EXPECT_TRUE(assert_close("dweight", dw, dws[0], tolerance(dt)));
-    EXPECT_TRUE(assert_close("dbias", db, dbs[0], tolerance(dt)));
-    for (int run = 1; run < 3; ++run) {
-      EXPECT_EQ(std::memcmp(outs[0].raw(), outs[run].raw(), outs[0].nbytes()), 0) << "out run " << run;
-      EXPECT_EQ(std::memcmp(dxs[0].raw(), dxs[run].raw(), dxs[0].nbytes()), 0) << "dx run " << run;
-      EXPECT_EQ(std::memcmp(dws[0].raw(), dws[run].raw(), dws[0].nbytes()), 0) << "dw run " << run;
-      EXPECT_EQ(std::memcmp(dbs[0].raw(), dbs[run].raw(), dbs[0].nbytes()), 0) << "db run " << run;
+    const Tensor* ref[] = {&out, &dx, &dw, &db};
+    for (size_t i = 0; i < runs[0].size(); ++i) {
+      EXPECT_TRUE(assert_close(runs[0][i].first, *ref[i], runs[0][i].second, tolerance(dt)));
     }
+    for (int run = 1; run < 3; ++run) testing::expect_same_bits(runs[0], runs[run], "run " + std::to_string(run));
   }
 }
 
