@@ -42,7 +42,7 @@ Manifest read_manifest(const std::string& sweep_dir) {
   const nlohmann::json j = read_json_file(path);
   try {
     const JsonFields f(j, path);
-    Manifest m{f.required_string("name", 256), f.string("baseline", "", 256), {}};
+    Manifest m{f.required_string("name", 256), f.string("baseline", "", 256), {}, {}};
     const nlohmann::json& runs = f.array("runs", kMaxRuns);
     for (size_t i = 0; i < runs.size(); ++i) {
       const JsonFields r(runs[i], path + ": runs[" + std::to_string(i) + "]");
