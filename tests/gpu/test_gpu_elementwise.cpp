@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -70,6 +71,24 @@ struct SwigluProblem {
     ops::swiglu_forward(out, gate, up);
     ops::swiglu_backward(dgate, dup, dout, gate, up);
   }
+  // GPU results out, dgate and dup against the CPU's; `what` prefixes the names in failures.
+  void expect_results(const Tensor& o, const Tensor& dg, const Tensor& du, const std::string& what = "") const {
+    EXPECT_TRUE(assert_close(what + "out", out, to_host(o), tolerance(o.dtype())));
+    EXPECT_TRUE(assert_close(what + "dgate", dgate, to_host(dg), tolerance(dg.dtype())));
+    EXPECT_TRUE(assert_close(what + "dup", dup, to_host(du), tolerance(du.dtype())));
+  }
+};
+
+// A SwiGLU problem's inputs on the GPU in dt, and GPU outputs of its shape.
+struct SwigluOnDevice {
+  Tensor gate, up, dout, out, dgate, dup;
+  SwigluOnDevice(const SwigluProblem& p, DType dt)
+      : gate(to_device(p.gate, dt)),
+        up(to_device(p.up, dt)),
+        dout(to_device(p.dout, dt)),
+        out(Tensor::empty(p.shape, dt, Device::cuda)),
+        dgate(Tensor::empty(p.shape, dt, Device::cuda)),
+        dup(Tensor::empty(p.shape, dt, Device::cuda)) {}
 };
 
 TEST_P(GpuElementwise, Swiglu) {
@@ -77,22 +96,17 @@ TEST_P(GpuElementwise, Swiglu) {
   Rng rng(2);
   for (auto [rows, width] : kShapes) {
     const SwigluProblem p({rows, width}, dt, rng);
-    const Tensor &gate = p.gate, &up = p.up, &dout = p.dout, &out = p.out, &dgate = p.dgate, &dup = p.dup;
-    Tensor g = to_device(gate, dt), u = to_device(up, dt), d = to_device(dout, dt);
-    Tensor o = Tensor::empty(p.shape, dt, Device::cuda), dg = Tensor::empty(p.shape, dt, Device::cuda);
-    Tensor du = Tensor::empty(p.shape, dt, Device::cuda);
-    ops::swiglu_forward(o, g, u);
-    ops::swiglu_backward(dg, du, d, g, u);
-    EXPECT_TRUE(assert_close("out", out, to_host(o), tolerance(dt)));
-    EXPECT_TRUE(assert_close("dgate", dgate, to_host(dg), tolerance(dt)));
-    EXPECT_TRUE(assert_close("dup", dup, to_host(du), tolerance(dt)));
+    SwigluOnDevice g(p, dt);
+    ops::swiglu_forward(g.out, g.gate, g.up);
+    ops::swiglu_backward(g.dgate, g.dup, g.dout, g.gate, g.up);
+    p.expect_results(g.out, g.dgate, g.dup);
 
-    ops::swiglu_backward(g, du, d, g, u);  // dgate written over gate, as the CPU op allows
-    EXPECT_TRUE(assert_close("dgate over gate", dgate, to_host(g), tolerance(dt)));
+    ops::swiglu_backward(g.gate, g.dup, g.dout, g.gate, g.up);  // dgate written over gate, as the CPU op allows
+    EXPECT_TRUE(assert_close("dgate over gate", p.dgate, to_host(g.gate), tolerance(dt)));
 
-    Tensor uo = unaligned_device(out, dt);
-    ops::swiglu_forward(uo, unaligned_device(gate, dt), unaligned_device(up, dt));
-    EXPECT_TRUE(assert_close("unaligned out", out, to_host(uo), tolerance(dt)));
+    Tensor uo = unaligned_device(p.out, dt);
+    ops::swiglu_forward(uo, unaligned_device(p.gate, dt), unaligned_device(p.up, dt));
+    EXPECT_TRUE(assert_close("unaligned out", p.out, to_host(uo), tolerance(dt)));
   }
 }
 
@@ -103,25 +117,18 @@ TEST_P(GpuElementwise, SwigluBackwardWithProduct) {
   Rng rng(12);
   for (auto [rows, width] : kShapes) {
     const SwigluProblem p({rows, width}, dt, rng);
-    const Tensor &gate = p.gate, &up = p.up, &dout = p.dout, &out = p.out, &dgate = p.dgate, &dup = p.dup;
-    Tensor g = to_device(gate, dt), u = to_device(up, dt), d = to_device(dout, dt);
-    Tensor o = Tensor::empty(p.shape, dt, Device::cuda), dg = Tensor::empty(p.shape, dt, Device::cuda);
-    Tensor du = Tensor::empty(p.shape, dt, Device::cuda);
-    ops::swiglu_backward_with_product(dg, du, o, d, g, u);
-    EXPECT_TRUE(assert_close("out", out, to_host(o), tolerance(dt)));
-    EXPECT_TRUE(assert_close("dgate", dgate, to_host(dg), tolerance(dt)));
-    EXPECT_TRUE(assert_close("dup", dup, to_host(du), tolerance(dt)));
+    SwigluOnDevice g(p, dt);
+    ops::swiglu_backward_with_product(g.dgate, g.dup, g.out, g.dout, g.gate, g.up);
+    p.expect_results(g.out, g.dgate, g.dup);
 
-    ops::swiglu_backward_with_product(dg, du, d, d, g, u);  // the product written over dout
-    EXPECT_TRUE(assert_close("out over dout", out, to_host(d), tolerance(dt)));
-    EXPECT_TRUE(assert_close("dgate (out over dout)", dgate, to_host(dg), tolerance(dt)));
+    ops::swiglu_backward_with_product(g.dgate, g.dup, g.dout, g.dout, g.gate, g.up);  // the product over dout
+    EXPECT_TRUE(assert_close("out over dout", p.out, to_host(g.dout), tolerance(dt)));
+    EXPECT_TRUE(assert_close("dgate (out over dout)", p.dgate, to_host(g.dgate), tolerance(dt)));
 
-    Tensor uo = unaligned_device(out, dt), udg = unaligned_device(dgate, dt), udu = unaligned_device(dup, dt);
-    ops::swiglu_backward_with_product(udg, udu, uo, unaligned_device(dout, dt), unaligned_device(gate, dt),
-                                      unaligned_device(up, dt));
-    EXPECT_TRUE(assert_close("unaligned out", out, to_host(uo), tolerance(dt)));
-    EXPECT_TRUE(assert_close("unaligned dgate", dgate, to_host(udg), tolerance(dt)));
-    EXPECT_TRUE(assert_close("unaligned dup", dup, to_host(udu), tolerance(dt)));
+    Tensor uo = unaligned_device(p.out, dt), udg = unaligned_device(p.dgate, dt), udu = unaligned_device(p.dup, dt);
+    ops::swiglu_backward_with_product(udg, udu, uo, unaligned_device(p.dout, dt), unaligned_device(p.gate, dt),
+                                      unaligned_device(p.up, dt));
+    p.expect_results(uo, udg, udu, "unaligned ");
   }
 }
 
