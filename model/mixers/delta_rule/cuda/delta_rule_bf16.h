@@ -30,12 +30,12 @@ struct Bonus {
 // where defined.
 bool bf16_takes(const ops::DeltaRuleSpec& spec, const ops::DeltaRuleInputs& in,
                 std::initializer_list<const Tensor*> tensors, Write write);
-// The bytes of what the forward can save for the backward with the given write (`saved`: 256-byte
-// aligned device memory of that size, or null to save nothing and recompute it in the backward).
 // The memory of a `saved` buffer handed to the pipeline: null where undefined; refused
 // (std::invalid_argument "OP: saved: REFUSAL") where the pipeline does not take the call (`takes`:
 // it is the only one that saves) or the memory is not 256-byte aligned.
 void* bf16_saved_memory(const Tensor& saved, bool takes, const char* op, const char* refusal);
+// The bytes of what the forward can save for the backward with the given write (`saved`: 256-byte
+// aligned device memory of that size, or null to save nothing and recompute it in the backward).
 size_t bf16_saved_bytes(const ops::DeltaRuleSpec& spec, const SeqLayout& seqs, const ops::DeltaRuleInputs& in,
                         Write write);
 // A backward given `saved` reads what the forward of the same inputs, spec and write left there.
