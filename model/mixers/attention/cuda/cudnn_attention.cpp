@@ -37,11 +37,11 @@ constexpr int64_t kDenseMultiple = 128;
 // S = 1, and tiny bounds would only multiply the plans).
 constexpr int64_t kShortestRaggedBound = 64;
 // Autotuning: at most this many candidate plans per shape (the heuristics' choice among them); a
-// candidate other than the heuristics' choice that needs more workspace than the limit is left out
-// (the scratch buffer keeps its largest size); each is run once to warm up, then timed this many
-// times, and compared by its median.
+// candidate other than the heuristics' choice that needs more workspace than
+// autotune_workspace_limit is left out (the scratch buffer keeps its largest size); each is run
+// once to warm up, then timed this many times, and compared by its median.
 constexpr int64_t kAutotunePlans = 8;
-constexpr int64_t kAutotuneWorkspaceLimit = int64_t{256} << 20;
+constexpr int64_t kAutotuneWorkspaceFloor = int64_t{256} << 20;
 constexpr int kAutotuneTimedRuns = 5;
 
 // The tensors a call binds, by uid (the graph numbers its own tensors from 1000).
@@ -348,6 +348,13 @@ void build_backward(Plan& plan, const Sizes& z) {
   g.pointwise(CUDNN_POINTWISE_IDENTITY, accumulator, nullptr, nullptr, dq);
 }
 
+// The most workspace an autotuning rival may take: two f32 copies of the queries (the backward
+// engines that sum dQ in f32 of their own need about one: 257 MiB at B·T = 32768, 16 heads of 128,
+// seen on an H100 with cuDNN 9.14), and never less than kAutotuneWorkspaceFloor.
+int64_t autotune_workspace_limit(const Sizes& z) {
+  return std::max(kAutotuneWorkspaceFloor, 2 * static_cast<int64_t>(sizeof(float)) * z.b * z.s * z.hq * z.d);
+}
+
 // The graph of one direction for `z`, with its plan for `target`: the heuristics' choice, and with
 // `autotune` the other candidates as rivals; throws cudnn::Error.
 std::unique_ptr<Plan> build(bool backward, const Sizes& z, const cudnn::Target& target, const std::string& what,
@@ -355,7 +362,7 @@ std::unique_ptr<Plan> build(bool backward, const Sizes& z, const cudnn::Target& 
   auto plan = std::make_unique<Plan>();
   backward ? build_backward(*plan, z) : build_forward(*plan, z);
   OpGraph::Candidates found =
-      plan->graph.build_plans(target, what, autotune ? kAutotunePlans : 1, kAutotuneWorkspaceLimit);
+      plan->graph.build_plans(target, what, autotune ? kAutotunePlans : 1, autotune_workspace_limit(z));
   plan->built = std::move(found.plans.front());
   for (size_t i = 1; i < found.plans.size(); ++i) plan->rivals.push_back(std::move(found.plans[i]));
   plan->skipped = std::move(found.skipped);

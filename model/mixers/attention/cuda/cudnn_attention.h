@@ -14,9 +14,9 @@
 // and kept per thread, device and shape.cudnn_autotune; its workspace comes from the CUDA scratch
 // buffer. Autotuning (shape.cudnn_autotune): on first sight of a shape the plans of up to 8 of the
 // engine configurations the heuristics rank are built (any other than the heuristics' first only
-// with at most 256 MiB of workspace), and the first call times each on its own tensors (a warm-up
-// run, then the median of 5 runs between CUDA events), keeps the fastest, logs every candidate's
-// time and the choice, then runs the chosen plan for its result; a failure while timing keeps the
+// with at most the workspace of two f32 copies of the queries, and 256 MiB in any case), and the first call times each
+// on its own tensors (a warm-up run, then the median of 5 runs between CUDA events), keeps the fastest, logs every
+// candidate's time and the choice, then runs the chosen plan for its result; a failure while timing keeps the
 // heuristics' first, with a log line. Without autotuning the heuristics' first runs.
 // Built only with cuDNN (CMake LINEA_CUDNN).
 #pragma once
