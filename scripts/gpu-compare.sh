@@ -13,7 +13,8 @@
 # Environment: FLA_SRC (fla's source folder, default .gpu-fla), FLA_AUTOTUNE (a tar of Triton's
 # *.autotune.json files, restored before fla runs where it exists and written again after it: the
 # kernels then compile at their chosen configurations without autotuning; default
-# .gpu-run/autotune.tar), LINEA_BUILD_DIR (default build-gpu), COMPARE_T (default 4096),
+# .gpu-run/autotune.tar), FLA_PRECOMPILE (default 1: the compile pass below; 0 leaves it out),
+# LINEA_BUILD_DIR (default build-gpu), COMPARE_T (default 4096),
 # DR_OPS (default gdn,deltanet), DR_SHAPES (default anchors,340m), GLA_OPS (default
 # gla,retnet,mamba2,rwkv6), ITERATIONS (linea's timed launches, default 10).
 set -uo pipefail
@@ -33,9 +34,37 @@ say() { echo "[gpu-compare $(date +%T)] $*" >&2; }
 # deadline keeps what it had chosen).
 keep_autotune() { (cd "$TRITON_CACHE_DIR" && find . -name '*.autotune.json' | tar -cf "$out/autotune.tar" -T -); }
 
+autotune_results() { (cd "$TRITON_CACHE_DIR" && find . -name '*.autotune.json' | sort); }
+
+# The compile pass: every fla op (and delta-rule head shape) in a process of its own, all at once,
+# so that Triton compiles their kernels on every core instead of one op after another on one. Its
+# timings are thrown away, and so are the autotune choices it made: they were timed on a shared
+# GPU. The timing pass then autotunes again on a quiet GPU from the kernels compiled here (Triton
+# keeps them in TRITON_CACHE_DIR), so its choices and timings are those of a pass alone.
+precompile() {
+  local before=$out/autotune-before.txt pids=() op shape
+  autotune_results >"$before"
+  for op in ${dr_ops//,/ }; do
+    for shape in ${dr_shapes//,/ }; do
+      python3 bench/fla_delta_rule.py "$T" "$op" "$shape" >/dev/null 2>>"$out/fla-compile.err" &
+      pids+=($!)
+    done
+  done
+  for op in ${gla_ops//,/ }; do
+    python3 bench/fla_gla_family.py "$T" "$op" >/dev/null 2>>"$out/fla-compile.err" &
+    pids+=($!)
+  done
+  say "compile pass: ${#pids[@]} processes"
+  [ ${#pids[@]} -gt 0 ] && wait "${pids[@]}"
+  autotune_results | comm -13 "$before" - | (cd "$TRITON_CACHE_DIR" && xargs -r rm -f)
+  rm -f "$before"
+  say "compile pass done; its autotune choices dropped"
+}
+
 fla() {
   mkdir -p "$TRITON_CACHE_DIR"
   [ -f "$autotune" ] && tar -xf "$autotune" -C "$TRITON_CACHE_DIR" && say "restored $(tar -tf "$autotune" | wc -l) autotune results"
+  [ "${FLA_PRECOMPILE:-1}" = 1 ] && precompile
   : >"$out/fla.jsonl"
   for op in ${dr_ops//,/ }; do
     say "fla delta rule $op"
