@@ -9,50 +9,71 @@ studies on one GPU") says how to call it and what it writes.
   scripts/recall-study.sh report DIR          # rebuild DIR's tables and plot from its runs/
 
 How a study runs (`run`):
+  0. One study at a time: it holds an exclusive flock on /tmp/linea-recall-study.lock (LOCK_FILE) from
+     its start to its last file, and a second study fails at once, naming the file and the holder. The
+     probe's step times hold only while the GPU runs this study's processes alone; the first GPU attempt
+     (run r1, 2026-12-07) ran both studies side by side, 8 + 8 processes, and real steps came out 2-2.5x
+     slower than probed (recall gdn2-3to1: probed 221 ms, 508 ms in training), so that 19 of 33 MQAR
+     runs and 11 of 21 recall runs, the Transformer among them, never started. One study per call.
+     With --device cuda and nvidia-cuda-mps-control on PATH, a CUDA MPS control daemon (class Mps)
+     serves the study: without it the processes are time-sliced, and tiny launch-bound models do not
+     overlap their kernels. Private pipe and log folders under --work, exported to every process;
+     `quit` at the end, also after an error or a signal. If it does not start or answer: one line, and
+     the study goes on without it; if it answers but no run of the probe's first wave logs a step, it
+     is stopped and the probe starts again without it. --no-mps: off. study.json: mps, mps_note.
   1. The runs are the sweep file's, as `linea submit SWEEP --dry-run` expands them (base config and
      overrides); the preset's overrides (below) and --set are laid over them, last one winning.
-  2. Probe: every run trains `probe_steps` steps (same model, batch, context; no checkpoint) with
-     `--jobs` trainings at once, the concurrency of the real phase. Its metrics.jsonl gives the
-     median step time t_i under that load (steps after the first 3), and the process's wall time
-     less t_i x steps gives its fixed cost o_i (start-up, CUDA set-up, the final val evaluation).
-  3. Steps (plan_steps): one count S for every run of the study (so that the runs see the same
-     tokens), the largest multiple of 10 in [min_steps, the sweep's train.steps] whose schedule
-     fits: the runs are queued longest first onto `--jobs` slots (list scheduling), a run costing
-     o_i + t_i x (S + its periodic val evaluations), and the makespan must fit 0.8 x the time left
-     before the training deadline (budget - eval_reserve - margin). Runs over 2.5x the median step
-     time get their own smaller S (each the most that fits alone) when that lets the others train
-     at least 1.5x longer. Warm-up steps and eval_every scale with S. --steps N skips the probe.
-  4. Train: `linea train BASE OVERRIDES` per run, `--jobs` at once, longest first. At the training
-     deadline every run still going gets SIGTERM (linea stops after the step it is in, writes a
-     checkpoint and its last metrics; its val figures stay those of its last periodic evaluation) and SIGKILL 30 s later; a run not yet started by then is
-     listed as not run. So the study ends within the budget whatever the GPU's speed, and a run
-     stopped early shows its step count in the table.
-  5. Evaluate (recall only): as each run ends, `linea eval RUN --tasks ruler,mqar --lengths 1024
-     --limit N` on its last checkpoint, up to `--jobs` at once, killed at budget - margin (the results
-     it printed by then are kept: the report reads eval.log when eval.jsonl is missing).
-  6. Report: OUT/results.tsv, results.json, results.md (Markdown tables; the recall one with seed
-     001's claim beside it) and plot.svg; OUT/runs.tar.gz (OUT/runs/ with --keep-runs-dir) holds each run's config.toml,
-     metrics.jsonl, eval.jsonl, train.log, eval.log and run.json (the orchestrator's record: steps,
-     exit status, times). Checkpoints stay in --work (default /tmp/linea-recall-study/STUDY).
-     OUT/progress.log repeats the progress lines; OUT/study.json holds the plan (probe timings,
-     the chosen S and how).
+  2. Probe (probe, probe_timing): the step time at steady full load. In r1 each probe trained 12-15
+     steps and ended; processes of a wave started and ended at different times, so most steps were
+     timed beside fewer than --jobs trainings (and beside other probes' start-up on the CPU). Now the
+     runs go in waves of --jobs (the last filled up with untimed repeats), whose processes train until
+     each timed run has logged probe_steps steps since every process of the wave passed step 3, or
+     the wave's cap (probe_cap, and the probe at most 0.2 x budget); then SIGKILL. Step time t_i: the
+     median of those steady steps; fixed cost o_i: the time to step 3 less 3 steps, + end_s (final
+     val evaluation, checkpoint, exit).
+  3. Order (queue_order): the sweep's baseline first, then one run of every other mixer (its pure run
+     at the baseline's width), then the rest, longest first within each group: with 11 slots the first
+     wave holds the baseline and every mixer, which a deadline then cannot leave unstarted.
+  4. Steps (plan_steps): one count S for every run (the runs see the same tokens), the largest multiple
+     of 10 in [min_steps, the sweep's train.steps] whose schedule (queue order, --jobs slots, a run
+     costing o_i + t_i x (S + its periodic val evaluations)) ends within plan_share = 0.6 of the time
+     left before the training deadline: 0.4 is room for a mis-estimate (r1 planned at 0.8 and was off
+     by 2x). Runs over 2.5x the median step time get their own smaller S when that lets the others
+     train 1.5x longer. Warm-up and eval_every scale with S. --steps N skips the probe.
+  5. Re-plan (replan_steps): every 10 s while runs wait to start, the running runs' step times
+     (metrics.jsonl) against their probe's; when the median ratio k exceeds 1.1, the runs not yet
+     started get fewer steps (not under min_steps), so that the last ends within 0.8 x the time left
+     at k x their probed step time. Started runs keep theirs (train.steps fixes their cosine
+     schedule); the tables show each run's steps. Every run reaching min_steps matters more than a
+     large S.
+  6. Train: `linea train BASE OVERRIDES` per run, at most --jobs processes. At the training deadline
+     every run still going gets SIGTERM (linea stops after the step it is in, writes a checkpoint and
+     its last metrics; its val figures stay those of its last periodic evaluation) and SIGKILL 30 s
+     later; a run not yet started by then is listed as not run.
+  7. Evaluate (recall only): `linea eval RUN --tasks niah_single,niah_multikey_1,mqar --lengths 1024
+     --limit 8` on each run's last checkpoint: what the recall table needs (niah_single is
+     niah_single_1..3), 5 tasks of one generate batch of 8. r1's ruler,mqar x 16 samples (13 tasks, 26
+     batches) took over 100 s a run under load and was mostly killed. Evaluations share the --jobs
+     slots and start once every training has started (a training never waits for one). Reserve:
+     at worst every evaluation is still to do then, ceil(runs / jobs) in a slot, each the slowest
+     run's o_i + eval_steps_per_batch (15) x t_i per task batch (r1: 12-14 s a task of 2 batches at
+     0.4-0.6 s a step), at most 0.4 x budget; the training deadline is budget - margin - reserve.
+     Killed at budget - margin (what they printed by then is kept: the report reads eval.log when
+     eval.jsonl is missing). --eval-tasks, --eval-limit, --eval-lengths, --eval-reserve override.
+  8. Report: OUT/results.tsv, results.json, results.md (Markdown tables; the recall one with seed
+     001's claim beside it) and plot.svg; OUT/runs.tar.gz (OUT/runs/ with --keep-runs-dir) holds each
+     run's config.toml, metrics.jsonl, eval.jsonl, train.log, eval.log and run.json (the
+     orchestrator's record: steps, exit status, times). Checkpoints stay in --work (default
+     /tmp/linea-recall-study/STUDY). OUT/progress.log repeats the progress lines; OUT/study.json holds
+     the plan (probe timings, queue order, S and how, re-plans, the evaluation reserve, MPS).
 
 The budgets (presets below). The lead's device call is 10 minutes at most, of which a fresh
 machine's set-up and linea's CUDA build take a part, so each study's default budget is 360 s of wall
-time from the script's start to its last file. How S is chosen: step times of these models on the
-GPU were not measured (the GPU machine is the lead's only), and the CPU here is no guide (the recall
-study's 8-layer GDN at d 256 took 70 s a step of 16 x 1024 tokens on two shared cores; on a GPU such
-a small model's step is bound by kernel launches, not FLOPs, so no FLOP ratio converts it). Instead
-of a fixed guess, the probe measures the step on the GPU itself, under the real concurrency, and S
-follows from the measurement. The probe's own cost is bounded: 15 (MQAR) or 12 (recall) steps a
-run, and the probe phase is cut at min(probe_cap x waves, 0.2 x budget) (probe_cap 30 s for MQAR's
-2-layer models, 40 s for recall; a probe cut there is dropped from the study, named in the log).
-Budget split, recall: probe <= 72 s, training until 360 - 100 - 20 = 240 s after the start,
-evaluation until 360 - 20 = 340 s, 20 s for the report; MQAR (no linea eval: its accuracy is
-val_acc, logged at every evaluation and at the last step): probe <= 72 s, training until 340 s.
---jobs: 11 for both (not measured: 11 recall processes of 16 x 1024 tokens a step and 8 layers stay
-well inside 80 GB; 33 MQAR runs make three equal waves, 21 recall runs two; 16 cores). The probe
-runs at the same concurrency, so its step times are those of the real phase.
+time from the script's start to its last file; one study per call. S is not guessed: the GPU step of
+such small models is bound by kernel launches and by how the GPU is shared, not by FLOPs, so the
+probe measures it at the study's own concurrency. --jobs 11 for both: 11 recall processes of 16 x 1024
+tokens a step stay well inside 80 GB (r1 ran 16 at once), and the first wave then holds the baseline
+and one run of each of the 10 other mixers.
 """
 import argparse
 import fcntl
@@ -85,6 +106,7 @@ PRESETS = {
         "eval_reserve": 0,
         "margin": 20,
         "evals_per_run": 8,  # eval_every = S / 8: a run stopped at the deadline still has a recent val_acc
+        "val_batch_steps": 1.0,  # two forward passes a val batch (val_loss, val_acc): about a step on the CPU
         "set": [
             "train.log_every=10",
             "train.checkpoint_every=-1",  # nothing reads an MQAR checkpoint: its accuracy is val_acc
@@ -104,6 +126,7 @@ PRESETS = {
         "eval_reserve": None,  # sized after the probe (eval_seconds); --eval-reserve fixes it
         "margin": 20,
         "evals_per_run": 4,
+        "val_batch_steps": 0.5,  # one forward pass a val batch (fwd+bwd is about 3 forward passes), with room
         "set": [
             # The sweep's data.path is a placeholder for FineWeb-Edu shards; the embedded corpus
             # (gcide, SentencePiece 4096) is what the GPU machine has ($LINEA_CACHE). Its vocabulary
@@ -538,10 +561,10 @@ def makespan(costs, slots):
     return schedule_end(costs, [0.0] * max(1, slots))
 
 
-def run_cost(r, steps, evals, eval_batches, k=1.0):
-    """Seconds of a run of `steps` steps: its fixed cost, and its steps and periodic val evaluations
-    (each eval_batches forward passes of about a third of a step) at k x its probed step time."""
-    return r["overhead_s"] + k * r["step_s"] * (steps + evals * eval_batches / 3.0)
+def run_cost(r, steps, evals, eval_steps, k=1.0):
+    """Seconds of a run of `steps` steps: its fixed cost, and its steps and `evals` periodic val
+    evaluations (each costing `eval_steps` steps) at k x its probed step time."""
+    return r["overhead_s"] + k * r["step_s"] * (steps + evals * eval_steps)
 
 
 def largest_steps(fits, min_steps, max_steps):
@@ -557,14 +580,14 @@ def largest_steps(fits, min_steps, max_steps):
     return max(min_steps, best // 10 * 10)
 
 
-def plan_steps(runs, jobs, window, min_steps, max_steps, evals, eval_batches):
+def plan_steps(runs, jobs, window, min_steps, max_steps, evals, eval_steps):
     """Each run's steps from its probe (step_s, overhead_s): one S for all, the largest multiple of 10 in
     [min_steps, max_steps] whose schedule, the runs in the given (queue) order over `jobs` slots, ends
     within `window` s. Stragglers, runs over 2.5x the median step time, would set everyone's S: when
     giving them their own smaller S (each the most that fits the window alone in its slot) lets the
     others train at least 1.5x longer, that is done. Sets r["steps"] on every run; returns (S, the
     projected makespan, the rule in words)."""
-    cost = lambda r, s: run_cost(r, s, evals, eval_batches)
+    cost = lambda r, s: run_cost(r, s, evals, eval_steps)
     steps = largest_steps(lambda s: makespan([cost(r, s) for r in runs], jobs) <= window, min_steps, max_steps)
     median_t = statistics.median(r["step_s"] for r in runs)
     slow = [r for r in runs if r["step_s"] > 2.5 * median_t]
@@ -586,14 +609,14 @@ def plan_steps(runs, jobs, window, min_steps, max_steps, evals, eval_batches):
     return steps, makespan([cost(r, r["steps"]) for r in runs], jobs), rule
 
 
-def replan_steps(free, queued, k, window, min_steps, evals, eval_batches):
+def replan_steps(free, queued, k, window, min_steps, evals, eval_steps):
     """S for the runs not started yet when the running ones go k times slower than probed: the
     largest multiple of 10 in [min_steps, their largest planned S] such that, started in queue order
     on the slots as they free (`free`, s from now), each at k x its probed step time and at most its
     planned steps, the last one ends within `window` s. Never more than planned (the runs already
     going keep their S: train.steps fixes their cosine schedule)."""
     top = max(r["steps"] for r in queued)
-    return largest_steps(lambda s: schedule_end([run_cost(r, min(s, r["steps"]), evals, eval_batches, k)
+    return largest_steps(lambda s: schedule_end([run_cost(r, min(s, r["steps"]), evals, eval_steps, k)
                                                  for r in queued], free) <= window, min_steps, top)
 
 
@@ -648,7 +671,7 @@ def probe(runs, jobs, deadline, steady_steps, wave_cap, make_job, log, warm=3):
     `steady_steps` steps since every process of the wave passed step `warm` (probe_timing), or at the
     wave's cap (min(wave_cap, its share of the time left to `deadline`)); then all get SIGKILL. Sets
     step_s and overhead_s on each timed run. Returns {label: "ok" | "unmeasured" | "failed: why"}, or
-    None when no run of the first wave was timed."""
+    None when no run of the first wave logged a step."""
     waves_n = math.ceil(len(runs) / jobs)
     order = [r for w in range(waves_n) for r in runs[w::waves_n]]
     waves = [order[i:i + jobs] for i in range(0, len(order), jobs)]
@@ -708,8 +731,8 @@ def probe(runs, jobs, deadline, steady_steps, wave_cap, make_job, log, warm=3):
                 log("probe %-26s %7.1f ms/step over %d steady steps, fixed cost %5.1f s%s" % (
                     r["label"], 1e3 * tm["step_s"], tm["steady_steps"], tm["overhead_s"],
                     "" if tm["steady"] else " (NOT at steady load: the wave ended first)"))
-        if w == 0 and not any(result[r["label"]] == "ok" for r in members):
-            return None  # nothing trained: no figure to plan from (under MPS, run_study retries without it)
+        if w == 0 and not any(seen[j] for _, j in timed):
+            return None  # no process logged a step: nothing trains (under MPS, run_study retries without it)
     return result
 
 
@@ -719,16 +742,16 @@ def selftest():
     small processes (no linea, no GPU needed)."""
     import tempfile
     mk = lambda label, t, o=2.0, **kw: dict({"label": label, "step_s": t, "overhead_s": o}, **kw)
-    # 4 equal runs on 2 slots, 100 s: two after another in a slot, each 2 + 0.1 x (S + 8 x 3 / 3):
+    # 4 equal runs on 2 slots, 100 s: two after another in a slot, each 2 + 0.1 x (S + 8 evaluations x 1):
     # 2 x (2 + 0.1 (S + 8)) <= 100 -> S <= 472 -> 470.
     runs = [mk("r%d" % i, 0.1) for i in range(4)]
-    steps, span, rule = plan_steps(runs, 2, 100.0, 100, 4000, 8, 3)
+    steps, span, rule = plan_steps(runs, 2, 100.0, 100, 4000, 8, 1.0)
     assert steps == 470 and span <= 100.0 and all(r["steps"] == 470 for r in runs), (steps, span)
     # Capped by the sweep's own steps.
-    steps, _, _ = plan_steps([mk("a", 0.001)], 2, 100.0, 100, 4000, 8, 3)
+    steps, _, _ = plan_steps([mk("a", 0.001)], 2, 100.0, 100, 4000, 8, 1.0)
     assert steps == 4000, steps
     # Too slow for even min_steps: min_steps, and the makespan says it does not fit.
-    steps, span, _ = plan_steps([mk("a", 1.0)], 2, 50.0, 100, 4000, 8, 3)
+    steps, span, _ = plan_steps([mk("a", 1.0)], 2, 50.0, 100, 4000, 8, 1.0)
     assert steps == 100 and span > 50.0, (steps, span)
     # A straggler 10x slower, first in the queue: it gets its own S, the most that fits alone
     # (2 + 0.5 S <= 120 -> 230); the five others share the two other slots, three in one:
@@ -928,8 +951,9 @@ def study(args, preset, start, log, out, work, linea, sweep, runs, baseline, bud
             "eval_limit": eval_limit, "git": git_commit(), "gpu": gpu_name(), "linea": linea,
             "extra_overrides": preset_set, "mps": mps.on, "mps_note": mps.note, "replans": []}
     evals = preset["evals_per_run"]
-    eval_batches = int(runs[0]["overrides"].get("train.eval_batches", "8"))
-    cost_at = lambda r, s: run_cost(r, s, evals, eval_batches) if "step_s" in r else 0.0
+    # A val evaluation: train.eval_batches batches of val_batch_steps steps each.
+    eval_steps = int(runs[0]["overrides"].get("train.eval_batches", "8")) * preset["val_batch_steps"]
+    cost_at = lambda r, s: run_cost(r, s, evals, eval_steps) if "step_s" in r else 0.0
 
     # ---- probe ---------------------------------------------------------------------------------------
     def probe_job(r, folder):
@@ -958,7 +982,7 @@ def study(args, preset, start, log, out, work, linea, sweep, runs, baseline, bud
             outcome = probe(queue_order(runs, baseline, lambda r: 0), jobs, probe_deadline, steady_steps,
                             preset["probe_cap"], probe_job, log)
             if outcome is None and mps.on:  # MPS answered but its clients did not run: once without it
-                mps.give_up("no run of the probe's first wave trained a step under MPS")
+                mps.give_up("no run of the probe's first wave logged a step under MPS")
                 plan["mps"], plan["mps_note"] = False, mps.note
                 continue
             break
@@ -967,7 +991,8 @@ def study(args, preset, start, log, out, work, linea, sweep, runs, baseline, bud
             raise SystemExit("stopped by signal %d during the probe" % ABORT["signal"])
         if outcome is None:
             write_plan(out, plan)
-            raise SystemExit("no run of the probe's first wave trained a step; see the logs above")
+            raise SystemExit("no run of the probe's first wave logged a step before the wave's end (%s/probe/*.log)"
+                             % work)
         live = []
         for r in runs:
             state = outcome[r["label"]]
@@ -1026,7 +1051,7 @@ def study(args, preset, start, log, out, work, linea, sweep, runs, baseline, bud
     if not args.steps:
         share = preset["plan_share"]
         window = share * (train_deadline - now() - 2.0)
-        steps, span, rule = plan_steps(order, jobs, window, preset["min_steps"], sweep_steps, evals, eval_batches)
+        steps, span, rule = plan_steps(order, jobs, window, preset["min_steps"], sweep_steps, evals, eval_steps)
         slow = [r for r in live if r["steps"] != steps]
         if slow:
             log("slow runs (> 2.5x the median step time) get fewer steps so that the rest train longer: %s" %
@@ -1114,7 +1139,7 @@ def study(args, preset, start, log, out, work, linea, sweep, runs, baseline, bud
                 continue
             ratios.append(step_s / r["step_s"])
             evals_left = evals - evals * done // r["steps"]
-            free.append((r["steps"] - done + evals_left * eval_batches / 3.0) * step_s + preset["end_s"])
+            free.append((r["steps"] - done + evals_left * eval_steps) * step_s + preset["end_s"])
         free += [0.0] * (jobs - len(running))
         if not ratios or len(ratios) < len(running) / 2:
             return
@@ -1122,7 +1147,7 @@ def study(args, preset, start, log, out, work, linea, sweep, runs, baseline, bud
         if k <= 1.1:
             return
         queued = [j.run for j in queue]
-        new = replan_steps(free, queued, k, 0.8 * (train_deadline - t), preset["min_steps"], evals, eval_batches)
+        new = replan_steps(free, queued, k, 0.8 * (train_deadline - t), preset["min_steps"], evals, eval_steps)
         lower = [j for j in queue if j.run["steps"] > new]
         if not lower:
             return
