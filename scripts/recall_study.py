@@ -9,52 +9,74 @@ studies on one GPU") says how to call it and what it writes.
   scripts/recall-study.sh report DIR          # rebuild DIR's tables and plot from its runs/
 
 How a study runs (`run`):
+  0. One study at a time: it holds an exclusive flock on /tmp/linea-recall-study.lock (LOCK_FILE) from
+     its start to its last file, and a second study fails at once, naming the file and the holder. The
+     probe's step times hold only while the GPU runs this study's processes alone; the first GPU attempt
+     (run r1, 2026-12-07) ran both studies side by side, 8 + 8 processes, and real steps came out 2-2.5x
+     slower than probed (recall gdn2-3to1: probed 221 ms, 508 ms in training), so that 19 of 33 MQAR
+     runs and 11 of 21 recall runs, the Transformer among them, never started. One study per call.
+     With --device cuda and nvidia-cuda-mps-control on PATH, a CUDA MPS control daemon (class Mps)
+     serves the study: without it the processes are time-sliced, and tiny launch-bound models do not
+     overlap their kernels. Private pipe and log folders under --work, exported to every process;
+     `quit` at the end, also after an error or a signal. If it does not start or answer: one line, and
+     the study goes on without it; if it answers but no run of the probe's first wave logs a step, it
+     is stopped and the probe starts again without it. --no-mps: off. study.json: mps, mps_note.
   1. The runs are the sweep file's, as `linea submit SWEEP --dry-run` expands them (base config and
      overrides); the preset's overrides (below) and --set are laid over them, last one winning.
-  2. Probe: every run trains `probe_steps` steps (same model, batch, context; no checkpoint) with
-     `--jobs` trainings at once, the concurrency of the real phase. Its metrics.jsonl gives the
-     median step time t_i under that load (steps after the first 3), and the process's wall time
-     less t_i x steps gives its fixed cost o_i (start-up, CUDA set-up, the final val evaluation).
-  3. Steps (plan_steps): one count S for every run of the study (so that the runs see the same
-     tokens), the largest multiple of 10 in [min_steps, the sweep's train.steps] whose schedule
-     fits: the runs are queued longest first onto `--jobs` slots (list scheduling), a run costing
-     o_i + t_i x (S + its periodic val evaluations), and the makespan must fit 0.8 x the time left
-     before the training deadline (budget - eval_reserve - margin). Runs over 2.5x the median step
-     time get their own smaller S (each the most that fits alone) when that lets the others train
-     at least 1.5x longer. Warm-up steps and eval_every scale with S. --steps N skips the probe.
-  4. Train: `linea train BASE OVERRIDES` per run, `--jobs` at once, longest first. At the training
-     deadline every run still going gets SIGTERM (linea stops after the step it is in, writes a
-     checkpoint and its last metrics; its val figures stay those of its last periodic evaluation) and SIGKILL 30 s later; a run not yet started by then is
-     listed as not run. So the study ends within the budget whatever the GPU's speed, and a run
-     stopped early shows its step count in the table.
-  5. Evaluate (recall only): as each run ends, `linea eval RUN --tasks ruler,mqar --lengths 1024
-     --limit N` on its last checkpoint, up to `--jobs` at once, killed at budget - margin (the results
-     it printed by then are kept: the report reads eval.log when eval.jsonl is missing).
-  6. Report: OUT/results.tsv, results.json, results.md (Markdown tables; the recall one with seed
-     001's claim beside it) and plot.svg; OUT/runs.tar.gz (OUT/runs/ with --keep-runs-dir) holds each run's config.toml,
-     metrics.jsonl, eval.jsonl, train.log, eval.log and run.json (the orchestrator's record: steps,
-     exit status, times). Checkpoints stay in --work (default /tmp/linea-recall-study/STUDY).
-     OUT/progress.log repeats the progress lines; OUT/study.json holds the plan (probe timings,
-     the chosen S and how).
+  2. Probe (probe, probe_timing): the step time at steady full load. In r1 each probe trained 12-15
+     steps and ended; processes of a wave started and ended at different times, so most steps were
+     timed beside fewer than --jobs trainings (and beside other probes' start-up on the CPU). Now the
+     runs go in waves of --jobs (the last filled up with untimed repeats), whose processes train until
+     each timed run has logged probe_steps steps since every process of the wave passed step 3, or
+     the wave's cap (probe_cap, and the probe at most 0.2 x budget); then SIGKILL. Step time t_i: the
+     median of those steady steps; fixed cost o_i: the time to step 3 less 3 steps, + end_s (final
+     val evaluation, checkpoint, exit).
+  3. Order (queue_order): the sweep's baseline first, then one run of every other mixer (its pure run
+     at the baseline's width), then the rest, longest first within each group: with 11 slots the first
+     wave holds the baseline and every mixer, which a deadline then cannot leave unstarted.
+  4. Steps (plan_steps): one count S for every run (the runs see the same tokens), the largest multiple
+     of 10 in [min_steps, the sweep's train.steps] whose schedule (queue order, --jobs slots, a run
+     costing o_i + t_i x (S + its periodic val evaluations)) ends within plan_share = 0.6 of the time
+     left before the training deadline: 0.4 is room for a mis-estimate (r1 planned at 0.8 and was off
+     by 2x). Runs over 2.5x the median step time get their own smaller S when that lets the others
+     train 1.5x longer. Warm-up and eval_every scale with S. --steps N skips the probe.
+  5. Re-plan (replan_steps): every 10 s while runs wait to start, the running runs' step times
+     (metrics.jsonl) against their probe's; when the median ratio k exceeds 1.1, the runs not yet
+     started get fewer steps (not under min_steps), so that the last ends within 0.8 x the time left
+     at k x their probed step time. Started runs keep theirs (train.steps fixes their cosine
+     schedule); the tables show each run's steps. Every run reaching min_steps matters more than a
+     large S.
+  6. Train: `linea train BASE OVERRIDES` per run, at most --jobs processes. At the training deadline
+     every run still going gets SIGTERM (linea stops after the step it is in, writes a checkpoint and
+     its last metrics; its val figures stay those of its last periodic evaluation) and SIGKILL 30 s
+     later; a run not yet started by then is listed as not run.
+  7. Evaluate (recall only): `linea eval RUN --tasks niah_single,niah_multikey_1,mqar --lengths 1024
+     --limit 8` on each run's last checkpoint: what the recall table needs (niah_single is
+     niah_single_1..3), 5 tasks of one generate batch of 8. r1's ruler,mqar x 16 samples (13 tasks, 26
+     batches) took over 100 s a run under load and was mostly killed. Evaluations share the --jobs
+     slots and start once every training has started (a training never waits for one). Reserve:
+     at worst every evaluation is still to do then, ceil(runs / jobs) in a slot, each the slowest
+     run's o_i + eval_steps_per_batch (15) x t_i per task batch (r1: 12-14 s a task of 2 batches at
+     0.4-0.6 s a step), at most 0.4 x budget; the training deadline is budget - margin - reserve.
+     Killed at budget - margin (what they printed by then is kept: the report reads eval.log when
+     eval.jsonl is missing). --eval-tasks, --eval-limit, --eval-lengths, --eval-reserve override.
+  8. Report: OUT/results.tsv, results.json, results.md (Markdown tables; the recall one with seed
+     001's claim beside it) and plot.svg; OUT/runs.tar.gz (OUT/runs/ with --keep-runs-dir) holds each
+     run's config.toml, metrics.jsonl, eval.jsonl, train.log, eval.log and run.json (the
+     orchestrator's record: steps, exit status, times). Checkpoints stay in --work (default
+     /tmp/linea-recall-study/STUDY). OUT/progress.log repeats the progress lines; OUT/study.json holds
+     the plan (probe timings, queue order, S and how, re-plans, the evaluation reserve, MPS).
 
 The budgets (presets below). The lead's device call is 10 minutes at most, of which a fresh
 machine's set-up and linea's CUDA build take a part, so each study's default budget is 360 s of wall
-time from the script's start to its last file. How S is chosen: step times of these models on the
-GPU were not measured (the GPU machine is the lead's only), and the CPU here is no guide (the recall
-study's 8-layer GDN at d 256 took 70 s a step of 16 x 1024 tokens on two shared cores; on a GPU such
-a small model's step is bound by kernel launches, not FLOPs, so no FLOP ratio converts it). Instead
-of a fixed guess, the probe measures the step on the GPU itself, under the real concurrency, and S
-follows from the measurement. The probe's own cost is bounded: 15 (MQAR) or 12 (recall) steps a
-run, and the probe phase is cut at min(probe_cap x waves, 0.2 x budget) (probe_cap 30 s for MQAR's
-2-layer models, 40 s for recall; a probe cut there is dropped from the study, named in the log).
-Budget split, recall: probe <= 72 s, training until 360 - 100 - 20 = 240 s after the start,
-evaluation until 360 - 20 = 340 s, 20 s for the report; MQAR (no linea eval: its accuracy is
-val_acc, logged at every evaluation and at the last step): probe <= 72 s, training until 340 s.
---jobs: 11 for both (not measured: 11 recall processes of 16 x 1024 tokens a step and 8 layers stay
-well inside 80 GB; 33 MQAR runs make three equal waves, 21 recall runs two; 16 cores). The probe
-runs at the same concurrency, so its step times are those of the real phase.
+time from the script's start to its last file; one study per call. S is not guessed: the GPU step of
+such small models is bound by kernel launches and by how the GPU is shared, not by FLOPs, so the
+probe measures it at the study's own concurrency. --jobs 11 for both: 11 recall processes of 16 x 1024
+tokens a step stay well inside 80 GB (r1 ran 16 at once), and the first wave then holds the baseline
+and one run of each of the 10 other mixers.
 """
 import argparse
+import fcntl
 import json
 import math
 import os
@@ -76,12 +98,15 @@ PRESETS = {
         "sweep": "configs/sweeps/mqar-mixers-width.toml",
         "budget": 360,
         "jobs": 11,
-        "probe_steps": 15,
-        "probe_cap": 30,
+        "probe_steps": 10,  # steady-state steps each probe run must log before its wave ends
+        "probe_cap": 25,  # s a probe wave may last at most
+        "plan_share": 0.6,  # the planned makespan's share of the time left for training
+        "end_s": 3.0,  # a run's cost after its last step (final val evaluation, exit), not probed
         "min_steps": 100,
         "eval_reserve": 0,
         "margin": 20,
         "evals_per_run": 8,  # eval_every = S / 8: a run stopped at the deadline still has a recent val_acc
+        "val_batch_steps": 1.0,  # two forward passes a val batch (val_loss, val_acc): about a step on the CPU
         "set": [
             "train.log_every=10",
             "train.checkpoint_every=-1",  # nothing reads an MQAR checkpoint: its accuracy is val_acc
@@ -93,12 +118,15 @@ PRESETS = {
         "sweep": "configs/sweeps/recall-study-reduced.toml",
         "budget": 360,
         "jobs": 11,
-        "probe_steps": 12,
-        "probe_cap": 40,
+        "probe_steps": 6,
+        "probe_cap": 30,
+        "plan_share": 0.6,
+        "end_s": 5.0,  # the final val evaluation and the checkpoint
         "min_steps": 100,
-        "eval_reserve": 100,
+        "eval_reserve": None,  # sized after the probe (eval_seconds); --eval-reserve fixes it
         "margin": 20,
         "evals_per_run": 4,
+        "val_batch_steps": 0.5,  # one forward pass a val batch (fwd+bwd is about 3 forward passes), with room
         "set": [
             # The sweep's data.path is a placeholder for FineWeb-Edu shards; the embedded corpus
             # (gcide, SentencePiece 4096) is what the GPU machine has ($LINEA_CACHE). Its vocabulary
@@ -110,11 +138,20 @@ PRESETS = {
             "train.keep_checkpoints=1",
             "train.eval_batches=4",
         ],
-        "eval_tasks": "ruler,mqar",
+        # What results.md's recall table needs: the single-needle and the first multi-key NIAH tasks
+        # (niah_single selects niah_single_1..3) and the mqar task; 5 tasks of one generate batch.
+        "eval_tasks": "niah_single,niah_multikey_1,mqar",
         "eval_lengths": "1024",  # the training context
-        "eval_limit": 16,  # samples per task: two generate batches of 8
+        "eval_limit": 8,  # samples per task: one generate batch of 8
+        "eval_steps_per_batch": 15,  # an eval task's batch costs about 15 training steps (run r1, below)
     },
 }
+
+LOCK_FILE = "/tmp/linea-recall-study.lock"
+
+# linea eval's RULER task names (`linea eval --help`); `ruler` is all of them, a prefix selects those it begins.
+RULER_TASKS = ["niah_single_1", "niah_single_2", "niah_single_3", "niah_multikey_1", "niah_multikey_2",
+               "niah_multikey_3", "niah_multivalue", "niah_multiquery", "vt", "cwe", "fwe", "qa_synthetic"]
 
 SEED001_CLAIM = (
     "at 340M and 1.3B (FineWeb-Edu; RULER at 4K context) recall is highly sensitive to the linear:full "
@@ -147,6 +184,95 @@ class Log:
         print(line, flush=True)
         if self.file:
             self.file.write(line + "\n")
+
+
+# ---- one study per GPU, and CUDA MPS ----------------------------------------------------------------
+
+
+def study_lock(path, what):
+    """Holds an exclusive flock on `path` for the life of the process (the kernel drops it when the
+    process ends, however it ends). A second study fails at once: the probe's step times and the plan
+    assume that the GPU runs this study's processes only."""
+    f = open(path, "a+")
+    try:
+        fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        f.seek(0)
+        holder = f.read().strip() or "another process"
+        f.close()
+        raise SystemExit("another study holds %s (%s): one study per device call. The probe times the "
+                         "steps with this study's processes alone on the GPU; a second study beside it "
+                         "makes every step slower than planned and the deadlines cut both." % (path, holder))
+    f.seek(0)
+    f.truncate()
+    f.write("pid %d, %s, since %s" % (os.getpid(), what, time.strftime("%H:%M:%S")))
+    f.flush()
+    return f
+
+
+class Mps:
+    """A CUDA MPS control daemon for the study: the trainings share the GPU's SMs as one context
+    instead of time-slicing between process contexts. Private pipe and log folders under `folder`,
+    exported to every child through `env`; stopped by stop() (`quit`), which run_study calls in a
+    finally clause, so errors and SIGTERM/SIGINT (which end the study as at a deadline) stop it too."""
+
+    CONTROL = "nvidia-cuda-mps-control"
+
+    def __init__(self, folder, log):
+        self.folder, self.log = folder, log
+        self.env = {}
+        self.on = False
+        self.note = ""
+
+    def control(self, command, timeout=10):
+        env = dict(os.environ, **self.env)
+        return subprocess.run([self.CONTROL], input=command + "\n", capture_output=True, text=True,
+                              env=env, timeout=timeout)
+
+    def start(self):
+        if not shutil.which(self.CONTROL):
+            self.note = "%s is not on PATH" % self.CONTROL
+            self.log("MPS off: " + self.note)
+            return False
+        pipe, logs = os.path.join(self.folder, "pipe"), os.path.join(self.folder, "log")
+        os.makedirs(pipe, exist_ok=True)
+        os.makedirs(logs, exist_ok=True)
+        self.env = {"CUDA_MPS_PIPE_DIRECTORY": pipe, "CUDA_MPS_LOG_DIRECTORY": logs}
+        try:
+            started = subprocess.run([self.CONTROL, "-d"], capture_output=True, text=True,
+                                     env=dict(os.environ, **self.env), timeout=15)
+            answer = self.control("get_server_list") if started.returncode == 0 else started
+        except (OSError, subprocess.SubprocessError) as e:
+            answer = subprocess.CompletedProcess([], 1, "", str(e))
+        if answer.returncode != 0:
+            self.note = "the daemon did not start or answer (exit %s: %s)" % (
+                answer.returncode, (answer.stderr or answer.stdout).strip()[:200])
+            self.log("MPS off, continuing without it: " + self.note)
+            self.stop()
+            self.env = {}
+            return False
+        self.on = True
+        self.note = "control daemon in %s" % self.folder
+        self.log("MPS on: " + self.note)
+        return True
+
+    def stop(self):
+        if not self.env:
+            return
+        try:
+            self.control("quit")
+        except (OSError, subprocess.SubprocessError):
+            pass
+        if self.on:
+            self.log("MPS control daemon stopped")
+        self.on = False
+
+    def give_up(self, why):
+        """Stops the daemon and drops its variables: the processes from now on run without MPS."""
+        self.stop()
+        self.env = {}
+        self.note = why
+        self.log("MPS off from here on: " + why)
 
 
 # ---- the runs of a sweep ---------------------------------------------------------------------------
@@ -238,13 +364,44 @@ def describe(run):
     }
 
 
+def queue_order(runs, baseline, cost):
+    """The order the runs start in: the sweep's baseline (else the first attention run) first, then one
+    run of every other mixer (its pure run, at the baseline's width or the nearest), then the rest;
+    longest first (`cost`) within each group. So the first wave holds the baseline and every mixer when
+    --jobs allows, and a run that the deadline leaves unstarted is never one of these."""
+    base = next((r for r in runs if r["label"] == baseline), None) or \
+        next((r for r in runs if r["mixer"] == "attention"), None)
+    lead = []
+    for m in dict.fromkeys(r["mixer"] for r in runs):
+        if base is not None and m == base["mixer"]:
+            continue
+        mine = [r for r in runs if r["mixer"] == m]
+        pure = [r for r in mine if r["hybrid"] in ("pure", "full")] or mine
+        width = base["d_model"] if base is not None else pure[0]["d_model"]
+        lead.append(min(pure, key=lambda r: abs(r["d_model"] - width)))
+    rest = [r for r in runs if r is not base and r not in lead]
+    longest = lambda group: sorted(group, key=lambda r: -cost(r))
+    return ([base] if base is not None else []) + longest(lead) + longest(rest)
+
+
+def eval_task_count(tasks):
+    """How many tasks `linea eval --tasks LIST` runs: `ruler` is the 12 RULER tasks, a prefix those it begins."""
+    n = 0
+    for name in (t.strip() for t in tasks.split(",") if t.strip()):
+        if name == "ruler":
+            n += len(RULER_TASKS)
+        else:
+            n += max(1, sum(t.startswith(name) for t in RULER_TASKS))
+    return n
+
+
 # ---- processes -----------------------------------------------------------------------------------
 
 
 class Job:
-    def __init__(self, name, argv, log_path, env, cost=0.0, on_end=None):
+    def __init__(self, name, argv, log_path, env, on_end=None, metrics_path=None):
         self.name, self.argv, self.log_path, self.env = name, argv, log_path, env
-        self.cost, self.on_end = cost, on_end
+        self.on_end, self.metrics_path = on_end, metrics_path
         self.proc = None
         self.started = self.ended = None
         self.rc = None
@@ -302,16 +459,18 @@ def start_up_to(slots, queue, running):
         running.append(j)
 
 
-def run_pool(jobs, slots, deadline, log, grace=30.0, status=None, extra=None):
+def run_pool(jobs, slots, deadline, log, grace=30.0, status=None, extra=None, tick=None):
     """Runs `jobs` (a list, started in order) `slots` at a time. At `deadline` a running job gets
     SIGTERM and `grace` s later SIGKILL; jobs not started by then stay unstarted. `extra` is a
-    second pool (evaluations) fed by on_end callbacks and drained by the same loop with its own
-    slots and deadline: (list, slots, deadline)."""
+    second pool (evaluations) fed by on_end callbacks, (list, deadline): its jobs share the `slots`
+    and start only once every job of the first pool has started (a training never waits for an
+    evaluation), and are killed at their own deadline. `tick(running, queue)` is called every 10 s
+    while jobs wait to start (the re-plan); `status(running, extra running)` every 15 s."""
     queue = list(jobs)
     running = []
-    extra_queue, extra_slots, extra_deadline = extra if extra else ([], 0, None)
+    extra_queue, extra_deadline = extra if extra else ([], None)
     extra_running = []
-    last_status = now()
+    last_status = last_tick = now()
     while queue or running or extra_queue or extra_running:
         t = now()
         if ABORT["signal"] is not None:  # stop everything now, as at both deadlines
@@ -331,6 +490,9 @@ def run_pool(jobs, slots, deadline, log, grace=30.0, status=None, extra=None):
                 elif not j.killed and t >= j.stop_time + grace:
                     j.killed = True
                     j.signal(signal.SIGKILL)
+        if tick and queue and t - last_tick >= 10:
+            last_tick = t
+            tick(running, queue)
         start_up_to(slots, queue, running)
         if extra:
             if extra_deadline is not None and t >= extra_deadline:
@@ -339,7 +501,8 @@ def run_pool(jobs, slots, deadline, log, grace=30.0, status=None, extra=None):
                     if not j.killed:
                         j.killed = True
                         j.signal(signal.SIGKILL)
-            start_up_to(extra_slots, extra_queue, extra_running)
+            if not queue:
+                start_up_to(slots - len(running), extra_queue, extra_running)
         if status and t - last_status >= 15 and (running or extra_running):
             last_status = t
             status(running, extra_running)
@@ -375,54 +538,66 @@ def train_argv(linea, run, overrides, run_dir, name):
            ["run.dir=%s" % run_dir, "run.name=%s" % name]
 
 
-def process_env(threads):
-    env = dict(os.environ)
+def process_env(threads, extra):
+    env = dict(os.environ, **extra)
     env["OMP_NUM_THREADS"] = str(threads)
     return env
 
 
+def schedule_end(costs, free):
+    """List scheduling in the order given: each job starts on the slot that frees first (`free`: when
+    each slot frees). When the last of these jobs ends (0 for none)."""
+    free = list(free)
+    end = 0.0
+    for c in costs:
+        i = free.index(min(free))
+        free[i] += c
+        end = max(end, free[i])
+    return end
+
+
 def makespan(costs, slots):
-    """List scheduling, longest first: when the last slot finishes."""
-    finish = [0.0] * max(1, slots)
-    for c in sorted(costs, reverse=True):
-        i = finish.index(min(finish))
-        finish[i] += c
-    return max(finish)
+    """List scheduling in the order given, on `slots` free slots: when the last slot finishes."""
+    return schedule_end(costs, [0.0] * max(1, slots))
 
 
-def plan_steps(runs, jobs, window, min_steps, max_steps, evals, eval_batches):
+def run_cost(r, steps, evals, eval_steps, k=1.0):
+    """Seconds of a run of `steps` steps: its fixed cost, and its steps and `evals` periodic val
+    evaluations (each costing `eval_steps` steps) at k x its probed step time."""
+    return r["overhead_s"] + k * r["step_s"] * (steps + evals * eval_steps)
+
+
+def largest_steps(fits, min_steps, max_steps):
+    """The largest multiple of 10 in [min_steps, max_steps] for which fits(S) holds (fits is monotone);
+    min_steps when none does."""
+    lo, hi, best = min_steps, max(min_steps, max_steps), min_steps
+    while lo <= hi:
+        mid = (lo + hi) // 2
+        if fits(mid):
+            best, lo = mid, mid + 1
+        else:
+            hi = mid - 1
+    return max(min_steps, best // 10 * 10)
+
+
+def plan_steps(runs, jobs, window, min_steps, max_steps, evals, eval_steps):
     """Each run's steps from its probe (step_s, overhead_s): one S for all, the largest multiple of 10 in
-    [min_steps, max_steps] whose longest-first schedule over `jobs` slots ends within `window` s. A
-    run costs overhead_s + step_s x (S + its val evaluations, each eval_batches forward passes of about
-    a third of a step). Stragglers, runs over 2.5x the median step time (RWKV-6's f32 kernels, say),
-    would set everyone's S: when giving them their own smaller S (each the most that fits the window
-    alone in its slot) lets the others train at least 1.5x longer, that is done. Sets r["steps"] on
-    every run; returns (S, the projected makespan, the rule in words)."""
-
-    def cost(r, s):
-        return r["overhead_s"] + r["step_s"] * (s + evals * eval_batches / 3.0)
-
-    def largest(fits):
-        lo, hi, best = min_steps, max(min_steps, max_steps), min_steps
-        while lo <= hi:
-            mid = (lo + hi) // 2
-            if fits(mid):
-                best, lo = mid, mid + 1
-            else:
-                hi = mid - 1
-        return max(min_steps, best // 10 * 10)
-
-    steps = largest(lambda s: makespan([cost(r, s) for r in runs], jobs) <= window)
+    [min_steps, max_steps] whose schedule, the runs in the given (queue) order over `jobs` slots, ends
+    within `window` s. Stragglers, runs over 2.5x the median step time, would set everyone's S: when
+    giving them their own smaller S (each the most that fits the window alone in its slot) lets the
+    others train at least 1.5x longer, that is done. Sets r["steps"] on every run; returns (S, the
+    projected makespan, the rule in words)."""
+    cost = lambda r, s: run_cost(r, s, evals, eval_steps)
+    steps = largest_steps(lambda s: makespan([cost(r, s) for r in runs], jobs) <= window, min_steps, max_steps)
     median_t = statistics.median(r["step_s"] for r in runs)
     slow = [r for r in runs if r["step_s"] > 2.5 * median_t]
     rule = "one S for every run"
     own = {}
     if slow and len(slow) < jobs:
         for r in slow:
-            own[r["label"]] = largest(lambda s, r=r: cost(r, s) <= window)
-        fast = [r for r in runs if r not in slow]
-        fast_steps = largest(lambda s: makespan([cost(r, s) for r in fast] +
-                                                [cost(r, own[r["label"]]) for r in slow], jobs) <= window)
+            own[r["label"]] = largest_steps(lambda s, r=r: cost(r, s) <= window, min_steps, max_steps)
+        each = lambda s: [cost(r, own[r["label"]] if r["label"] in own else s) for r in runs]
+        fast_steps = largest_steps(lambda s: makespan(each(s), jobs) <= window, min_steps, max_steps)
         if fast_steps >= 1.5 * steps:
             steps = fast_steps
             rule = ("S for the runs within 2.5x the median step time; %s: fewer steps, each the most that fits "
@@ -434,32 +609,270 @@ def plan_steps(runs, jobs, window, min_steps, max_steps, evals, eval_batches):
     return steps, makespan([cost(r, r["steps"]) for r in runs], jobs), rule
 
 
+def replan_steps(free, queued, k, window, min_steps, evals, eval_steps):
+    """S for the runs not started yet when the running ones go k times slower than probed: the
+    largest multiple of 10 in [min_steps, their largest planned S] such that, started in queue order
+    on the slots as they free (`free`, s from now), each at k x its probed step time and at most its
+    planned steps, the last one ends within `window` s. Never more than planned (the runs already
+    going keep their S: train.steps fixes their cosine schedule)."""
+    top = max(r["steps"] for r in queued)
+    return largest_steps(lambda s: schedule_end([run_cost(r, min(s, r["steps"]), evals, eval_steps, k)
+                                                 for r in queued], free) <= window, min_steps, top)
+
+
+def observed_step_s(rows, planned):
+    """A running run's step time from its metrics lines (every log_every steps): the median over its
+    last five intervals past step 10 (an interval holding a val evaluation is the odd one out), None
+    before two such lines. Also its last step."""
+    rows = [m for m in rows if "elapsed_s" in m and m.get("step", 0) >= 10]
+    per_step = [(b["elapsed_s"] - a["elapsed_s"]) / (b["step"] - a["step"])
+                for a, b in zip(rows, rows[1:]) if b["step"] > a["step"]][-5:]
+    return (statistics.median(per_step) if per_step else None), (rows[-1]["step"] if rows else 0)
+
+
+def probe_timing(jobs, warm):
+    """Step times of one probe wave at steady load. jobs: {name: (started, [(step, elapsed_s, seen)])},
+    `seen` the monotonic time the script first read the line. elapsed_s counts from the start of the
+    job's training loop, so its clock's offset is min(seen - elapsed_s). The load is steady once every
+    job has logged step `warm` (all are past start-up and in their loops): steady_start, None before.
+    Returns (steady_start, {name: None or {step_s, overhead_s, steady_steps, steady}}): step_s is the
+    median of the step intervals that begin at or after steady_start (steady: True), or, with fewer than
+    two of those, of all intervals after step `warm` (steady: False); overhead_s is the time from the
+    process's start to step `warm` less `warm` steps at step_s (start-up, CUDA set-up, first-step plans)."""
+    offset, reached = {}, {}
+    for name, (started, rows) in jobs.items():
+        if rows:
+            offset[name] = min(seen - el for _, el, seen in rows)
+            at = [offset[name] + el for st, el, _ in sorted(rows) if st >= warm]
+            reached[name] = at[0] if at else None
+    waiting = [n for n in jobs if reached.get(n) is None]
+    steady_start = None if waiting or not jobs else max(reached.values())
+    out = {}
+    for name, (started, rows) in jobs.items():
+        rows = sorted(rows)
+        spans = [(offset[name] + a[1], b[1] - a[1]) for a, b in zip(rows, rows[1:])
+                 if b[0] == a[0] + 1 and a[0] >= warm]
+        steady = [d for t0, d in spans if steady_start is not None and t0 >= steady_start]
+        use = steady if len(steady) >= 2 else [d for _, d in spans]
+        if not use:
+            out[name] = None
+            continue
+        t = statistics.median(use)
+        out[name] = {"step_s": t, "overhead_s": max(0.0, reached[name] - started - warm * t),
+                     "steady_steps": len(steady), "steady": len(steady) >= 2}
+    return steady_start, out
+
+
+def probe(runs, jobs, deadline, steady_steps, wave_cap, make_job, log, warm=3):
+    """Times every run's step with all `jobs` slots busy for the whole probe. The runs go in waves of
+    `jobs`, each wave a mix of mixers and sizes (every waves-th run of the queue order); the last wave
+    is filled up with repeats of other runs (fillers, not timed) so that it holds `jobs` processes too.
+    A wave's processes start together and train until the wave ends: when each timed run has logged
+    `steady_steps` steps since every process of the wave passed step `warm` (probe_timing), or at the
+    wave's cap (min(wave_cap, its share of the time left to `deadline`)); then all get SIGKILL. Sets
+    step_s and overhead_s on each timed run. Returns {label: "ok" | "unmeasured" | "failed: why"}, or
+    None when no run of the first wave logged a step."""
+    waves_n = math.ceil(len(runs) / jobs)
+    order = [r for w in range(waves_n) for r in runs[w::waves_n]]
+    waves = [order[i:i + jobs] for i in range(0, len(order), jobs)]
+    result = {}
+    for w, members in enumerate(waves):
+        t = now()
+        if ABORT["signal"] is not None or t >= deadline:
+            for r in members:
+                result[r["label"]] = "unmeasured"
+            continue
+        fillers = [r for r in order if r not in members][:jobs - len(members)]
+        wave_end = min(deadline, t + wave_cap, t + (deadline - t) / (len(waves) - w))
+        timed = [(r, make_job(r, "probe")) for r in members]
+        extra = [(r, make_job(r, "probe-filler")) for r in fillers]
+        for _, j in timed + extra:
+            j.start()
+        seen = {j: {} for _, j in timed + extra}
+        log("probe wave %d/%d: %s%s, until %d steady steps each or %.0f s" % (
+            w + 1, len(waves), ", ".join(r["label"] for r in members),
+            " (+ %d fillers)" % len(fillers) if fillers else "", steady_steps, wave_end - t))
+        while True:
+            t = now()
+            for _, j in timed + extra:
+                for m in read_metrics(j.metrics_path):
+                    if "elapsed_s" in m:
+                        seen[j].setdefault(m["step"], (m["elapsed_s"], t))
+                j.poll()
+            live = {j: (j.started, [(st, el, sn) for st, (el, sn) in seen[j].items()])
+                    for _, j in timed + extra if j.rc in (None, 0)}  # one that ended otherwise failed
+            steady_start, timing = probe_timing(live, warm)
+            enough = all(j.rc is not None or (timing.get(j) or {}).get("steady_steps", 0) >= steady_steps
+                         for _, j in timed)
+            if enough or t >= wave_end or ABORT["signal"] is not None:
+                break
+            time.sleep(0.2)
+        for _, j in timed + extra:
+            if j.rc is None:
+                j.killed = True
+                j.signal(signal.SIGKILL)
+                j.proc.wait()
+                j.poll()
+        for r, j in timed:
+            tm = timing.get(j)
+            if j.rc not in (None, 0) and not j.killed:
+                result[r["label"]] = "failed: exit %s after %d steps" % (j.rc, len(seen[j]))
+                r["probe_log_tail"] = read_tail(j.log_path)
+                log("probe %s FAILED (exit %s, %d steps): dropped from the study\n%s" %
+                    (r["label"], j.rc, len(seen[j]), r["probe_log_tail"]))
+            elif tm is None:
+                result[r["label"]] = "unmeasured"
+            else:
+                result[r["label"]] = "ok"
+                r["step_s"], r["overhead_s"] = tm["step_s"], tm["overhead_s"]
+                r["probe"] = {"probe_step_s": round(tm["step_s"], 5), "probe_overhead_s": round(tm["overhead_s"], 2),
+                              "probe_steady_steps": tm["steady_steps"], "probe_steady": tm["steady"],
+                              "probe_wave": w + 1}
+                log("probe %-26s %7.1f ms/step over %d steady steps, fixed cost %5.1f s%s" % (
+                    r["label"], 1e3 * tm["step_s"], tm["steady_steps"], tm["overhead_s"],
+                    "" if tm["steady"] else " (NOT at steady load: the wave ended first)"))
+        if w == 0 and not any(seen[j] for _, j in timed):
+            return None  # no process logged a step: nothing trains (under MPS, run_study retries without it)
+    return result
+
+
 def selftest():
-    """Checks of the step planner and the report on made-up probe figures (no linea needed)."""
-    mk = lambda label, t, o=2.0: {"label": label, "step_s": t, "overhead_s": o}
-    # 4 equal runs on 2 slots, 100 s: two after another in a slot, each 2 + 0.1 x (S + 8 x 3 / 3):
+    """Checks of the planner, the probe's timing, the re-plan, the lock, the MPS daemon's start and stop
+    (with a fake nvidia-cuda-mps-control on PATH) and the pool's shared slots, on made-up figures and
+    small processes (no linea, no GPU needed)."""
+    import tempfile
+    mk = lambda label, t, o=2.0, **kw: dict({"label": label, "step_s": t, "overhead_s": o}, **kw)
+    # 4 equal runs on 2 slots, 100 s: two after another in a slot, each 2 + 0.1 x (S + 8 evaluations x 1):
     # 2 x (2 + 0.1 (S + 8)) <= 100 -> S <= 472 -> 470.
     runs = [mk("r%d" % i, 0.1) for i in range(4)]
-    steps, span, rule = plan_steps(runs, 2, 100.0, 100, 4000, 8, 3)
+    steps, span, rule = plan_steps(runs, 2, 100.0, 100, 4000, 8, 1.0)
     assert steps == 470 and span <= 100.0 and all(r["steps"] == 470 for r in runs), (steps, span)
     # Capped by the sweep's own steps.
-    steps, _, _ = plan_steps([mk("a", 0.001)], 2, 100.0, 100, 4000, 8, 3)
+    steps, _, _ = plan_steps([mk("a", 0.001)], 2, 100.0, 100, 4000, 8, 1.0)
     assert steps == 4000, steps
     # Too slow for even min_steps: min_steps, and the makespan says it does not fit.
-    steps, span, _ = plan_steps([mk("a", 1.0)], 2, 50.0, 100, 4000, 8, 3)
+    steps, span, _ = plan_steps([mk("a", 1.0)], 2, 50.0, 100, 4000, 8, 1.0)
     assert steps == 100 and span > 50.0, (steps, span)
-    # A straggler 10x slower: it gets its own S, the most that fits alone (2 + 0.5 S <= 120 -> 230); the
-    # five others share the two other slots, three in one: 3 (2 + 0.05 S) <= 120 -> S = 760.
-    runs = [mk("f%d" % i, 0.05) for i in range(5)] + [mk("slow", 0.5)]
+    # A straggler 10x slower, first in the queue: it gets its own S, the most that fits alone
+    # (2 + 0.5 S <= 120 -> 230); the five others share the two other slots, three in one:
+    # 3 (2 + 0.05 S) <= 120 -> S = 760.
+    runs = [mk("slow", 0.5)] + [mk("f%d" % i, 0.05) for i in range(5)]
     steps, span, rule = plan_steps(runs, 3, 120.0, 100, 4000, 0, 0)
-    slow = runs[-1]
-    assert slow["steps"] == 230 and steps == 760 and span <= 120.0, (steps, slow["steps"], span)
-    assert all(r["steps"] == steps for r in runs[:-1]) and "slow" in rule, rule
-    # Attention layers of the README's hybrid rule.
-    assert attention_layers(8, "3:1", "gdn") == 2 and attention_layers(16, "3:1", "mamba2") == 4
-    assert attention_layers(8, "pure", "gdn") == 0 and attention_layers(8, "pure", "attention") == 8
-    assert attention_layers(2, "3:1", "gdn") == 1
-    assert makespan([5, 4, 3, 3], 2) == 8 and makespan([1, 1, 1], 5) == 1
+    assert runs[0]["steps"] == 230 and steps == 760 and span <= 120.0, (steps, runs[0]["steps"], span)
+    assert all(r["steps"] == steps for r in runs[1:]) and "slow" in rule, rule
+    # The schedule keeps the queue order (the baseline first), and schedule_end counts only its jobs.
+    assert makespan([5, 4, 3, 3], 2) == 8 and makespan([1, 1, 1], 5) == 1 and makespan([3, 3, 5], 2) == 8
+    assert schedule_end([1, 1], [10.0, 0.0, 0.0]) == 1 and schedule_end([], [5.0]) == 0
+    # Queue order: the sweep's baseline, then one pure run of every other mixer at the baseline's
+    # width, longest first, then the rest.
+    d = lambda label, mixer, hybrid, width, t: mk(label, t, mixer=mixer, hybrid=hybrid, d_model=width)
+    runs = [d("gdn-pure", "gdn", "pure", 256, 0.2), d("gdn-3to1", "gdn", "3:1", 256, 0.9),
+            d("tf", "attention", "full", 256, 0.1), d("kda-3to1", "kda", "3:1", 256, 0.3),
+            d("kda-pure", "kda", "pure", 256, 0.5), d("tf-64", "attention", "full", 64, 0.05)]
+    order = [r["label"] for r in queue_order(runs, "tf", lambda r: r["step_s"])]
+    assert order == ["tf", "kda-pure", "gdn-pure", "gdn-3to1", "kda-3to1", "tf-64"], order
+    assert [r["label"] for r in queue_order(runs, None, lambda r: 0)][0] == "tf"
+    widths = [d("m-%d" % w, "m", "pure", w, 0.1) for w in (64, 128, 256)] + [d("t", "attention", "full", 128, .1)]
+    assert [r["label"] for r in queue_order(widths, "t", lambda r: 0)][:2] == ["t", "m-128"]
+    # Re-plan: runs 2x slower than probed. One slot frees now, one in 50 s; two queued runs of
+    # 2 + 2 x 0.1 S within 100 s: the second starts at 50 -> 52 + 0.2 S <= 100 -> S = 240.
+    queued = [mk("q1", 0.1, steps=1000), mk("q2", 0.1, steps=1000)]
+    assert replan_steps([50.0, 0.0], queued, 2.0, 100.0, 100, 0, 0) == 240
+    # Never more than planned, never under min_steps.
+    assert replan_steps([0.0, 0.0], [mk("q", 0.1, steps=300)], 1.0, 1000.0, 100, 0, 0) == 300
+    assert replan_steps([900.0], [mk("q", 0.1, steps=300)], 2.0, 100.0, 100, 0, 0) == 100
+    # A running run's step time: the median of its last intervals past step 10 (the val evaluation's
+    # interval is the odd one out).
+    rows = [{"step": s, "elapsed_s": 0.5 * s + (3.0 if s >= 40 else 0.0)} for s in range(10, 80, 10)]
+    assert observed_step_s(rows, 100) == (0.5, 70) and observed_step_s(rows[:1], 100)[0] is None
+    # The probe's timing: job a starts at 0, its loop at 4 s, 0.1 s a step while alone, 0.3 s once b
+    # runs; b starts at 0 and reaches step 3 at 8 s. Steady from 8 s: a's intervals after 8 s only.
+    a_rows = [(s, 0.1 * s, 4.0 + 0.1 * s + 0.05) for s in range(1, 31)]
+    a_rows += [(31 + i, 3.0 + 0.3 * (i + 1), 4.0 + 3.0 + 0.3 * (i + 1) + 0.05) for i in range(10)]
+    b_rows = [(s, 0.3 * s, 7.1 + 0.3 * s) for s in range(1, 11)]
+    steady, timing = probe_timing({"a": (0.0, a_rows), "b": (0.0, b_rows)}, 3)
+    assert abs(steady - 8.0) < 1e-9, steady
+    assert abs(timing["a"]["step_s"] - 0.3) < 1e-9 and timing["a"]["steady"], timing["a"]
+    assert abs(timing["b"]["step_s"] - 0.3) < 1e-9 and abs(timing["b"]["overhead_s"] - 7.1) < 1e-9, timing["b"]
+    # Not steady while a job of the wave has not reached step 3: the intervals are used but flagged.
+    steady, timing = probe_timing({"a": (0.0, a_rows), "c": (0.0, [(1, 0.0, 9.0)])}, 3)
+    assert steady is None and not timing["a"]["steady"] and timing["c"] is None
+    # Tasks linea eval runs for a list.
+    assert eval_task_count("niah_single,niah_multikey_1,mqar") == 5 and eval_task_count("ruler,mqar") == 13
+    with tempfile.TemporaryDirectory() as tmp:
+        # The lock: a second holder fails at once, naming the file and the holder.
+        path = os.path.join(tmp, "lock")
+        held = study_lock(path, "study one")
+        try:
+            study_lock(path, "study two")
+            raise AssertionError("a second study took the lock")
+        except SystemExit as e:
+            assert path in str(e) and "study one" in str(e) and "one study per device call" in str(e), e
+        held.close()
+        study_lock(path, "study three").close()  # free again once the holder is gone
+        # MPS: a fake control program that records its calls and the pipe folder it was given.
+        bin_dir = os.path.join(tmp, "bin")
+        os.makedirs(bin_dir)
+        calls = os.path.join(tmp, "calls")
+        fake = os.path.join(bin_dir, Mps.CONTROL)
+
+        def write_fake(start_rc):
+            with open(fake, "w") as f:
+                f.write("#!/bin/sh\nif [ \"$1\" = -d ]; then echo \"start $CUDA_MPS_PIPE_DIRECTORY\" >> %s; "
+                        "exit %d; fi\nread cmd; echo \"$cmd $CUDA_MPS_PIPE_DIRECTORY\" >> %s\n" % (calls, start_rc, calls))
+            os.chmod(fake, 0o755)
+
+        old_path = os.environ.get("PATH", "")
+        os.environ["PATH"] = bin_dir + os.pathsep + old_path
+        try:
+            lines = []
+            write_fake(0)
+            mps = Mps(os.path.join(tmp, "mps"), lines.append)
+            assert mps.start() and mps.on, lines
+            pipe = os.path.join(tmp, "mps", "pipe")
+            assert process_env(1, mps.env)["CUDA_MPS_PIPE_DIRECTORY"] == pipe
+            assert process_env(1, mps.env)["CUDA_MPS_LOG_DIRECTORY"] == os.path.join(tmp, "mps", "log")
+            mps.stop()
+            assert open(calls).read().split("\n")[:3] == ["start " + pipe, "get_server_list " + pipe,
+                                                         "quit " + pipe], open(calls).read()
+            os.remove(calls)
+            write_fake(1)  # the daemon does not start: off, one line, no variables for the children
+            lines = []
+            mps = Mps(os.path.join(tmp, "mps2"), lines.append)
+            assert not mps.start() and not mps.on and mps.env == {} and len(lines) == 1, lines
+            assert "MPS off" in lines[0] and "CUDA_MPS_PIPE_DIRECTORY" not in process_env(1, mps.env)
+            os.environ["PATH"] = os.path.join(tmp, "empty")
+            assert not Mps(os.path.join(tmp, "mps3"), lines.append).start() and "not on PATH" in lines[-1]
+        finally:
+            os.environ["PATH"] = old_path
+        # The pool: evaluations share the slots and wait until every training has started.
+        started, lines = [], []
+        py = lambda secs: [sys.executable, "-c", "import time; time.sleep(%s)" % secs]
+        evals, made = [], []
+
+        def add_eval(job):
+            e = Job("eval " + job.name, py(0.1), os.path.join(tmp, "e-%s.log" % job.name), None)
+            evals.append(e)
+            made.append(e)
+
+        trains = [Job("t%d" % i, py(0.6), os.path.join(tmp, "t%d.log" % i), None, on_end=add_eval) for i in range(3)]
+        original = Job.start
+
+        def recording_start(self):
+            original(self)
+            started.append((self.name, now()))
+
+        Job.start = recording_start
+        try:
+            run_pool(trains, 2, now() + 30, lines.append, extra=(evals, now() + 30))
+        finally:
+            Job.start = original
+        t3 = next(t for n, t in started if n == "t2")
+        first_eval = min(t for n, t in started if n.startswith("eval"))
+        assert first_eval >= t3 and len(made) == 3 and all(e.rc == 0 for e in made), started
+        for e in trains + made:  # never more than 2 processes at once
+            overlapping = [o for o in trains + made if o is not e and o.started <= e.started < o.ended]
+            assert len(overlapping) <= 1, (e.name, [o.name for o in overlapping])
     print("recall_study selftest: ok")
     return 0
 
@@ -473,10 +886,9 @@ def run_study(args):
     budget = args.budget if args.budget is not None else preset["budget"]
     jobs = args.jobs or preset["jobs"]
     margin = preset["margin"] if args.margin is None else args.margin
-    eval_reserve = preset["eval_reserve"] if args.eval_reserve is None else args.eval_reserve
-    if not preset["eval_tasks"]:
-        eval_reserve = 0
-    train_deadline = start + budget - eval_reserve - margin
+    eval_tasks = (args.eval_tasks or preset["eval_tasks"]) if preset["eval_tasks"] else None
+    eval_limit = args.eval_limit or preset.get("eval_limit")
+    eval_lengths = args.eval_lengths or preset.get("eval_lengths")
     eval_deadline = start + budget - margin
     work = os.path.abspath(args.work or os.path.join("/tmp/linea-recall-study", args.study))
     linea = os.path.abspath(args.linea)
@@ -496,6 +908,7 @@ def run_study(args):
     for r in runs:
         r["overrides"] = merge_overrides(["%s=%s" % kv for kv in r["overrides"].items()], preset_set)
         r.update(describe(r))
+    baseline = base_value(sweep, "sweep", "baseline")
     data_path = unquote(runs[0]["overrides"].get("data.path", ""))
     if data_path == "default":
         cache = os.environ.get("LINEA_CACHE") or os.path.join(os.environ.get("HOME", "/"), ".cache/linea")
@@ -505,114 +918,157 @@ def run_study(args):
             raise SystemExit("the embedded corpus is not in %s (set LINEA_CACHE to the folder that holds "
                              "gcide-spm4096/, or build it first: linea train train.steps=1)" % corpus)
 
-    log("%s: %d runs of %s, budget %d s (training until +%d s, evaluation until +%d s), %d at once, "
-        "%d CPU threads each, device %s; work in %s, results in %s" %
-        (args.study, len(runs), os.path.relpath(sweep, ROOT), budget, train_deadline - start,
-         eval_deadline - start, jobs, threads, args.device, work, out))
+    log("%s: %d runs of %s, budget %d s (evaluation until +%d s), %d at once, %d CPU threads each, device %s; "
+        "work in %s, results in %s" % (args.study, len(runs), os.path.relpath(sweep, ROOT), budget,
+                                       eval_deadline - start, jobs, threads, args.device, work, out))
     if args.dry_run:
-        for r in runs:
+        for r in queue_order(runs, baseline, lambda r: 0):
             print(" ".join(train_argv(linea, r, r["overrides"], os.path.join(work, "runs"), r["label"])))
         return 0
+    lock = study_lock(LOCK_FILE, "the %s study writing %s" % (args.study, out))
     if os.path.exists(work):
         shutil.rmtree(work)
-    os.makedirs(os.path.join(work, "probe"))
     os.makedirs(os.path.join(work, "runs"))
+    mps = Mps(os.path.join(work, "mps"), log)
+    try:
+        if args.device != "cuda" or args.no_mps:
+            mps.note = "--no-mps" if args.no_mps else "device %s" % args.device
+        else:
+            mps.start()
+        return study(args, preset, start, log, out, work, linea, sweep, runs, baseline, budget, jobs, margin,
+                     threads, sweep_steps, preset_set, eval_tasks, eval_limit, eval_lengths, eval_deadline, mps)
+    finally:
+        mps.stop()
+        lock.close()
+
+
+def study(args, preset, start, log, out, work, linea, sweep, runs, baseline, budget, jobs, margin, threads,
+          sweep_steps, preset_set, eval_tasks, eval_limit, eval_lengths, eval_deadline, mps):
+    """run_study's probe, plan, training, evaluation and report, inside its lock and MPS daemon."""
     plan = {"study": args.study, "sweep": os.path.relpath(sweep, ROOT), "budget_s": budget, "jobs": jobs,
-            "threads": threads, "device": args.device, "margin_s": margin, "eval_reserve_s": eval_reserve,
-            "sweep_steps": sweep_steps, "runs": {},
-            "eval_tasks": preset["eval_tasks"], "eval_lengths": args.eval_lengths or preset.get("eval_lengths"),
-            "eval_limit": args.eval_limit or preset.get("eval_limit"), "git": git_commit(), "gpu": gpu_name(),
-            "linea": linea, "extra_overrides": preset_set}
+            "threads": threads, "device": args.device, "margin_s": margin, "sweep_steps": sweep_steps,
+            "runs": {}, "baseline": baseline, "eval_tasks": eval_tasks, "eval_lengths": eval_lengths,
+            "eval_limit": eval_limit, "git": git_commit(), "gpu": gpu_name(), "linea": linea,
+            "extra_overrides": preset_set, "mps": mps.on, "mps_note": mps.note, "replans": []}
+    evals = preset["evals_per_run"]
+    # A val evaluation: train.eval_batches batches of val_batch_steps steps each.
+    eval_steps = int(runs[0]["overrides"].get("train.eval_batches", "8")) * preset["val_batch_steps"]
+    cost_at = lambda r, s: run_cost(r, s, evals, eval_steps) if "step_s" in r else 0.0
 
     # ---- probe ---------------------------------------------------------------------------------------
+    def probe_job(r, folder):
+        o = dict(r["overrides"])
+        o.update({"train.log_every": "1", "train.checkpoint_every": "-1", "train.eval_every": "0",
+                  "optimizer.warmup_steps": "1"})
+        d = os.path.join(work, folder)
+        return Job("%s %s" % (folder, r["label"]), train_argv(linea, r, o, d, r["label"]),
+                   os.path.join(d, r["label"] + ".log"), process_env(threads, mps.env),
+                   metrics_path=os.path.join(d, r["label"], "metrics.jsonl"))
+
     if args.steps:
         steps = args.steps
         plan["steps_rule"] = "--steps %d" % steps
         log("steps fixed by --steps: %d (no probe)" % steps)
         live = runs
+        for r in live:
+            r["steps"] = steps
     else:
-        p = args.probe_steps or preset["probe_steps"]
-        probe_deadline = min(start + preset["probe_cap"] * math.ceil(len(runs) / jobs), start + 0.2 * budget,
-                             train_deadline)
-        # Waves of at most --jobs probes, each wave a mix of the sweep's mixers and sizes (every
-        # waves-th run), so that no run is timed alone or beside only its own kind.
-        waves = math.ceil(len(runs) / jobs)
-        probe_order = [r for w in range(waves) for r in runs[w::waves]]
-        probe_jobs = []
-        for r in probe_order:
-            o = dict(r["overrides"])
-            o.update({"train.steps": str(p), "train.log_every": "1", "train.checkpoint_every": "-1",
-                      "train.eval_every": "0", "optimizer.warmup_steps": "1"})
-            probe_jobs.append(Job("probe " + r["label"], train_argv(linea, r, o, os.path.join(work, "probe"),
-                                                                   r["label"]),
-                                  os.path.join(work, "probe", r["label"] + ".log"), process_env(threads)))
-        log("probe: %d steps of every run, %d at once (killed at +%.0f s)" % (p, jobs, probe_deadline - start))
-        run_pool(probe_jobs, jobs, probe_deadline, log, grace=5)
-        live, unmeasured = [], []
-        for r, j in zip(probe_order, probe_jobs):
-            rows = read_metrics(os.path.join(work, "probe", r["label"], "metrics.jsonl"))
-            times = [b["elapsed_s"] - a["elapsed_s"] for a, b in zip(rows, rows[1:]) if b.get("step", 0) > 3]
-            wall = (j.ended or now()) - (j.started or now())
-            cut = j.rc == "not run" or j.stopped  # by the probe's deadline, not by an error
-            if not cut and (j.rc != 0 or len(rows) < p or not times):
-                tail = read_tail(j.log_path)
-                log("probe %s FAILED (exit %s, %d steps): dropped from the study\n%s" %
-                    (r["label"], j.rc, len(rows), tail))
-                plan["runs"][r["label"]] = {"probe_error": "exit %s after %d steps" % (j.rc, len(rows)),
-                                            "probe_log_tail": tail}
-                r["failed"] = "probe: exit %s" % j.rc
+        steady_steps = args.probe_steps or preset["probe_steps"]
+        probe_deadline = min(start + 0.2 * budget, eval_deadline)
+        while True:
+            for folder in ("probe", "probe-filler"):
+                shutil.rmtree(os.path.join(work, folder), ignore_errors=True)
+                os.makedirs(os.path.join(work, folder))
+            outcome = probe(queue_order(runs, baseline, lambda r: 0), jobs, probe_deadline, steady_steps,
+                            preset["probe_cap"], probe_job, log)
+            if outcome is None and mps.on:  # MPS answered but its clients did not run: once without it
+                mps.give_up("no run of the probe's first wave logged a step under MPS")
+                plan["mps"], plan["mps_note"] = False, mps.note
                 continue
-            live.append(r)
-            if cut and not times:
-                unmeasured.append(r)
-                continue
-            t = statistics.median(times)
-            # A probe cut by the deadline: its fixed cost is its wall time less the steps it logged (an
-            # overestimate, as it holds the unfinished step).
-            r["step_s"], r["overhead_s"] = t, max(0.0, wall - t * len(rows))
-            plan["runs"][r["label"]] = {"probe_step_s": round(t, 5), "probe_overhead_s": round(r["overhead_s"], 2),
-                                        "probe_wall_s": round(wall, 2), "probe_cut": cut}
-            log("probe %-26s %7.1f ms/step, fixed cost %5.1f s%s" % (r["label"], 1e3 * t, r["overhead_s"],
-                                                                   " (cut at the probe deadline)" if cut else ""))
-        measured = [r for r in live if r not in unmeasured]
-        for r in unmeasured:  # not timed: costed as the slowest measured run, so S stays on the safe side
-            if not measured:
-                break
-            r["step_s"] = max(m["step_s"] for m in measured)
-            r["overhead_s"] = max(m["overhead_s"] for m in measured)
-            plan["runs"][r["label"]] = {"probe_unmeasured": True}
-            log("probe %s: cut by the probe deadline before any timing; costed as the slowest measured run" %
-                r["label"])
-        if not measured:
-            live = []
+            break
         if ABORT["signal"] is not None:
             write_plan(out, plan)
             raise SystemExit("stopped by signal %d during the probe" % ABORT["signal"])
-        if not live:
+        if outcome is None:
             write_plan(out, plan)
-            raise SystemExit("every probe run failed; see the logs above")
-        window = 0.8 * (train_deadline - now() - 2.0)
-        evals = preset["evals_per_run"]
-        eval_batches = int(live[0]["overrides"].get("train.eval_batches", "8"))
+            raise SystemExit("no run of the probe's first wave logged a step before the wave's end (%s/probe/*.log)"
+                             % work)
+        live = []
+        for r in runs:
+            state = outcome[r["label"]]
+            if state.startswith("failed"):
+                plan["runs"][r["label"]] = {"probe_error": state, "probe_log_tail": r.get("probe_log_tail", "")}
+                r["failed"] = "probe: " + state
+                continue
+            live.append(r)
+            plan["runs"][r["label"]] = r.get("probe", {"probe_unmeasured": True})
+        measured = [r for r in live if outcome[r["label"]] == "ok"]
+        if not measured:
+            write_plan(out, plan)
+            raise SystemExit("no probe run was timed; see the logs above")
+        for r in live:
+            if outcome[r["label"]] != "ok":  # not timed: costed as the slowest measured run, on the safe side
+                r["step_s"] = max(m["step_s"] for m in measured)
+                r["overhead_s"] = max(m["overhead_s"] for m in measured)
+                log("probe %s: not timed before the probe's deadline; costed as the slowest measured run" %
+                    r["label"])
+        for r in live:
+            r["overhead_s"] += preset["end_s"]
+        plan["probe"] = ("each wave %d processes at once for its whole length (fillers in the last); step time "
+                         "= median over the steps after every process of the wave passed step 3; fixed cost "
+                         "= time to step 3 less 3 steps, + %.0f s for the end" % (jobs, preset["end_s"]))
 
-        steps, span, rule = plan_steps(live, jobs, window, preset["min_steps"], sweep_steps, evals, eval_batches)
+    # ---- evaluation reserve and the training deadline ------------------------------------------------------
+    if not eval_tasks:
+        reserve = 0.0
+    elif args.eval_reserve is not None:
+        reserve = float(args.eval_reserve)
+        plan["eval_reserve_rule"] = "--eval-reserve"
+    elif args.steps:
+        reserve = 100.0
+        plan["eval_reserve_rule"] = "--steps: no probe to size it from, 100 s"
+    else:
+        # Evaluations start once every training has started, at most --jobs processes in all; at worst
+        # every run's evaluation is still to do then: ceil(runs / jobs) evaluations one after another in
+        # a slot, each costing its fixed cost and eval_steps_per_batch steps per task and generate batch.
+        task_batches = eval_task_count(eval_tasks) * math.ceil(eval_limit / 8)
+        eval_s = max(r["overhead_s"] + task_batches * preset["eval_steps_per_batch"] * r["step_s"] for r in live)
+        per_slot = math.ceil(len(live) / jobs)
+        reserve = min(per_slot * eval_s, 0.4 * budget)
+        plan["eval_estimate_s"] = round(eval_s, 1)
+        plan["eval_reserve_rule"] = ("%d evaluations a slot x %.0f s (fixed cost + %d task batches x %d steps), "
+                                     "at most 0.4 x the budget" % (per_slot, eval_s, task_batches,
+                                                                    preset["eval_steps_per_batch"]))
+    train_deadline = eval_deadline - reserve
+    plan["eval_reserve_s"] = round(reserve, 1)
+    plan["train_deadline_s"] = round(train_deadline - start, 1)
+    if eval_tasks:
+        log("evaluation: %s at %s, %d samples a task; %.0f s kept for it (%s): training until +%.0f s" % (
+            eval_tasks, eval_lengths, eval_limit, reserve, plan.get("eval_reserve_rule"), train_deadline - start))
+
+    # ---- steps ---------------------------------------------------------------------------------------------
+    order = queue_order(live, baseline, lambda r: cost_at(r, sweep_steps))
+    if not args.steps:
+        share = preset["plan_share"]
+        window = share * (train_deadline - now() - 2.0)
+        steps, span, rule = plan_steps(order, jobs, window, preset["min_steps"], sweep_steps, evals, eval_steps)
         slow = [r for r in live if r["steps"] != steps]
         if slow:
             log("slow runs (> 2.5x the median step time) get fewer steps so that the rest train longer: %s" %
                 ", ".join("%s %d" % (r["label"], r["steps"]) for r in slow))
-        plan["steps_rule"] = ("largest S in [%d, %d] with the longest-first makespan over %d slots <= 0.8 x "
-                              "%.0f s left for training; %s" % (preset["min_steps"], sweep_steps, jobs,
+        plan["steps_rule"] = ("largest S in [%d, %d] with the makespan of the queue order over %d slots <= %.1f x "
+                              "%.0f s left for training; %s" % (preset["min_steps"], sweep_steps, jobs, share,
                                                                 train_deadline - now(), rule))
         plan["projected_makespan_s"] = round(span, 1)
-        log("steps: %d (projected training %.0f s of the %.0f s left; the sweep file says %d)" %
-            (steps, span, train_deadline - now(), sweep_steps))
+        log("steps: %d (projected training %.0f s, %.0f%% of the %.0f s left; the sweep file says %d)" %
+            (steps, span, 100 * share, train_deadline - now(), sweep_steps))
         if span > window:
-            log("WARNING: even %d steps do not fit the budget; the deadline will stop the slowest runs" % steps)
+            log("WARNING: even %d steps do not fit %.0f%% of the time left; the re-plan lowers the steps of "
+                "runs not started, and the deadline stops what is still going" % (steps, 100 * share))
     plan["steps"] = steps
+    plan["queue_order"] = [r["label"] for r in order]
 
     # ---- train, then evaluate ---------------------------------------------------------------------------
-    warm_ratio = None
-    evals = preset["evals_per_run"]
     eval_queue = []
     runs_out = os.path.join(out, "runs")
     os.makedirs(runs_out, exist_ok=True)
@@ -624,12 +1080,10 @@ def run_study(args):
         r["train_wall_s"] = None if job.started is None else round((job.ended or now()) - job.started, 1)
         r["steps_done"] = last_step(os.path.join(run_dir, "metrics.jsonl"))
         save_run(r, run_dir, job.log_path, os.path.join(runs_out, r["label"]), plan)
-        if preset["eval_tasks"] and job.rc != "not run" and has_checkpoint(run_dir):
-            argv = [linea, "eval", run_dir, "--tasks", preset["eval_tasks"], "--lengths",
-                    args.eval_lengths or preset["eval_lengths"], "--limit",
-                    str(args.eval_limit or preset["eval_limit"]), "--device", args.device,
-                    "--out", os.path.join(run_dir, "eval.jsonl")]
-            e = Job("eval " + r["label"], argv, os.path.join(run_dir, "eval.log"), process_env(threads),
+        if eval_tasks and job.rc != "not run" and has_checkpoint(run_dir):
+            argv = [linea, "eval", run_dir, "--tasks", eval_tasks, "--lengths", eval_lengths, "--limit",
+                    str(eval_limit), "--device", args.device, "--out", os.path.join(run_dir, "eval.jsonl")]
+            e = Job("eval " + r["label"], argv, os.path.join(run_dir, "eval.log"), process_env(threads, mps.env),
                     on_end=eval_done)
             e.run = r
             eval_queue.append(e)
@@ -642,37 +1096,77 @@ def run_study(args):
         save_run(r, run_dir, os.path.join(work, "runs", r["label"] + ".train.log"),
                  os.path.join(runs_out, r["label"]), plan)
 
-    train_jobs = []
-    for r in sorted(live, key=lambda r: -(r.get("overhead_s", 0) + r.get("step_s", 0) * r.get("steps", steps))):
-        o = dict(r["overrides"])
-        sweep_run_steps = int(o.get("train.steps", steps))
+    def configure(job):
+        """The run's overrides and command for its (current) steps: warm-up keeps the sweep's ratio."""
+        r = job.run
+        o = dict(r["sweep_overrides"])
         warm = int(o.get("optimizer.warmup_steps", "0"))
         if warm:
-            warm_ratio = warm / sweep_run_steps
-            o["optimizer.warmup_steps"] = str(max(1, round(r.get("steps", steps) * warm_ratio)))
-        r_steps = r.get("steps", steps)
-        r["steps"] = r_steps
-        o["train.steps"] = str(r_steps)
-        o["train.eval_every"] = str(max(1, r_steps // evals))
+            o["optimizer.warmup_steps"] = str(max(1, round(r["steps"] * warm / int(o.get("train.steps", r["steps"])))))
+        o["train.steps"] = str(r["steps"])
+        o["train.eval_every"] = str(max(1, r["steps"] // evals))
         r["overrides"] = o
-        j = Job("train " + r["label"], train_argv(linea, r, o, os.path.join(work, "runs"), r["label"]),
-                os.path.join(work, "runs", r["label"] + ".train.log"), process_env(threads), on_end=train_done)
+        job.argv = train_argv(linea, r, o, os.path.join(work, "runs"), r["label"])
+
+    train_jobs = []
+    for r in order:
+        r["sweep_overrides"] = dict(r["overrides"])
+        j = Job("train " + r["label"], None, os.path.join(work, "runs", r["label"] + ".train.log"),
+                process_env(threads, mps.env), on_end=train_done,
+                metrics_path=os.path.join(work, "runs", r["label"], "metrics.jsonl"))
         j.run = r
+        configure(j)
         train_jobs.append(j)
     for r in runs:
         if r.get("failed"):
             save_run(r, None, None, os.path.join(runs_out, r["label"]), plan)
 
     def status(running, evaluating):
-        parts = ["%s %d/%d" % (j.run["label"], last_step(os.path.join(work, "runs", j.run["label"], "metrics.jsonl")),
-                                steps) for j in running]
+        parts = ["%s %d/%d" % (j.run["label"], last_step(j.metrics_path), j.run["steps"]) for j in running]
         parts += ["eval %s" % j.run["label"] for j in evaluating]
         log("running: " + ", ".join(parts))
 
-    log("training %d runs of %d steps, %d at once, longest first" % (len(train_jobs), steps, jobs))
-    plan["steps_per_run"] = {r["label"]: r["steps"] for r in live}
+    def replan(running, queue):
+        """When the running runs go over 10% slower than probed, fewer steps for the runs not started, so
+        that they still end within 0.8 x the time left (replan_steps)."""
+        t = now()
+        ratios, free = [], []
+        for j in running:
+            r = j.run
+            step_s, done = observed_step_s(read_metrics(j.metrics_path), r["steps"])
+            if step_s is None:  # not two log lines yet: its probed cost
+                free.append(max(0.0, cost_at(r, r["steps"]) - (t - j.started)))
+                continue
+            ratios.append(step_s / r["step_s"])
+            evals_left = evals - evals * done // r["steps"]
+            free.append((r["steps"] - done + evals_left * eval_steps) * step_s + preset["end_s"])
+        free += [0.0] * (jobs - len(running))
+        if not ratios or len(ratios) < len(running) / 2:
+            return
+        k = statistics.median(ratios)
+        if k <= 1.1:
+            return
+        queued = [j.run for j in queue]
+        new = replan_steps(free, queued, k, 0.8 * (train_deadline - t), preset["min_steps"], evals, eval_steps)
+        lower = [j for j in queue if j.run["steps"] > new]
+        if not lower:
+            return
+        before = sorted({j.run["steps"] for j in lower})
+        for j in lower:
+            j.run["steps"] = new
+            configure(j)
+        plan["replans"].append({"at_s": round(t - start, 1), "slower_than_probed": round(k, 2), "steps": new,
+                                "runs": [j.run["label"] for j in lower]})
+        log("re-plan: the running runs take %.2fx their probed step time; the %d runs not started get %d steps "
+            "(were %s): %s" % (k, len(lower), new, "/".join(map(str, before)),
+                               ", ".join(j.run["label"] for j in lower)))
+
+    log("training %d runs, %d at once, in this order (baseline first, then one run of every mixer): %s" %
+        (len(train_jobs), jobs, ", ".join("%s %d" % (j.run["label"], j.run["steps"]) for j in train_jobs)))
     run_pool(train_jobs, jobs, train_deadline, log, status=status,
-             extra=(eval_queue, jobs, eval_deadline) if preset["eval_tasks"] else None)
+             extra=(eval_queue, eval_deadline) if eval_tasks else None,
+             tick=None if args.steps else replan)
+    plan["steps_per_run"] = {r["label"]: r["steps"] for r in live}
     plan["wall_s"] = round(now() - start, 1)
     write_plan(out, plan)
     report(out, log)
@@ -1077,11 +1571,14 @@ def main():
     p.add_argument("--budget", type=int, help="wall seconds from start to the last file (preset: 360)")
     p.add_argument("--jobs", type=int, help="trainings (and evaluations) at once (preset: 11)")
     p.add_argument("--steps", type=int, help="steps of every run, instead of the probe's choice")
-    p.add_argument("--probe-steps", type=int)
+    p.add_argument("--probe-steps", type=int, help="steady-state steps each probe run logs (preset 10 mqar, 6 recall)")
     p.add_argument("--margin", type=int, help="seconds kept for the report at the end (preset 20)")
-    p.add_argument("--eval-reserve", type=int, help="recall: seconds between the training and evaluation deadlines")
-    p.add_argument("--eval-limit", type=int, help="recall: samples per eval task (preset 16)")
+    p.add_argument("--eval-reserve", type=int, help="recall: seconds between the training and evaluation deadlines "
+                   "(preset: sized from the probe)")
+    p.add_argument("--eval-limit", type=int, help="recall: samples per eval task (preset 8)")
     p.add_argument("--eval-lengths", help="recall: RULER context lengths (preset 1024)")
+    p.add_argument("--eval-tasks", help="recall: linea eval's task list (preset niah_single,niah_multikey_1,mqar)")
+    p.add_argument("--no-mps", action="store_true", help="do not start a CUDA MPS daemon for the study")
     p.add_argument("--device", default="cuda", choices=["cuda", "cpu", "auto"])
     p.add_argument("--runs", help="only the runs whose label matches this regex")
     p.add_argument("--set", action="append", help="KEY=VALUE override for every run (repeatable)")
