@@ -2,7 +2,8 @@
 // in them, deterministic by seed), RULER's string-match scoring (an oracle gets exactly 100%, a
 // model giving half of the values exactly 50%, silence 0%), the teacher-forced answer_nll and
 // answer_greedy (certain: 0 nats and 100%; uniform: ln V and 0%), MQAR scored per query (an oracle
-// 100%, "always the first pair's value" exactly 1/pairs), and task selection by prefix.
+// 100%, "always the first pair's value" exactly 1/pairs; answer_nll 0 certain, ln V uniform), and
+// task selection by prefix.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -219,6 +220,12 @@ TEST_F(EvalRecall, MqarIsScoredPerQuery) {
       },
       nullptr);
   EXPECT_EQ(score_mqar(s, words, first_value).metrics.at("acc").value, 1.0 / 8.0);
+  // answer_nll: −log p(value) over queries; 0 for the certain oracle, ln V for the uniform model.
+  EXPECT_EQ(right.metrics.at("answer_nll").value, 0.0);
+  testing::UniformModel uniform(tok.vocab_size());
+  const TaskResult chance = score_mqar(s, words, uniform);
+  EXPECT_NEAR(chance.metrics.at("answer_nll").value, std::log(double(tok.vocab_size())), 1e-9);
+  EXPECT_EQ(chance.metrics.at("acc").value, 0.0);
 }
 
 TEST_F(EvalRecall, TaskNamesSelectByPrefixAndGroup) {
