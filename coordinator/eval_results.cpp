@@ -25,7 +25,7 @@ Values read_run(const std::string& run_dir) {
     }
     std::string task = j["task"].get<std::string>();
     if (j.contains("context_length")) task += "@" + j["context_length"].dump();
-    for (const char* metric : {"acc", "acc_norm", "score", "perplexity"}) {
+    for (const char* metric : {"acc", "acc_norm", "score", "answer_nll", "answer_greedy", "perplexity"}) {
       if (j.contains(metric) && j[metric].is_number()) values[task + " " + metric] = j[metric].get<double>();
     }
   }

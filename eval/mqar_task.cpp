@@ -24,10 +24,14 @@ TaskResult score_mqar(const MqarTaskSettings& s, const std::vector<VocabularyWor
           {inference::TokenIds(ids.begin(), ids.begin() + t + 1), {words[size_t(seq.targets[size_t(t)])].id}});
     }
   }
-  std::vector<double> right;
-  for (const inference::ScoreResult& r : score_in_batches(model, requests)) right.push_back(r.greedy ? 1.0 : 0.0);
+  std::vector<double> right, nll;
+  for (const inference::ScoreResult& r : score_in_batches(model, requests)) {
+    right.push_back(r.greedy ? 1.0 : 0.0);
+    nll.push_back(-r.log_likelihood);
+  }
   TaskResult result{"mqar", s.seq_len, s.samples, {}};
   result.metrics["acc"] = mean_with_stderr(right);
+  result.metrics["answer_nll"] = mean_with_stderr(nll);
   return result;
 }
 

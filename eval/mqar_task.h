@@ -2,7 +2,8 @@
 // model's own vocabulary, scored per query through LanguageModel::score: for each query key at
 // position t, the context is the sequence up to and including t and the continuation the value;
 // a query is right when the value is the greedy choice. Metric "acc": the share of right queries
-// over all samples' queries, with the standard error over queries.
+// over all samples' queries, with the standard error over queries; "answer_nll": −log p(value),
+// in nats, likewise over queries (as the RULER tasks' answer_nll, recall_scoring.h).
 // The sequence's ids are mapped onto the tokenizer's vocabulary words (vocabulary_words.h): MQAR
 // id j ↦ the j-th word's id, so vocab = the number of words (at most 8192), seq_len and pairs as
 // the settings give them.

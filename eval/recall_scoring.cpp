@@ -4,6 +4,8 @@
 #include <cctype>
 #include <stdexcept>
 
+#include "eval/scoring_requests.h"
+
 namespace linea::eval {
 namespace {
 
@@ -39,6 +41,15 @@ std::vector<inference::GenerateRequest> generate_requests(const std::vector<Reca
   return requests;
 }
 
+std::string answer_text(const RecallSample& sample) {
+  if (sample.references.empty()) throw std::invalid_argument("answer_text: a sample without references");
+  const bool spaced = !sample.prompt.empty() && std::isspace(static_cast<unsigned char>(sample.prompt.back()));
+  std::string text = spaced ? "" : " ";
+  if (sample.match == StringMatch::part) return text + sample.references.front();
+  for (size_t i = 0; i < sample.references.size(); ++i) text += (i ? ", " : "") + sample.references[i];
+  return text;
+}
+
 TaskResult score_recall(const std::string& task, int64_t context_length, const std::vector<RecallSample>& samples,
                         inference::LanguageModel& model, const data::Tokenizer& tokenizer, size_t batch_size) {
   const std::vector<inference::GenerateRequest> requests = generate_requests(samples, tokenizer);
@@ -56,8 +67,23 @@ TaskResult score_recall(const std::string& task, int64_t context_length, const s
       scores.push_back(100.0 * string_match(prediction, samples[i].references, samples[i].match));
     }
   }
+  std::vector<inference::ScoreRequest> answers;
+  for (size_t i = 0; i < samples.size(); ++i) {
+    const std::string text = answer_text(samples[i]);
+    answers.push_back({requests[i].prompt, tokenizer.encode(text)});
+    if (answers.back().continuation.empty())
+      throw std::runtime_error(task + ": the answer \"" + text + "\" has no tokens");
+  }
+  const std::vector<inference::ScoreResult> likelihoods = score_in_batches(model, answers, batch_size);
+  std::vector<double> nll, greedy;
+  for (size_t i = 0; i < answers.size(); ++i) {
+    nll.push_back(-likelihoods[i].log_likelihood / double(answers[i].continuation.size()));
+    greedy.push_back(likelihoods[i].greedy ? 100.0 : 0.0);
+  }
   TaskResult result{task, context_length, int64_t(samples.size()), {}};
   result.metrics["score"] = mean_with_stderr(scores);
+  result.metrics["answer_nll"] = mean_with_stderr(nll);
+  result.metrics["answer_greedy"] = mean_with_stderr(greedy);
   return result;
 }
 

@@ -1,8 +1,21 @@
 #include "eval/task_result.h"
 
+#include <algorithm>
 #include <cmath>
+#include <stdexcept>
 
 namespace linea::eval {
+
+MetricValue& Metrics::operator[](const std::string& name) {
+  const auto it = std::find_if(items_.begin(), items_.end(), [&](const auto& item) { return item.first == name; });
+  return it != items_.end() ? it->second : items_.emplace_back(name, MetricValue{}).second;
+}
+
+const MetricValue& Metrics::at(const std::string& name) const {
+  const auto it = std::find_if(items_.begin(), items_.end(), [&](const auto& item) { return item.first == name; });
+  if (it == items_.end()) throw std::out_of_range("no metric \"" + name + "\"");
+  return it->second;
+}
 
 nlohmann::json TaskResult::to_json() const {
   nlohmann::json j = {{"task", task}, {"samples", samples}};

@@ -327,19 +327,23 @@ TEST(SweepResults, SummaryTablesAndPlots) {
       << md;
   EXPECT_EQ(md.find("## Evaluation"), std::string::npos);  // no run has evaluation results
   // Evaluation results: the newest line per task of a's eval.jsonl, b's last val_acc (MQAR).
-  write_text(sweep_dir + "/a/eval.jsonl",
-             "{\"task\": \"piqa\", \"samples\": 2, \"acc\": 0.5, \"acc_norm\": 0.25, \"step\": 2}\n"
-             "{\"task\": \"niah_single_1\", \"context_length\": 1024, \"samples\": 2, \"score\": 75, \"step\": 3}\n"
-             "{\"task\": \"piqa\", \"samples\": 2, \"acc\": 1, \"acc_norm\": 0.75, \"step\": 3}\n");
+  write_text(
+      sweep_dir + "/a/eval.jsonl",
+      "{\"task\": \"piqa\", \"samples\": 2, \"acc\": 0.5, \"acc_norm\": 0.25, \"step\": 2}\n"
+      "{\"task\": \"niah_single_1\", \"context_length\": 1024, \"samples\": 2, \"score\": 75, \"answer_nll\": 2.5, "
+      "\"step\": 3}\n"
+      "{\"task\": \"piqa\", \"samples\": 2, \"acc\": 1, \"acc_norm\": 0.75, \"step\": 3}\n");
   write_text(sweep_dir + "/b/metrics.jsonl",
              "{\"step\": 1, \"loss\": 2, \"val_acc\": 0.3}\n{\"step\": 2, \"loss\": 1, \"val_acc\": 0.9}\n");
   coordinator::write_sweep_results(sweep_dir);
   const std::string with_eval = read_text(sweep_dir + "/summary.md");
-  EXPECT_NE(with_eval.find("| run | niah_single_1@1024 score | piqa acc | piqa acc_norm | val_acc |"),
-            std::string::npos)
+  EXPECT_NE(
+      with_eval.find("| run | niah_single_1@1024 answer_nll | niah_single_1@1024 score | piqa acc | piqa acc_norm | "
+                     "val_acc |"),
+      std::string::npos)
       << with_eval;
-  EXPECT_NE(with_eval.find("| s/a | 75 | 1 | 0.75 | — |"), std::string::npos) << with_eval;
-  EXPECT_NE(with_eval.find("| s/b | — | — | — | 0.9 |"), std::string::npos) << with_eval;
+  EXPECT_NE(with_eval.find("| s/a | 2.5 | 75 | 1 | 0.75 | — |"), std::string::npos) << with_eval;
+  EXPECT_NE(with_eval.find("| s/b | — | — | — | — | 0.9 |"), std::string::npos) << with_eval;
   const std::string svg = read_text(sweep_dir + "/loss.svg");
   EXPECT_EQ(svg.rfind("<svg", 0), 0u);
   EXPECT_NE(svg.find("</svg>"), std::string::npos);

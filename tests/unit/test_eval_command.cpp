@@ -1,8 +1,9 @@
 // `linea eval`, run in-process on a checkpoint written as `linea train` commits one: the
 // multiple-choice results it appends to RUN_DIR/eval.jsonl equal the ones computed directly from
 // ModelLanguageModel::score on the same model (--device cpu; each line names the device and
-// dtype), RULER-style tasks run at the given length, and a bad task list, a missing data file or a
-// bad --device is an error naming it.
+// dtype), a RULER-style task runs at the given length with its score and teacher-forced answer
+// metrics equal to score_recall's, and a bad task list, a missing data file or a bad --device is
+// an error naming it.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -13,6 +14,9 @@
 #include "data/tokenizer.h"
 #include "eval/lm_eval_layouts.h"
 #include "eval/loglikelihood_scoring.h"
+#include "eval/recall_scoring.h"
+#include "eval/ruler_tasks.h"
+#include "eval/vocabulary_words.h"
 #include "inference/model_language_model.h"
 #include "model/model.h"
 #include "tests/testing/error_of.h"
@@ -73,6 +77,28 @@ TEST(EvalCommand, AppendsResultsThatEqualADirectScoreComputation) {
   const auto lambada = eval::score_last_word("lambada_openai", eval::read_lambada(data), lm, *tok);
   EXPECT_NEAR(lines[2]["perplexity"].get<double>(), lambada.metrics.at("perplexity").value, 1e-9);
   EXPECT_GT(lines[2]["perplexity"].get<double>(), 1.0);
+
+  // A RULER task at a short length: its line has RULER's score and the teacher-forced answer
+  // metrics, equal to score_recall's on the same samples and model.
+  ::testing::internal::CaptureStdout();
+  EXPECT_EQ(testing::run_command("eval", {(dir / "run").string(), "--tasks", "niah_single_1", "--lengths", "512",
+                                          "--limit", "2", "--out", (dir / "ruler.jsonl").string(), "--tokenizer",
+                                          "hf:" + tokenizer_file, "--device", "cpu"}),
+            0);
+  const std::string ruler_out = ::testing::internal::GetCapturedStdout();
+  EXPECT_NE(ruler_out.find("niah_single_1 @512 (2): score "), std::string::npos) << ruler_out;
+  std::ifstream ruler_in(dir / "ruler.jsonl");
+  std::string ruler_text;
+  ASSERT_TRUE(std::getline(ruler_in, ruler_text));
+  const nlohmann::json ruler = nlohmann::json::parse(ruler_text);
+  const auto words = eval::vocabulary_words(*tok);
+  const auto ruler_direct = eval::score_recall(
+      "niah_single_1", 512, eval::generate_ruler_samples("niah_single_1", {512, 2, 42, data}, *tok, words), lm, *tok);
+  for (const char* metric : {"score", "answer_nll", "answer_greedy"}) {
+    EXPECT_NEAR(ruler[metric].get<double>(), ruler_direct.metrics.at(metric).value, 1e-9) << metric;
+    EXPECT_TRUE(ruler.contains(std::string(metric) + "_stderr")) << metric;
+  }
+  EXPECT_GT(ruler["answer_nll"].get<double>(), 0.0);
 
   EXPECT_NE(testing::error_of([&] {
               testing::run_command("eval", {(dir / "run").string(), "--tasks", "nosuch"});

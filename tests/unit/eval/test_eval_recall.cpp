@@ -1,9 +1,12 @@
 // Synthetic recall: the RULER-style generators (prompts fitted to the context length, the answers
 // in them, deterministic by seed), RULER's string-match scoring (an oracle gets exactly 100%, a
-// model giving half of the values exactly 50%, silence 0%), MQAR scored per query (an oracle
-// 100%, "always the first pair's value" exactly 1/pairs), and task selection by prefix.
+// model giving half of the values exactly 50%, silence 0%), the teacher-forced answer_nll and
+// answer_greedy (certain: 0 nats and 100%; uniform: ln V and 0%), MQAR scored per query (an oracle
+// 100%, "always the first pair's value" exactly 1/pairs; answer_nll 0 certain, ln V uniform), and
+// task selection by prefix.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <fstream>
 #include <map>
 
@@ -24,17 +27,29 @@ using testing::ScriptedModel;
 using testing::WordTokenizer;
 
 // A model that answers each prompt with the given share of its references (the first ones),
-// joined by ", ".
-ScriptedModel answering(const std::vector<RecallSample>& samples, const data::Tokenizer& tok, double share) {
+// joined by ", ", and, teacher-forced, is certain of the answers of the first `known` samples
+// (log-likelihood 0, greedy) and uniform over the tokenizer's V ids on the others (−n ln V, not
+// greedy). The score requests it is given are kept in `seen` when that is given.
+ScriptedModel answering(const std::vector<RecallSample>& samples, const data::Tokenizer& tok, double share,
+                        size_t known = 0, std::vector<inference::ScoreRequest>* seen = nullptr) {
   std::map<inference::TokenIds, inference::TokenIds> answers;
+  std::map<inference::TokenIds, size_t> index;
   const auto requests = generate_requests(samples, tok);
   for (size_t i = 0; i < samples.size(); ++i) {
     std::string text = " ";
     const auto& refs = samples[i].references;
     for (size_t r = 0; r < size_t(double(refs.size()) * share); ++r) text += (r ? ", " : "") + refs[r];
     answers[requests[i].prompt] = tok.encode(text);
+    index[requests[i].prompt] = i;
   }
-  return ScriptedModel(nullptr, [answers](const inference::GenerateRequest& r) { return answers.at(r.prompt); });
+  const double log_v = std::log(double(tok.vocab_size()));
+  return ScriptedModel(
+      [index, known, log_v, seen](const inference::ScoreRequest& r) {
+        if (seen) seen->push_back(r);
+        if (index.at(r.context) < known) return inference::ScoreResult{0.0, true};
+        return inference::ScoreResult{-double(r.continuation.size()) * log_v, false};
+      },
+      [answers](const inference::GenerateRequest& r) { return answers.at(r.prompt); });
 }
 
 class EvalRecall : public ::testing::Test {
@@ -121,6 +136,70 @@ TEST_F(EvalRecall, AnOracleScoresOneHundredHalfAnswersFiftyAndSilenceZero) {
   EXPECT_EQ(r.context_length, 1024);
 }
 
+TEST_F(EvalRecall, TheAnswerIsTheFirstReferenceOrAllOfThemAfterTheAnswerPrefix) {
+  EXPECT_EQ(answer_text({"The numbers are", {"12", "34"}, 128, StringMatch::all}), " 12, 34");
+  EXPECT_EQ(answer_text({"Answer:", {"The moon", "the moon"}, 32, StringMatch::part}), " The moon");
+  EXPECT_EQ(answer_text({"they are: ", {"ABCDE", "FGHIJ"}, 30, StringMatch::all}), "ABCDE, FGHIJ");
+  // The tasks' own answer prefixes: a word (niah), "Answer:" (qa), "they are: " (vt, spaced already).
+  const RecallSample values = generate_ruler_samples("niah_multivalue", {1024, 1, 3, {}}, tok, words)[0];
+  const auto& v = values.references;
+  ASSERT_EQ(v.size(), 4u);
+  EXPECT_TRUE(values.prompt.ends_with(" mentioned in the provided text are"));
+  EXPECT_EQ(answer_text(values), " " + v[0] + ", " + v[1] + ", " + v[2] + ", " + v[3]);
+  const RecallSample vt = generate_ruler_samples("vt", {1024, 1, 3, {}}, tok, words)[0];
+  const auto& n = vt.references;
+  ASSERT_EQ(n.size(), 5u);
+  EXPECT_TRUE(vt.prompt.ends_with(", they are: "));
+  EXPECT_EQ(answer_text(vt), n[0] + ", " + n[1] + ", " + n[2] + ", " + n[3] + ", " + n[4]);
+  const RecallSample qa = generate_ruler_samples("qa_synthetic", {1024, 1, 3, {}}, tok, words)[0];
+  EXPECT_EQ(qa.match, StringMatch::part);
+  EXPECT_TRUE(qa.prompt.ends_with(" Answer:"));
+  EXPECT_EQ(answer_text(qa), " " + qa.references[0]);
+}
+
+// answer_nll and answer_greedy: teacher-forced on the generate prompt, the answer tokenized alone;
+// a model certain of the answers gives exactly 0 nats and 100%, a uniform one ln V and 0%, one
+// that knows half the samples the means (and standard errors) of those.
+TEST_F(EvalRecall, AnswerLikelihoodIsTeacherForcedOnTheGeneratePrompt) {
+  const double log_v = std::log(double(tok.vocab_size()));
+  for (const std::string task : {"niah_multivalue", "vt", "qa_synthetic"}) {
+    const auto samples = generate_ruler_samples(task, {1024, 4, 11, {}}, tok, words);
+    std::vector<inference::ScoreRequest> seen;
+    ScriptedModel oracle = answering(samples, tok, 1.0, samples.size(), &seen);
+    const TaskResult right = score_recall(task, 1024, samples, oracle, tok, 3);
+    EXPECT_EQ(right.metrics.at("answer_nll").value, 0.0) << task;
+    EXPECT_EQ(right.metrics.at("answer_greedy").value, 100.0) << task;
+    EXPECT_EQ(right.metrics.at("answer_greedy").stderr_, 0.0) << task;
+    const auto requests = generate_requests(samples, tok);
+    ASSERT_EQ(seen.size(), samples.size()) << task;
+    for (size_t i = 0; i < samples.size(); ++i) {
+      EXPECT_EQ(seen[i].context, requests[i].prompt) << task;
+      EXPECT_EQ(seen[i].continuation, tok.encode(answer_text(samples[i]))) << task;
+    }
+    // The uniform model's greedy is false (ModelLanguageModel's argmax of equal logits is the first,
+    // id 0, the document token, which no answer holds).
+    testing::UniformModel uniform(tok.vocab_size());
+    const TaskResult chance = score_recall(task, 1024, samples, uniform, tok);
+    EXPECT_NEAR(chance.metrics.at("answer_nll").value, log_v, 1e-9) << task;
+    EXPECT_NEAR(chance.metrics.at("answer_nll").stderr_, 0.0, 1e-9) << task;
+    EXPECT_EQ(chance.metrics.at("answer_greedy").value, 0.0) << task;
+  }
+  // Two samples of four known: per-sample nll {0, 0, L, L}, L = ln V: mean L/2, sample variance
+  // 4 (L/2)² / 3, standard error √(L²/3 / 4) = L / (2√3); greedy {100, 100, 0, 0} likewise.
+  const auto samples = generate_ruler_samples("niah_multivalue", {1024, 4, 11, {}}, tok, words);
+  ScriptedModel half = answering(samples, tok, 0.5, 2);
+  const TaskResult r = score_recall("niah_multivalue", 1024, samples, half, tok);
+  EXPECT_NEAR(r.metrics.at("answer_nll").value, log_v / 2, 1e-12);
+  EXPECT_NEAR(r.metrics.at("answer_nll").stderr_, log_v / (2 * std::sqrt(3.0)), 1e-12);
+  EXPECT_DOUBLE_EQ(r.metrics.at("answer_greedy").value, 50.0);
+  EXPECT_NEAR(r.metrics.at("answer_greedy").stderr_, 100 / (2 * std::sqrt(3.0)), 1e-12);
+  EXPECT_EQ(r.metrics.at("score").value, 50.0);  // generating half of each sample's values
+  // The printed line: the headline "score" first, then the teacher-forced metrics.
+  EXPECT_EQ(describe(r),
+            "niah_multivalue @1024 (4): score 50.0000 ± 0.0000 answer_nll 4.0443 ± 2.3350 "
+            "answer_greedy 50.0000 ± 28.8675");
+}
+
 TEST_F(EvalRecall, MqarIsScoredPerQuery) {
   const MqarTaskSettings s{128, 8, 5, 3};
   // The oracle: the token after the first occurrence of the query key (its pair).
@@ -141,6 +220,12 @@ TEST_F(EvalRecall, MqarIsScoredPerQuery) {
       },
       nullptr);
   EXPECT_EQ(score_mqar(s, words, first_value).metrics.at("acc").value, 1.0 / 8.0);
+  // answer_nll: −log p(value) over queries; 0 for the certain oracle, ln V for the uniform model.
+  EXPECT_EQ(right.metrics.at("answer_nll").value, 0.0);
+  testing::UniformModel uniform(tok.vocab_size());
+  const TaskResult chance = score_mqar(s, words, uniform);
+  EXPECT_NEAR(chance.metrics.at("answer_nll").value, std::log(double(tok.vocab_size())), 1e-9);
+  EXPECT_EQ(chance.metrics.at("acc").value, 0.0);
 }
 
 TEST_F(EvalRecall, TaskNamesSelectByPrefixAndGroup) {

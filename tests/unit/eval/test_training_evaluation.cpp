@@ -74,6 +74,8 @@ TEST(TrainingEvaluation, ParsesEvalAndRunsItsTasks) {
   std::ostringstream log;
   evaluation.run(model, 50, line, log);
   EXPECT_TRUE(line.contains("eval/niah_single_1@512/score"));
+  EXPECT_TRUE(line.contains("eval/niah_single_1@512/answer_nll_stderr"));
+  EXPECT_TRUE(line.contains("eval/niah_single_1@512/answer_greedy"));
   EXPECT_TRUE(line.contains("eval/arc_easy/acc"));
   EXPECT_TRUE(line.contains("eval/arc_easy/acc_norm_stderr"));
   std::ifstream in(dir / "eval.jsonl");
