@@ -737,7 +737,7 @@ def probe(runs, jobs, deadline, steady_steps, wave_cap, make_job, log, warm=3):
 
 
 def selftest():
-    """Checks of the planner, the probe's timing, the re-plan, the lock, the MPS daemon's start and stop
+    """Checks of the planner, the probe's timing, the re-plan, eval.log's metrics, the lock, the MPS daemon's start and stop
     (with a fake nvidia-cuda-mps-control on PATH) and the pool's shared slots, on made-up figures and
     small processes (no linea, no GPU needed)."""
     import tempfile
@@ -774,6 +774,15 @@ def selftest():
     assert [r["label"] for r in queue_order(runs, None, lambda r: 0)][0] == "tf"
     widths = [d("m-%d" % w, "m", "pure", w, 0.1) for w in (64, 128, 256)] + [d("t", "attention", "full", 128, .1)]
     assert [r["label"] for r in queue_order(widths, "t", lambda r: 0)][:2] == ["t", "m-128"]
+    # An eval.log line (the fallback when eval.jsonl is missing) gives every metric it prints.
+    with tempfile.TemporaryDirectory() as folder:
+        with open(os.path.join(folder, "eval.log"), "w") as f:
+            f.write("niah_single_1 @1024 (8): score 12.5000 ± 12.5000 answer_nll 6.2500 ± 0.2000 "
+                    "answer_greedy 0.0000 ± 0.0000\nmqar @256 (8): acc 0.5000 ± 0.1000 answer_nll 1.5 ± 0.25\n")
+        ev, source = read_eval(folder)
+        assert source == "eval.log" and ev["niah_single_1@1024"] == {
+            "score": (12.5, 12.5, 8), "answer_nll": (6.25, 0.2, 8), "answer_greedy": (0.0, 0.0, 8)} and \
+            ev["mqar@256"] == {"acc": (0.5, 0.1, 8), "answer_nll": (1.5, 0.25, 8)}, ev
     # Re-plan: runs 2x slower than probed. One slot frees now, one in 50 s; two queued runs of
     # 2 + 2 x 0.1 S within 100 s: the second starts at 50 -> 52 + 0.2 S <= 100 -> S = 240.
     queued = [mk("q1", 0.1, steps=1000), mk("q2", 0.1, steps=1000)]
@@ -1242,7 +1251,11 @@ def gpu_name():
 
 # ---- report: tables and plot ---------------------------------------------------------------------------
 
-EVAL_LINE = re.compile(r"^(\S+) @(\d+) \((\d+)\): (\S+) (\S+) ± (\S+)")
+EVAL_LINE = re.compile(r"^(\S+) @(\d+) \((\d+)\): (.*)$")
+EVAL_METRIC = re.compile(r"(\S+) (\S+) ± (\S+)")
+# What the report reads of each task: RULER's score or mqar's acc, and the teacher-forced answer_nll
+# (nats per answer token) and answer_greedy that linea eval reports beside them.
+EVAL_METRICS = ("score", "acc", "answer_nll", "answer_greedy")
 
 
 def read_eval(run_dir):
@@ -1250,7 +1263,7 @@ def read_eval(run_dir):
     results = {}
     for row in read_metrics(os.path.join(run_dir, "eval.jsonl")):
         key = "%s@%s" % (row["task"], row.get("context_length", ""))
-        for metric in ("score", "acc"):
+        for metric in EVAL_METRICS:
             if metric in row:
                 results.setdefault(key, {})[metric] = (row[metric], row.get(metric + "_stderr"), row.get("samples"))
     if results:
@@ -1260,8 +1273,11 @@ def read_eval(run_dir):
             for line in f:
                 m = EVAL_LINE.match(line.strip())
                 if m:
-                    task, length, n, metric, value, err = m.groups()
-                    results.setdefault("%s@%s" % (task, length), {})[metric] = (float(value), float(err), int(n))
+                    task, length, n, rest = m.groups()
+                    for metric, value, err in EVAL_METRIC.findall(rest):
+                        if metric in EVAL_METRICS:
+                            results.setdefault("%s@%s" % (task, length), {})[metric] = (float(value), float(err),
+                                                                                        int(n))
     except OSError:
         pass
     return results, "eval.log" if results else None
@@ -1303,17 +1319,20 @@ def collect(out):
                        for k, ms in ev.items()}
         rec["eval_source"] = source
         rec["ruler_scores"] = {k: ms["score"][0] for k, ms in ev.items() if k.startswith(RULER_PREFIXES) and "score" in ms}
+        rec["ruler_nlls"] = {k: ms["answer_nll"][0] for k, ms in ev.items()
+                             if k.startswith(RULER_PREFIXES) and "answer_nll" in ms}
         mqar = [ms["acc"][0] for k, ms in ev.items() if k.startswith("mqar@") and "acc" in ms]
         rec["eval_mqar_acc"] = mqar[0] if mqar else None
         rows.append(rec)
-    # The mean RULER score is taken over the tasks that every evaluated run finished, so that an
-    # evaluation cut by the deadline does not compare means over different tasks.
-    scored = [r["ruler_scores"] for r in rows if r["ruler_scores"]]
-    common = sorted(set.intersection(*[set(d) for d in scored])) if scored else []
-    for r in rows:
-        r["ruler_tasks"] = ",".join(common)
-        r["ruler_mean"] = sum(r["ruler_scores"][k] for k in common) / len(common) \
-            if common and r["ruler_scores"] else None
+    # The means (RULER's score, the answers' NLL) are taken over the tasks that every evaluated run
+    # finished, so that an evaluation cut by the deadline does not compare means over different tasks.
+    for per_task, tasks, mean in (("ruler_scores", "ruler_tasks", "ruler_mean"),
+                                  ("ruler_nlls", "ruler_nll_tasks", "ruler_nll_mean")):
+        scored = [r[per_task] for r in rows if r[per_task]]
+        common = sorted(set.intersection(*[set(d) for d in scored])) if scored else []
+        for r in rows:
+            r[tasks] = ",".join(common)
+            r[mean] = sum(r[per_task][k] for k in common) / len(common) if common and r[per_task] else None
     return rows
 
 
@@ -1407,33 +1426,47 @@ def mqar_markdown(rows, plan):
     return "\n".join(lines) + "\n"
 
 
+def ratio_table(rows, mixers, key, digits):
+    """Markdown rows: each mixer's `key` at pure and 3:1, their difference and the Transformer's."""
+    tf = next((r for r in rows if r["mixer"] == "attention"), None)
+    pick = lambda m, pure: next((r for r in rows if r["mixer"] == m and (r["hybrid"] == "pure") == pure), None)
+    tv = tf.get(key) if tf else None
+    lines = ["| mixer | pure | 3:1 | 3:1 − pure | Transformer |", "|---|---|---|---|---|"]
+    for m in mixers:
+        pv, hv = (pick(m, True) or {}).get(key), (pick(m, False) or {}).get(key)
+        diff = "%+.*f" % (digits, hv - pv) if pv is not None and hv is not None else "—"
+        lines.append("| %s | %s | %s | %s | %s |" % (m, fmt(pv, digits), fmt(hv, digits), diff, fmt(tv, digits)))
+    return lines
+
+
 def recall_markdown(rows, plan, task_keys):
     mixers = [m for m in MIXERS if m != "attention" and any(r["mixer"] == m for r in rows)]
     tf = next((r for r in rows if r["mixer"] == "attention"), None)
     lengths = plan.get("eval_lengths", "")
     common = next((r["ruler_tasks"] for r in rows if r.get("ruler_tasks")), "")
+    nll_common = next((r["ruler_nll_tasks"] for r in rows if r.get("ruler_nll_tasks")), "")
     lines = ["Recall against the linear:full ratio: the mean RULER score (%%, the mean over the %d RULER tasks "
              "that every evaluated run finished, at context %s: %s) of each mixer's pure and 3:1 models and of "
              "the Transformer. %s." % (len(common.split(",")) if common else 0, lengths or "as evaluated",
-                                       common.replace(",", ", ") or "none", header_line(plan)), "",
-             "| mixer | pure | 3:1 | 3:1 − pure | Transformer |", "|---|---|---|---|---|"]
+                                       common.replace(",", ", ") or "none", header_line(plan)), ""]
+    lines += ratio_table(rows, mixers, "ruler_mean", 1)
+    lines += ["", "The same runs by the teacher-forced negative log-likelihood of the right answer (nats per "
+              "answer token, lower is better recall; linea eval's answer_nll, the mean over the %d RULER tasks "
+              "every evaluated run has it for: %s): it moves where greedy answers are all still wrong." %
+              (len(nll_common.split(",")) if nll_common else 0, nll_common.replace(",", ", ") or "none"), ""]
+    lines += ratio_table(rows, mixers, "ruler_nll_mean", 3)
     pick = lambda m, pure: next((r for r in rows if r["mixer"] == m and (r["hybrid"] == "pure") == pure), None)
-    tv = tf.get("ruler_mean") if tf else None
-    for m in mixers:
-        p_, h_ = pick(m, True), pick(m, False)
-        pv, hv = (p_ or {}).get("ruler_mean"), (h_ or {}).get("ruler_mean")
-        lines.append("| %s | %s | %s | %s | %s |" % (m, fmt(pv, 1), fmt(hv, 1),
-                                                    "%+.1f" % (hv - pv) if pv is not None and hv is not None else "—",
-                                                    fmt(tv, 1)))
     lines += ["", "Every run: attention layers of all layers, steps trained, final val_loss (language "
-              "modelling), mean RULER score, the `mqar` eval task's acc (over the tokenizer's words), status.", "",
-              "| run | attention layers | steps | val_loss | RULER mean | mqar acc | status |",
-              "|---|---|---|---|---|---|---|"]
+              "modelling), mean RULER score, mean answer NLL, the `mqar` eval task's acc (over the tokenizer's "
+              "words), status.", "",
+              "| run | attention layers | steps | val_loss | RULER mean | answer NLL | mqar acc | status |",
+              "|---|---|---|---|---|---|---|---|"]
     order = ([tf] if tf else []) + [r for m in mixers for r in (pick(m, True), pick(m, False)) if r]
     for r in order:
-        lines.append("| %s | %s/%s | %s | %s | %s | %s | %s |" % (
+        lines.append("| %s | %s/%s | %s | %s | %s | %s | %s | %s |" % (
             r["label"], r.get("attention_layers"), r.get("layers"), r.get("steps_done"), fmt(r.get("val_loss"), 3),
-            fmt(r.get("ruler_mean"), 1), fmt(r.get("eval_mqar_acc"), 3), status_of(r)))
+            fmt(r.get("ruler_mean"), 1), fmt(r.get("ruler_nll_mean"), 3), fmt(r.get("eval_mqar_acc"), 3),
+            status_of(r)))
     lines += ["", "Per task (score %; mqar: acc):", "",
               "| run | " + " | ".join(task_keys) + " |", "|---|" + "---|" * len(task_keys)]
     for r in order:
@@ -1530,6 +1563,7 @@ def recall_svg(rows, plan):
     for k, (key, ylabel, title, lo, hi) in enumerate([
             ("ruler_mean", "mean RULER score (%)", "Recall (RULER, context %s)" % plan.get("eval_lengths", "?"), 0.0,
              None),
+            ("ruler_nll_mean", "answer NLL (nats/token)", "Recall (teacher-forced answer NLL)", None, None),
             ("val_loss", "val_loss", "Language modelling (final val_loss)", None, None)]):
         series = []
         allv = []
@@ -1553,8 +1587,8 @@ def recall_svg(rows, plan):
         parts += panel(70 + k * 400, 50, 320, 300, title, xl, series, ylabel, ymin, ymax,
                        hline=("transformer", "#000000", tv) if tv is not None else None)
         names = [(s[0], s[1]) for s in series]
-    parts += legend(820, 60, names)
-    return svg_doc(960, 400, "Recall against the linear:full ratio (reduced scale)", parts, header_line(plan))
+    parts += legend(1220, 60, names)
+    return svg_doc(1360, 400, "Recall against the linear:full ratio (reduced scale)", parts, header_line(plan))
 
 
 # ---- command line ---------------------------------------------------------------------------------------
