@@ -30,11 +30,11 @@ T=${COMPARE_T:-4096}
 dr_ops=${DR_OPS:-gdn,deltanet} dr_shapes=${DR_SHAPES:-anchors,340m} gla_ops=${GLA_OPS:-gla,retnet,mamba2,rwkv6}
 say() { echo "[gpu-compare $(date +%T)] $*" >&2; }
 
+# Triton's autotune results in TRITON_CACHE_DIR, as paths relative to it.
+autotune_results() { (cd "$TRITON_CACHE_DIR" && find . -name '*.autotune.json' | sort); }
 # Triton's autotune results so far into OUT/autotune.tar (after every op: a phase killed at a
 # deadline keeps what it had chosen).
-keep_autotune() { (cd "$TRITON_CACHE_DIR" && find . -name '*.autotune.json' | tar -cf "$out/autotune.tar" -T -); }
-
-autotune_results() { (cd "$TRITON_CACHE_DIR" && find . -name '*.autotune.json' | sort); }
+keep_autotune() { autotune_results | (cd "$TRITON_CACHE_DIR" && tar -cf "$out/autotune.tar" -T -); }
 
 # The compile pass: every fla op (and delta-rule head shape) in a process of its own, all at once,
 # so that Triton compiles their kernels on every core instead of one op after another on one. Its
