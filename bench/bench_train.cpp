@@ -6,7 +6,12 @@
 // over the whole run and over the timed steps alone (after the warm-up, whose first step grows the
 // arenas), and the run's projected training time: its train.steps at the median step time
 // (evaluations and checkpoints left out; scripts/time-sweep.sh sums it over a sweep's runs).
-//   bench_train CONFIG.toml [--warmup W] [--steps S] [--peak-tflops P] [section.key=value ...]
+//   bench_train CONFIG.toml [--warmup W] [--steps S] [--peak-tflops P] [--op-profile FILE] [section.key=value ...]
+// --op-profile FILE: the op profile (kernels/op_profile.h) of the timed steps but the last (which
+// ends in the run's final evaluation; so S ≥ 2) into FILE, one JSON line per op and signature,
+// largest first: calls and milliseconds per step and the share of the median step; the ten largest
+// also on stderr. The profile slows the steps it times a little (its events and read-backs): take
+// throughput from a run without it.
 //
 // FLOPs per token (a multiply-add is 2), forward + backward:
 //   6 · parameters (embedding included, as shared/ANCHORS.md counts)
@@ -20,6 +25,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -27,6 +33,7 @@
 #include <vector>
 
 #include "kernels/device_memory.h"
+#include "kernels/op_profile.h"
 #include "model/mixer_registry.h"
 #include "model/parameter_count.h"
 #include "worker/run_config.h"
@@ -50,6 +57,31 @@ double parse_number(const char* flag, const char* value) {
   return v;
 }
 
+// The op profile of `steps` timed steps of median length step_ms into `path` (see the header).
+void write_op_profile(const std::string& path, int64_t steps, double step_ms) {
+  const std::vector<ops::OpProfileEntry> entries = ops::op_profile_entries();
+  std::ofstream out(path);
+  if (!out) throw std::runtime_error("--op-profile: cannot write " + path);
+  double covered_ms = 0;
+  for (const ops::OpProfileEntry& e : entries) covered_ms += e.total_ms / double(steps);
+  std::fprintf(stderr, "op profile of %lld steps (%.1f ms a step, %.1f in ops), largest first:\n",
+               static_cast<long long>(steps), step_ms, covered_ms);
+  for (size_t i = 0; i < entries.size(); ++i) {
+    const ops::OpProfileEntry& e = entries[i];
+    const double ms = e.total_ms / double(steps);
+    out << nlohmann::json{{"op", e.op},
+                          {"signature", e.signature},
+                          {"calls_per_step", double(e.calls) / double(steps)},
+                          {"ms_per_step", ms},
+                          {"share_of_step", ms / step_ms}}
+               .dump()
+        << "\n";
+    if (i < 10)
+      std::fprintf(stderr, "  %8.2f ms %5.1f%%  %s %s\n", ms, 100 * ms / step_ms, e.op.c_str(), e.signature.c_str());
+  }
+  if (!out.flush()) throw std::runtime_error("--op-profile: writing " + path + " failed");
+}
+
 double flops_per_token(const ModelConfig& c, int64_t seq_len) {
   double flops = 6.0 * double(count_parameters(c).total);
   for (int64_t layer = 0; layer < c.layers; ++layer) {
@@ -63,11 +95,14 @@ double flops_per_token(const ModelConfig& c, int64_t seq_len) {
 
 int main(int argc, char** argv) {
   if (argc < 2 || !std::strcmp(argv[1], "--help")) {
-    std::fprintf(stderr, "usage: bench_train CONFIG.toml [--warmup W] [--steps S] [--peak-tflops P] [key=value ...]\n");
+    std::fprintf(stderr,
+                 "usage: bench_train CONFIG.toml [--warmup W] [--steps S] [--peak-tflops P] [--op-profile FILE] "
+                 "[key=value ...]\n");
     return argc < 2 ? 2 : 0;
   }
   int64_t warmup = 3, steps = 20;
   double peak_tflops = 800;  // the measured bf16 GEMM ceiling of one H200 (shared/ANCHORS.md)
+  std::string op_profile_path;
   std::vector<std::string> overrides;
   for (int i = 2; i < argc; ++i) {
     const bool has_value = i + 1 < argc;
@@ -77,9 +112,15 @@ int main(int argc, char** argv) {
       steps = static_cast<int64_t>(parse_number(argv[i], argv[i + 1])), ++i;
     } else if (!std::strcmp(argv[i], "--peak-tflops") && has_value) {
       peak_tflops = parse_number(argv[i], argv[i + 1]), ++i;
+    } else if (!std::strcmp(argv[i], "--op-profile") && has_value) {
+      op_profile_path = argv[++i];
     } else {
       overrides.emplace_back(argv[i]);
     }
+  }
+  if (!op_profile_path.empty() && steps < 2) {
+    std::fprintf(stderr, "bench_train: --op-profile needs --steps of at least 2 (the last step is not profiled)\n");
+    return 2;
   }
   try {
     std::string dir_pattern = (std::filesystem::temp_directory_path() / "bench-train-XXXXXX").string();
@@ -104,7 +145,9 @@ int main(int argc, char** argv) {
       if (step == warmup) {
         warmup_peak = cuda_peak_allocated_bytes();
         cuda_reset_peak_allocated_bytes();
+        if (!op_profile_path.empty()) ops::op_profile_start();
       }
+      if (step == warmup + steps - 1) ops::op_profile_stop();
       if (step > warmup) step_seconds.push_back(tokens_per_step / m["tokens_per_s"].get<double>());
       last_loss = m["loss"].get<double>();
       if (step == warmup + steps) throw TimedStepsDone{};
@@ -114,6 +157,7 @@ int main(int argc, char** argv) {
       train(config, log, options);
     } catch (const TimedStepsDone&) {
     }
+    ops::op_profile_stop();
     const bool gpu = config.device == "cuda" || (config.device == "auto" && cuda_device_available());
     std::filesystem::remove_all(dir);
     if (step_seconds.empty()) throw std::runtime_error("no timed steps");
@@ -144,6 +188,7 @@ int main(int argc, char** argv) {
         {"run_steps", run_steps},
         {"projected_run_s", double(run_steps) * step_s}};
     std::printf("%s\n", line.dump().c_str());
+    if (!op_profile_path.empty()) write_op_profile(op_profile_path, steps - 1, 1e3 * step_s);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "bench_train: %s\n", e.what());
     return 1;

@@ -21,6 +21,12 @@ std::string pattern_string(const Shape& shape) {
 }
 }  // namespace
 
+OpArguments::~OpArguments() {
+  if (!span_.timed()) return;
+  const std::string dtype = dtype_ ? std::string(dtype_name(*dtype_)) + " " : profiled_dtype_;
+  span_.end(op_, dtype + profiled_shapes_, on_cuda());
+}
+
 void OpArguments::fail(std::string_view name, const std::string& message) const {
   throw std::invalid_argument(op_ + ": " + std::string(name) + ": " + message);
 }
@@ -40,6 +46,11 @@ void OpArguments::check_shape(const Tensor& t, std::string_view name, const Shap
 }
 
 void OpArguments::check_device(const Tensor& t, std::string_view name) {
+  if (span_.timed() && profiled_tensors_ < 2) {
+    if (profiled_tensors_ == 0) profiled_dtype_ = std::string(dtype_name(t.dtype())) + " ";
+    if (profiled_tensors_++) profiled_shapes_ += ' ';
+    profiled_shapes_.append(name).append(shape_string(t.shape()));
+  }
   if (!device_) {
     device_ = t.device();
     device_from_ = name;

@@ -12,6 +12,8 @@
 // Ops that mix dtypes (a mixer's bf16 token operands beside f32 log decays and states) state each
 // argument's dtype themselves: typed() and optional_typed() check it exactly, on the call's one
 // device; absent() rejects an argument the call's configuration does not take.
+// While the op profile is on (op_profile.h), an OpArguments times its op's call, from its
+// construction to its destruction at the op's return.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -20,6 +22,7 @@
 #include <string>
 #include <string_view>
 
+#include "kernels/op_profile.h"
 #include "kernels/seq_layout.h"
 #include "kernels/tensor.h"
 
@@ -30,6 +33,10 @@ inline constexpr int64_t kAnyDim = -1;
 class OpArguments {
  public:
   explicit OpArguments(std::string op) : op_(std::move(op)) {}
+  ~OpArguments();
+  OpArguments(OpArguments&&) = default;  // ops that build their arguments in a helper return them
+  OpArguments(const OpArguments&) = delete;
+  OpArguments& operator=(const OpArguments&) = delete;
 
   // A floating-point tensor that must be defined and have `shape`.
   OpArguments& floating(const Tensor& t, std::string_view name, const Shape& shape);
@@ -86,11 +93,15 @@ class OpArguments {
   void check_shape(const Tensor& t, std::string_view name, const Shape& shape) const;
   void check_device(const Tensor& t, std::string_view name);
 
+  OpSpan span_;  // first: the span opens before the checks
   std::string op_;
   std::optional<DType> dtype_;  // of the first floating-point argument
   std::string dtype_from_;      // that argument's name
   std::optional<Device> device_;
   std::string device_from_;
+  std::string profiled_shapes_;  // the first two tensor arguments, while span_ is timed
+  std::string profiled_dtype_;   // the first one's element type (when no floating() sets dtype_)
+  int profiled_tensors_ = 0;
 };
 
 }  // namespace linea::ops

@@ -75,4 +75,24 @@ void copy_2d(void* dst, size_t dst_pitch, const void* src, size_t src_pitch, siz
   check_cuda(cudaMemcpy2D(dst, dst_pitch, src, src_pitch, width, rows, cudaMemcpyDefault), "cudaMemcpy2D");
 }
 
+void* event_create() {
+  cudaEvent_t event = nullptr;
+  check_cuda(cudaEventCreate(&event), "cudaEventCreate");
+  return event;
+}
+
+void event_destroy(void* event) { cudaEventDestroy(static_cast<cudaEvent_t>(event)); }
+
+void event_record(void* event) {
+  check_cuda(cudaEventRecord(static_cast<cudaEvent_t>(event), cudaStreamLegacy), "cudaEventRecord");
+}
+
+float event_elapsed_ms(void* start, void* end) {
+  check_cuda(cudaEventSynchronize(static_cast<cudaEvent_t>(end)), "cudaEventSynchronize");
+  float ms = 0;
+  check_cuda(cudaEventElapsedTime(&ms, static_cast<cudaEvent_t>(start), static_cast<cudaEvent_t>(end)),
+             "cudaEventElapsedTime");
+  return ms;
+}
+
 }  // namespace linea::cuda

@@ -18,4 +18,12 @@ void copy(void* dst, const void* src, size_t bytes);  // any direction (unified 
 // `rows` runs of `width` bytes, run i from src + i·src_pitch to dst + i·dst_pitch (cudaMemcpy2D).
 void copy_2d(void* dst, size_t dst_pitch, const void* src, size_t src_pitch, size_t width, size_t rows);
 
+// CUDA events on the legacy default stream, where every op runs (kernels/op_profile.cpp times ops
+// with them). An event is an opaque handle: create, record (marks the stream's position now), and
+// the milliseconds between two recorded events (waits until `end` has happened).
+void* event_create();
+void event_destroy(void* event);
+void event_record(void* event);
+float event_elapsed_ms(void* start, void* end);
+
 }  // namespace linea::cuda
