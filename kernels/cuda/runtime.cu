@@ -81,8 +81,6 @@ void* event_create() {
   return event;
 }
 
-void event_destroy(void* event) { cudaEventDestroy(static_cast<cudaEvent_t>(event)); }
-
 void event_record(void* event) {
   check_cuda(cudaEventRecord(static_cast<cudaEvent_t>(event), cudaStreamLegacy), "cudaEventRecord");
 }

@@ -19,10 +19,10 @@ void copy(void* dst, const void* src, size_t bytes);  // any direction (unified 
 void copy_2d(void* dst, size_t dst_pitch, const void* src, size_t src_pitch, size_t width, size_t rows);
 
 // CUDA events on the legacy default stream, where every op runs (kernels/op_profile.cpp times ops
-// with them). An event is an opaque handle: create, record (marks the stream's position now), and
-// the milliseconds between two recorded events (waits until `end` has happened).
+// with them; it keeps every event it creates for reuse). An event is an opaque handle: create,
+// record (marks the stream's position now), and the milliseconds between two recorded events
+// (waits until `end` has happened).
 void* event_create();
-void event_destroy(void* event);
 void event_record(void* event);
 float event_elapsed_ms(void* start, void* end);
 
