@@ -1,12 +1,14 @@
 // fla's table of the GLA family (inference/hf_tables.h; fla's layers GatedLinearAttention,
 // MultiScaleRetention, HGRN2Attention, Mamba2 and their models):
 //
-//   gla     q_proj, k_proj, v_proj, gk_proj.0, gk_proj.1 (+ .bias), g_proj, o_proj as linea's; the
-//           per-head norm γ is fla's g_norm_swish_gate (FusedRMSNormGated, the output gate's norm
-//           when fuse_norm and hidden_act swish, as written here), g_norm without an output gate.
-//           fla's model passes no gate_low_rank_dim nor gate_logit_normalizer: both stay at 16.
-//   retnet  q_proj, k_proj, v_proj, g_proj, o_proj; g_norm → g_norm_swish_gate. fla's RoPE base is
-//           fixed at 10000; the decays log(1 − 2^{−5−h}) and the scale 1/√d_k are both's.
+//   gla     q_proj, k_proj, v_proj, q/k/v_conv1d (conv > 0; fla's [C, 1, W]), gk_proj.0, gk_proj.1
+//           (+ .bias), g_proj, o_proj as linea's; the per-head norm γ is fla's g_norm_swish_gate
+//           (FusedRMSNormGated, the output gate's norm when fuse_norm and hidden_act swish, as
+//           written here), g_norm without an output gate. fla's model passes no gate_low_rank_dim
+//           nor gate_logit_normalizer: both stay at 16.
+//   retnet  q_proj, k_proj, v_proj, q/k/v_conv1d (conv > 0), g_proj, o_proj; g_norm →
+//           g_norm_swish_gate. fla's RoPE base is fixed at 10000; the decays log(1 − 2^{−5−h}) and
+//           the scale 1/√d_k are both's.
 //   hgrn2   q_proj, f_proj, i_proj, g_norm (over all d_model channels), o_proj as linea's; the
 //           lower bounds Γ [layers, hidden_size] are model.lower_bounds (linea's hgrn2.lower_bounds,
 //           [layers, heads·expand_ratio]: equal when expand_ratio divides d_model). fla's heads are
@@ -28,14 +30,16 @@ namespace linea::inference::hf {
 
 namespace {
 
-// The keys fla's GLA and RetNet configs share: heads and widths, no MQA, feature map or conv.
-nlohmann::json head_keys(const HeadWidths& w, int64_t d_model) {
+// The keys fla's GLA and RetNet configs share: heads and widths, the short convs (conv > 0), no
+// MQA or feature map.
+nlohmann::json head_keys(const HeadWidths& w, int64_t conv, int64_t d_model) {
   return {{"num_heads", w.heads},
           {"expand_k", double(w.heads * w.d_k) / double(d_model)},
           {"expand_v", double(w.heads * w.d_v) / double(d_model)},
           {"num_kv_heads", nullptr},
           {"feature_map", nullptr},
-          {"use_short_conv", false},
+          {"use_short_conv", conv > 0},
+          {"conv_size", conv > 0 ? conv : 4},
           {"elementwise_affine", true},
           {"attn_mode", "chunk"}};
 }
@@ -53,7 +57,7 @@ MixerTable gla(const ModelConfig& c, const GlaConfig& g) {
   }
   MixerTable t;
   t.model_type = "gla";
-  t.keys = head_keys(g.widths, c.d_model);
+  t.keys = head_keys(g.widths, g.conv, c.d_model);
   t.keys.update({{"use_output_gate", g.output_gate}, {"clamp_min", nullptr}, {"use_gk", true}, {"use_gv", false}});
   if (g.output_gate) t.layer = {{"g_norm_swish_gate.weight", {"g_norm.weight"}}};
   return t;
@@ -67,7 +71,7 @@ MixerTable retnet(const ModelConfig& c, const RetNetConfig& r) {
   }
   MixerTable t;
   t.model_type = "retnet";
-  t.keys = head_keys(r.widths, c.d_model);
+  t.keys = head_keys(r.widths, r.conv, c.d_model);
   t.keys["use_output_gate"] = true;
   t.layer = {{"g_norm_swish_gate.weight", {"g_norm.weight"}}};
   return t;

@@ -1,13 +1,14 @@
-// The gated-linear-attention family's mixers and HGRN under tensor parallelism: `linea train` on all
-// ranks with tp = the number of ranks (2, or 4) follows the one-rank loss trajectory over 8 steps,
-// for every mixer, pure and 3:1 with softmax attention (tests/testing/mixers/gla_training.h's tiny
-// model on synthetic shards). How closely is measured against the one-rank run itself: the same
-// run with its micro-batches summed in another order (2 sequences each instead of 4) differs from
-// it by rounding that the steps amplify (RWKV-6 most: its gradient norm starts near 15 and its
-// runs drift apart fastest, 5e-4 relative by step 12), and the TP run must stay within 4× that
-// (and 1e-4 at least) of the one-rank run. At step 1 every layout agrees to ~1e-7. Heads (or HGRN's channels)
-// split over the ranks; the full-width norms and the shared replicated pieces (Mamba-2's B and C, RWKV-6's token-shift
-// lerps, the lower bounds) are what this checks beside the head-sharded projections.
+// The gated-linear-attention family's mixers and HGRN under tensor parallelism: `linea train` on
+// all ranks with tp = the number of ranks (2, or 4) follows the one-rank loss trajectory over 8
+// steps, for every mixer, pure and 3:1 with softmax attention, and GLA and RetNet with their short
+// convs (tests/testing/mixers/gla_training.h's tiny model on synthetic shards). How closely is
+// measured against the one-rank run itself: the same run with its micro-batches summed in another
+// order (2 sequences each instead of 4) differs from it by rounding that the steps amplify (RWKV-6
+// most: its gradient norm starts near 15 and its runs drift apart fastest, 5e-4 relative by step
+// 12), and the TP run must stay within 4× that (and 1e-4 at least) of the one-rank run. At step 1
+// every layout agrees to ~1e-7. Heads (or HGRN's channels) split over the ranks; the full-width
+// norms and the shared replicated pieces (Mamba-2's B and C, RWKV-6's token-shift lerps, the lower
+// bounds) are what this checks beside the head-sharded projections.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -64,6 +65,23 @@ TEST_F(GlaTensorParallel, EveryMixerFollowsOneRank) {
       std::cout << "[gla tp=" << size_ << "] " << name << ": largest relative difference " << worst
                 << " (micro-batches reordered on one rank: " << floor << ")\n";
     }
+  }
+}
+
+// GLA's and RetNet's q, k, v short convs (conv = 4): their channels split with the heads.
+TEST_F(GlaTensorParallel, ShortConvsFollowOneRank) {
+  for (const std::string mixer : {"gla", "retnet"}) {
+    const std::string name = mixer + "_conv";
+    const std::vector<std::string> model = {"model.mixer=\"" + mixer + "\"", "model." + mixer + ".conv=4"};
+    std::vector<std::string> sharded = model;
+    sharded.push_back("parallel.tp=" + std::to_string(size_));
+    const double floor = one_rank_floor(name, model, "train.micro_batch_seqs=2");
+    run(MPI_COMM_WORLD, config(name + "_tp", sharded));
+    const double worst = expect_same_trajectory(name + "_tp", name + "_one", 1e-2);
+    if (rank_ != 0) continue;
+    EXPECT_LE(worst, std::max(5e-4, 4 * floor)) << name << ": rounding alone moves the run by " << floor;
+    std::cout << "[gla tp=" << size_ << "] " << name << ": largest relative difference " << worst
+              << " (micro-batches reordered on one rank: " << floor << ")\n";
   }
 }
 

@@ -8,6 +8,7 @@
 #include "model/decay_gate_init.h"
 #include "model/head_projection.h"
 #include "model/mixers/delta_rule/delta_rule_decode_state.h"
+#include "model/optional_short_conv.h"
 
 namespace linea {
 
@@ -156,20 +157,6 @@ Tensor DeltaRuleLayer::normed_error(StepContext& ctx, Tensor& rstd) {
   ops::gated_rmsnorm_forward(normed, rstd, r_, Tensor(), cler_h_norm_->compute, heads_, ops::GateActivation::none,
                              norm_eps_);
   return normed;
-}
-
-Tensor DeltaRuleLayer::conv_forward(StepContext& ctx, std::optional<ShortConv>& conv, const Tensor& x,
-                                    InputHistory* history) {
-  if (!conv) return x;
-  return history ? conv->forward_continuing(ctx, x, *history) : conv->forward(ctx, x);
-}
-
-Tensor DeltaRuleLayer::conv_backward(StepContext& ctx, std::optional<ShortConv>& conv, const Tensor& x,
-                                     const Tensor& dy) {
-  if (!conv) return dy;
-  Tensor dx = ctx.temporary(dy.shape());
-  conv->backward(ctx, x, dy, dx);
-  return dx;
 }
 
 DeltaRuleLayer::Operands DeltaRuleLayer::operands(StepContext& ctx, DeltaRuleDecodeState* state) {

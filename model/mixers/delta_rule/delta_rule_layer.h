@@ -82,10 +82,6 @@ class DeltaRuleLayer final : public RunMixer<DeltaRuleDecodeState> {
     Tensor q_rstd, k_rstd;
   };
   Operands operands(StepContext& ctx, DeltaRuleDecodeState* state = nullptr);
-  // silu(conv(x)) when the layer has convs, else x (continuing `history` when given); and its backward.
-  Tensor conv_forward(StepContext& ctx, std::optional<ShortConv>& conv, const Tensor& x,
-                      InputHistory* history = nullptr);
-  Tensor conv_backward(StepContext& ctx, std::optional<ShortConv>& conv, const Tensor& x, const Tensor& dy);
   // Routing (see above): whether the delta rule's write error r is needed; Π(r_sender) or
   // r_sender (CLER receiver); ṽ (CLVR); RMSNorm(r) · γ_E with its rstd (CLER-H).
   bool needs_write_error() const;

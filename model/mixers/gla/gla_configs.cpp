@@ -20,6 +20,13 @@ int64_t width_per_head(int64_t d_model, double ratio, int64_t heads, std::string
   return int64_t(width) / heads;
 }
 
+// The q, k, v short convs' kernel size: 0 (none) or a width in [2, 64].
+void check_short_conv(const ConfigFieldError& fail, int64_t conv) {
+  if (conv != 0 && (conv < 2 || conv > 64)) {
+    fail("conv", "expected 0 (no short conv) or a kernel size in [2, 64], got " + std::to_string(conv));
+  }
+}
+
 void must_be_positive(const ConfigFieldError& fail, std::string_view key, double value) {
   if (!(value > 0) || !std::isfinite(value)) fail(key, "expected a positive number, got " + std::to_string(value));
 }
@@ -43,6 +50,7 @@ void GlaConfig::read(ConfigSection& table) {
   gate_rank = table.integer("gate_rank", gate_rank);
   gate_normalizer = table.number("gate_normalizer", gate_normalizer);
   output_gate = table.boolean("output_gate", output_gate);
+  conv = table.integer("conv", conv);
   recompute = table.boolean("recompute", recompute);
 }
 
@@ -50,11 +58,13 @@ void GlaConfig::resolve(int64_t d_model, const ConfigFieldError& fail) {
   widths.resolve(d_model, fail);
   fail.at_least("gate_rank", gate_rank, 1);
   must_be_positive(fail, "gate_normalizer", gate_normalizer);
+  check_short_conv(fail, conv);
 }
 
 void RetNetConfig::read(ConfigSection& table) {
   widths.read(table);
   rope_theta = table.number("rope_theta", rope_theta);
+  conv = table.integer("conv", conv);
   recompute = table.boolean("recompute", recompute);
 }
 
@@ -62,6 +72,7 @@ void RetNetConfig::resolve(int64_t d_model, const ConfigFieldError& fail) {
   widths.resolve(d_model, fail);
   if (widths.d_k % 2) fail("expand_k", "RoPE needs an even d_k, got " + std::to_string(widths.d_k));
   must_be_positive(fail, "rope_theta", rope_theta);
+  check_short_conv(fail, conv);
 }
 
 void Hgrn2Config::read(ConfigSection& table) {

@@ -5,6 +5,8 @@
 //   gla     heads (4), expand_k (0.5), expand_v (1.0): d_k = d·expand_k/heads, d_v = d·expand_v/heads;
 //           gate_rank (16, the low-rank decay projection), gate_normalizer (16), output_gate (true)
 //   retnet  heads (8), expand_k (1.0), expand_v (2.0), rope_theta (10000)
+//   gla and retnet also conv (0: none; W ≥ 2: fla's use_short_conv with conv_size W, a depthwise
+//           causal conv of width W and SiLU on each of q, k, v)
 //   hgrn2   expand_ratio (128: d_k, the forget width per head; heads = max(1, d/expand_ratio),
 //           d_v = d/heads), lower_bound (true: HGRN's lower bounds shared across the stack)
 //   mamba2  expand (2: d_in = expand·d), head_dim (64: heads = d_in/head_dim), state_size (128),
@@ -44,6 +46,7 @@ class GlaConfig final : public MixerConfigOf<GlaConfig> {
   int64_t gate_rank = 16;
   double gate_normalizer = 16.0;
   bool output_gate = true;
+  int64_t conv = 0;        // the q, k, v short convs' kernel size; 0: none
   bool recompute = false;  // true: the backward recomputes what the forward could save
 };
 
@@ -55,6 +58,7 @@ class RetNetConfig final : public MixerConfigOf<RetNetConfig> {
 
   HeadWidths widths{8, 1.0, 2.0};
   double rope_theta = 10000.0;
+  int64_t conv = 0;        // the q, k, v short convs' kernel size; 0: none
   bool recompute = false;  // true: the backward recomputes what the forward could save
 };
 

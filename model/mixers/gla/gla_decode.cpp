@@ -40,12 +40,13 @@ Tensor gla_forward_continuing(StepContext& ctx, const ops::GlaSpec& spec, ops::G
   return Tensor();
 }
 
-Tensor conv_forward_continuing(StepContext& ctx, ShortConv& conv, const Tensor& x, InputHistory* history) {
-  return history ? conv.forward_continuing(ctx, x, *history) : conv.forward(ctx, x);
-}
-
 std::unique_ptr<MixerState> GlaLayer::start_state(int64_t sequences) const {
-  return std::make_unique<GlaDecodeState>(sequences, heads_, shape_.d_k, shape_.d_v, q_proj_.weight().compute);
+  auto state = std::make_unique<GlaDecodeState>(sequences, heads_, shape_.d_k, shape_.d_v, q_proj_.weight().compute);
+  if (q_conv_) {
+    for (const ShortConv* conv : {&*q_conv_, &*k_conv_, &*v_conv_})
+      state->histories.push_back(conv->start_history(sequences));
+  }
+  return state;
 }
 
 std::unique_ptr<MixerState> Hgrn2Layer::start_state(int64_t sequences) const {

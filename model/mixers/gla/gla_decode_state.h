@@ -1,7 +1,8 @@
 // The decoding state of the gated-linear-attention family's layers (GLA, RetNet, HGRN-2, Mamba-2,
 // RWKV-6; gla_decode.cpp): per sequence the op's state S ∈ R^{H×K×V}, and the input histories of
-// the layer's short convs (Mamba-2's x, B, C) or token shift (RWKV-6's previous x): a fixed size
-// whatever the number of tokens seen, on the layer's device (S in f32 beside bf16 weights).
+// the layer's short convs (GLA's and RetNet's q, k, v when conv > 0; Mamba-2's x, B, C) or token
+// shift (RWKV-6's previous x): a fixed size whatever the number of tokens seen, on the layer's
+// device (S in f32 beside bf16 weights).
 #pragma once
 #include <memory>
 #include <vector>
@@ -29,9 +30,5 @@ struct GlaDecodeState final : MixerState {
 // call saves something; else undefined. The layer passes it to ops::gla_backward.
 Tensor gla_forward_continuing(StepContext& ctx, const ops::GlaSpec& spec, ops::GlaInputs in, Tensor o,
                               GlaDecodeState* state, bool recompute);
-
-// A conv's forward, continuing `history` when it is given.
-class ShortConv;
-Tensor conv_forward_continuing(StepContext& ctx, ShortConv& conv, const Tensor& x, InputHistory* history);
 
 }  // namespace linea

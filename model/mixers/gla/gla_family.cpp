@@ -154,8 +154,8 @@ class GlaFamily final : public MixerFamily {
     return gla_op_flops(op_shape(config));
   }
 
-  // The op's state H·K·V per sequence; Mamba-2's convs keep conv − 1 inputs of x, B and C,
-  // RWKV-6's token shift the previous x.
+  // The op's state H·K·V per sequence; Mamba-2's convs keep conv − 1 inputs of x, B and C, GLA's
+  // and RetNet's (when conv > 0) of q, k and v, RWKV-6's token shift the previous x.
   DecodingMemory decoding_memory(const MixerConfig& config, int64_t d_model) const override {
     const OpShape s = op_shape(config);
     const double state = double(s.heads) * double(s.key_dim) * double(s.value_dim);
@@ -164,6 +164,10 @@ class GlaFamily final : public MixerFamily {
       return {state, double(c.conv - 1) * double(c.inner + 2 * c.state_size)};
     }
     if (config.mixer == "rwkv6") return {state, double(d_model)};
+    const int64_t conv = config.mixer == "gla"      ? as<GlaConfig>(config).conv
+                         : config.mixer == "retnet" ? as<RetNetConfig>(config).conv
+                                                    : 0;
+    if (conv > 0) return {state, double(conv - 1) * double(s.heads * (2 * s.key_dim + s.value_dim))};
     return {state};
   }
 

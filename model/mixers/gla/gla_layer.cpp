@@ -6,6 +6,7 @@
 #include "model/head_projection.h"
 #include "model/mixers/gla/gla_decode_state.h"
 #include "model/mixers/gla/presets.h"
+#include "model/optional_short_conv.h"
 #include "model/wide_gates.h"
 
 namespace linea {
@@ -18,13 +19,13 @@ GlaLayer::GlaLayer(ParameterSet& params, const std::string& name, int64_t d_mode
                    const TensorParallel& tp)
     : GlaLayer(params, name, d_model,
                Shape{false, c.widths.heads, c.widths.d_k, c.widths.d_v, c.gate_rank, c.gate_normalizer, c.output_gate,
-                     0.0, c.recompute},
+                     0.0, c.conv, c.recompute},
                norm_eps, tp) {}
 
 GlaLayer::GlaLayer(ParameterSet& params, const std::string& name, int64_t d_model, const RetNetConfig& c,
                    double norm_eps, const TensorParallel& tp)
     : GlaLayer(params, name, d_model,
-               Shape{true, c.widths.heads, c.widths.d_k, c.widths.d_v, 0, 1.0, true, c.rope_theta, c.recompute},
+               Shape{true, c.widths.heads, c.widths.d_k, c.widths.d_v, 0, 1.0, true, c.rope_theta, c.conv, c.recompute},
                norm_eps, tp) {}
 
 GlaLayer::GlaLayer(ParameterSet& params, const std::string& name, int64_t d_model, const Shape& s, double norm_eps,
@@ -40,6 +41,11 @@ GlaLayer::GlaLayer(ParameterSet& params, const std::string& name, int64_t d_mode
       v_proj_(into_heads(params, name + ".v_proj", d_model, s.heads, s.d_v, shard_)),
       output_(params, name + ".g_norm", name + ".o_proj", s.heads, s.d_v, d_model, shard_,
               s.output_gate ? ops::GateActivation::silu : ops::GateActivation::none, norm_eps) {
+  if (s.conv > 0) {
+    q_conv_.emplace(params, name + ".q_conv1d", s.heads * s.d_k, s.conv, shard_.channels(s.d_k));
+    k_conv_.emplace(params, name + ".k_conv1d", s.heads * s.d_k, s.conv, shard_.channels(s.d_k));
+    v_conv_.emplace(params, name + ".v_conv1d", s.heads * s.d_v, s.conv, shard_.channels(s.d_v));
+  }
   if (!s.retnet) {
     gk_proj_.emplace(params, name + ".gk_proj", d_model, s.gate_rank, s.heads * s.d_k, true, LinearSplit::outputs,
                      shard_.channels(s.d_k));
@@ -53,20 +59,29 @@ void GlaLayer::init(Rng& rng, double std) {
   q_proj_.init(rng, std);
   k_proj_.init(rng, std);
   v_proj_.init(rng, std);
+  if (q_conv_) {
+    q_conv_->init(rng, std);
+    k_conv_->init(rng, std);
+    v_conv_->init(rng, std);
+  }
   if (gk_proj_) gk_proj_->init(rng, std);
   if (g_proj_) g_proj_->init(rng, std);
   output_.init(rng, std);
 }
 
-ops::GlaInputs GlaLayer::operands(StepContext& ctx) const {
+ops::GlaInputs GlaLayer::operands(StepContext& ctx, GlaDecodeState* state) {
   const int64_t n = q_.dim(0), H = heads_, K = shape_.d_k;
+  // The histories of q, k, v in the state's order (start_state).
+  InputHistory* histories = state && q_conv_ ? state->histories.data() : nullptr;
+  const Tensor q = conv_forward(ctx, q_conv_, q_, histories ? &histories[0] : nullptr);
+  const Tensor k = conv_forward(ctx, k_conv_, k_, histories ? &histories[1] : nullptr);
   ops::GlaInputs in;
-  in.v = v_.reshape({n, H, shape_.d_v});
+  in.v = conv_forward(ctx, v_conv_, v_, histories ? &histories[2] : nullptr).reshape({n, H, shape_.d_v});
   if (shape_.retnet) {
     in.q = ctx.temporary({n, H, K});
     in.k = ctx.temporary({n, H, K});
-    in.q.copy_from(q_.reshape({n, H, K}));
-    in.k.copy_from(k_.reshape({n, H, K}));
+    in.q.copy_from(q.reshape({n, H, K}));
+    in.k.copy_from(k.reshape({n, H, K}));
     ops::rope_apply(in.q.reshape({n, key_width_}), ctx.positions, H, shape_.rope_theta, /*inverse=*/false);
     ops::rope_apply(in.k.reshape({n, key_width_}), ctx.positions, H, shape_.rope_theta, /*inverse=*/false);
     const Tensor g = ops::retnet_log_decays(H, shard_.heads.begin, ctx.statistics_dtype());
@@ -77,8 +92,8 @@ ops::GlaInputs GlaLayer::operands(StepContext& ctx) const {
       in.g.copy_from(g);
     }
   } else {
-    in.q = q_.reshape({n, H, K});
-    in.k = k_.reshape({n, H, K});
+    in.q = q.reshape({n, H, K});
+    in.k = k.reshape({n, H, K});
     Tensor g = ctx.scratch.alloc({n, key_width_}, ctx.statistics_dtype());
     ops::log_forget_gate_forward(g, widened(ctx, gk_), Tensor(), shape_.gate_normalizer);
     in.g = g.reshape({n, H, K});
@@ -94,8 +109,8 @@ Tensor GlaLayer::run(StepContext& ctx, const Tensor& x, GlaDecodeState* state) {
   if (gk_proj_) gk_ = gk_proj_->forward(ctx, x);
   z_ = g_proj_ ? g_proj_->forward(ctx, x) : Tensor();
   o_ = ctx.activation({n, value_width_});
-  saved_ =
-      gla_forward_continuing(ctx, spec_, operands(ctx), o_.reshape({n, heads_, shape_.d_v}), state, shape_.recompute);
+  saved_ = gla_forward_continuing(ctx, spec_, operands(ctx, state), o_.reshape({n, heads_, shape_.d_v}), state,
+                                  shape_.recompute);
   return output_.forward(ctx, o_, z_);
 }
 
@@ -116,9 +131,9 @@ void GlaLayer::backward(StepContext& ctx, const Tensor& x, const Tensor& dy, Ten
     ops::rope_apply(dq, ctx.positions, H, shape_.rope_theta, /*inverse=*/true);
     ops::rope_apply(dk, ctx.positions, H, shape_.rope_theta, /*inverse=*/true);
   }
-  q_proj_.backward(x, dq, dx, false);
-  k_proj_.backward(x, dk, dx, true);
-  v_proj_.backward(x, grads.dv.reshape({n, value_width_}), dx, true);
+  q_proj_.backward(x, conv_backward(ctx, q_conv_, q_, dq), dx, false);
+  k_proj_.backward(x, conv_backward(ctx, k_conv_, k_, dk), dx, true);
+  v_proj_.backward(x, conv_backward(ctx, v_conv_, v_, grads.dv.reshape({n, value_width_})), dx, true);
   if (gk_proj_) {
     const Tensor logits = widened(ctx, gk_);
     Tensor dlogits = ctx.scratch.alloc({n, key_width_}, logits.dtype());

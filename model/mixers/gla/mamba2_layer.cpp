@@ -6,6 +6,7 @@
 #include "model/head_projection.h"
 #include "model/mixers/gla/gla_decode_state.h"
 #include "model/mixers/gla/presets.h"
+#include "model/optional_short_conv.h"
 #include "model/wide_gates.h"
 
 namespace linea {

@@ -14,6 +14,7 @@
 #include "inference/decoder.h"
 #include "model/decoding_memory.h"
 #include "model/mixer_registry.h"
+#include "model/mixers/gla/gla_configs.h"
 #include "model/model.h"
 #include "model/routing.h"
 #include "tests/testing/model_inputs.h"
@@ -21,8 +22,11 @@
 namespace linea {
 namespace {
 
-ModelConfig config_for(const std::string& mixer, bool hybrid, int64_t window) {
+// conv: the kernel of GLA's and RetNet's optional short convs (0: none, their default).
+ModelConfig config_for(const std::string& mixer, bool hybrid, int64_t window, int64_t conv = 0) {
   ModelConfig c = testing::tiny_hybrid_config(mixer, false, testing::kInferenceSizes);
+  if (mixer == "gla") c.mixer_config<GlaConfig>(mixer).conv = conv;
+  if (mixer == "retnet") c.mixer_config<RetNetConfig>(mixer).conv = conv;
   if (!hybrid && mixer != "attention") {
     c.hybrid = "pure";
     c.attention_layers.clear();
@@ -45,9 +49,10 @@ Tensor row_of(const Tensor& logits, int64_t row) { return logits.slice(row, row 
 
 // Three documents of 5 + 9, 1 + 9 and 13 + 9 tokens: prompts of 5, 1 and 13 tokens (longer than
 // the conv and the window, shorter and longer than each other), then 9 steps of one token each.
-void check_decoding_matches_full_forward(const std::string& mixer, bool hybrid, int64_t window = 0) {
-  SCOPED_TRACE(mixer + (hybrid ? " hybrid" : " pure") + " window " + std::to_string(window));
-  Model model(config_for(mixer, hybrid, window));
+void check_decoding_matches_full_forward(const std::string& mixer, bool hybrid, int64_t window = 0, int64_t conv = 0) {
+  SCOPED_TRACE(mixer + (hybrid ? " hybrid" : " pure") + " window " + std::to_string(window) + " conv " +
+               std::to_string(conv));
+  Model model(config_for(mixer, hybrid, window, conv));
   model.init_parameters(7);
   const std::vector<int64_t> prompt_lengths = {5, 1, 13};
   const int64_t steps = 9;
@@ -89,6 +94,12 @@ TEST(Decoder, EveryMixerInAHybridMatchesFullForward) {
   }
 }
 
+// GLA and RetNet with their optional q, k, v short convs (off by default): the convs' input
+// histories carry across the calls.
+TEST(Decoder, GlaAndRetNetWithShortConvsMatchFullForward) {
+  for (const std::string mixer : {"gla", "retnet"}) check_decoding_matches_full_forward(mixer, false, 0, 4);
+}
+
 TEST(Decoder, SlidingWindowAttentionMatchesFullForward) {
   check_decoding_matches_full_forward("attention", false, 4);
   check_decoding_matches_full_forward("gdn", true, 3);
@@ -98,9 +109,9 @@ TEST(Decoder, SlidingWindowAttentionMatchesFullForward) {
 // a prefill from empty states skips the input histories' copies, a later call of several tokens
 // does not): three documents of 5 + 4 + 1, 1 + 2 + 6 and 13 + 1 + 3 tokens, every row of every call
 // against the full forward.
-void check_chunks_match_full_forward(const std::string& mixer, int64_t window) {
-  SCOPED_TRACE(mixer + " window " + std::to_string(window));
-  Model model(config_for(mixer, true, window));
+void check_chunks_match_full_forward(const std::string& mixer, int64_t window, int64_t conv = 0) {
+  SCOPED_TRACE(mixer + " window " + std::to_string(window) + " conv " + std::to_string(conv));
+  Model model(config_for(mixer, true, window, conv));
   model.init_parameters(7);
   const std::vector<std::vector<int64_t>> calls = {{5, 1, 13}, {4, 2, 1}, {1, 6, 3}};  // tokens per sequence
   std::vector<int64_t> lengths(3, 0);
@@ -140,6 +151,8 @@ void check_chunks_match_full_forward(const std::string& mixer, int64_t window) {
 TEST(Decoder, EveryMixerMatchesFullForwardOverCallsOfSeveralTokens) {
   for (const std::string& mixer : mixer_names()) check_chunks_match_full_forward(mixer, 0);
   check_chunks_match_full_forward("gdn", 3);
+  check_chunks_match_full_forward("gla", 0, 4);
+  check_chunks_match_full_forward("retnet", 0, 4);
 }
 
 TEST(Decoder, LinearStatesStayFixedWhileTheKvCacheGrows) {
@@ -164,12 +177,12 @@ TEST(Decoder, LinearStatesStayFixedWhileTheKvCacheGrows) {
 }
 
 // `linea params --inference`'s model of the states (model/decoding_memory.h) against the bytes
-// the decoder's states hold, in an f32 run, for every mixer in a hybrid with a window (the bf16
-// run's bytes: tests/gpu/inference/test_gpu_decoder.cpp).
+// the decoder's states hold, in an f32 run, for every mixer in a hybrid with a window, GLA and
+// RetNet with their short convs (the bf16 run's bytes: tests/gpu/inference/test_gpu_decoder.cpp).
 TEST(DecodingMemory, PredictsTheBytesOfTheDecoderStates) {
   for (const std::string& mixer : mixer_names()) {
     SCOPED_TRACE(mixer);
-    const ModelConfig config = config_for(mixer, true, 3);
+    const ModelConfig config = config_for(mixer, true, 3, mixer == "gla" || mixer == "retnet" ? 4 : 0);
     Model model(config);
     model.init_parameters(2);
     inference::Decoder decoder(model, 2);

@@ -2,7 +2,8 @@
 // model.safetensors with fla's names and layouts (the names of every mixer's layer as read from
 // fla's modules; Mamba-2's fused in_proj and conv1d in fla's order); importing them into a freshly
 // initialised model of the same config gives every exported weight back (equal parameters, equal
-// logits) for every mixer fla has a model for, pure and with attention layers, and a transformer;
+// logits) for every mixer fla has a model for, pure and with attention layers (GLA and RetNet also
+// with their short convs), and a transformer;
 // an unknown model_type, another architecture's model_type, a shape mismatch (plain and fused) and a
 // truncated file are refused naming the file and tensor (and both shapes); a model fla cannot
 // express (GDN-2, RWKV-6, settings fla's models lack) is refused naming the key, before anything is
@@ -205,20 +206,24 @@ TEST(HfCheckpoint, ImportGivesTheExportedModelBack) {
   struct Case {
     std::string mixer;
     bool pure;
+    int64_t conv = 0;  // GLA's and RetNet's short convs
   };
-  std::vector<Case> cases = {{"attention", true}, {"mamba2", true}};
+  std::vector<Case> cases = {{"attention", true}, {"mamba2", true}, {"gla", true, 4}, {"retnet", true, 4}};
   for (const char* mixer : {"deltanet", "gdn", "kda", "gla", "retnet", "hgrn", "hgrn2"}) {
     cases.push_back({mixer, false});
     cases.push_back({mixer, true});
   }
   for (const Case& c : cases) {
-    SCOPED_TRACE(c.mixer + (c.pure ? " pure" : " hybrid"));
+    SCOPED_TRACE(c.mixer + (c.pure ? " pure" : " hybrid") + " conv " + std::to_string(c.conv));
     const bool tied = c.mixer == "kda" || c.mixer == "hgrn";
+    ModelConfig config = tiny(c.mixer, tied, 8, c.pure);
+    if (c.mixer == "gla") config.mixer_config<GlaConfig>("gla").conv = c.conv;
+    if (c.mixer == "retnet") config.mixer_config<RetNetConfig>("retnet").conv = c.conv;
     testing::TempDir dir;
-    Model original(tiny(c.mixer, tied, 8, c.pure));
+    Model original(config);
     draw(original, 1);
     inference::export_hf(original, dir.path());
-    Model imported(tiny(c.mixer, tied, 8, c.pure));
+    Model imported(config);
     draw(imported, 2);
     inference::import_hf(imported, dir.path());
     const Tensor p = original.params().values(), q = imported.params().values();

@@ -5,7 +5,8 @@
 // (fla/models/*/modeling_*.py, fla/layers/*.py; reference/mixers.md §1.5–1.10, §4.1) with fla's own
 // blocks: GatedMLP (hidden_ratio 4, RetNet's 2), RWKV-6's LayerNorms and channel mix
 // (hidden_ratio 3.5), Mamba-2's in_proj and conv1d in one piece. linea's count must be within 5%.
-// The table is printed, for docs/gla-family.md.
+// The table is printed, for docs/gla-family.md. GLA's and RetNet's optional short convs add exactly
+// their filters.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -109,6 +110,25 @@ TEST(FlameSizes, EveryNewConfigIsWithinFivePercentOfFla) {
     std::printf("| %s | %lld | %lld | %s | %.4f |\n", row.config, static_cast<long long>(ours),
                 static_cast<long long>(row.fla), row.source, ratio);
     EXPECT_NEAR(ratio, 1.0, 0.05) << row.config;
+  }
+}
+
+// GLA's and RetNet's optional short convs (model.<mixer>.conv = W, fla's use_short_conv with
+// conv_size W) add W filter taps per q, k and v channel and no bias, as fla's ShortConvolution.
+TEST(FlameSizes, ShortConvsAddTheirFilters) {
+  struct Row {
+    const char* config;
+    int64_t keys, values;  // H·K and H·V per layer
+  };
+  for (const Row& row : {Row{"gla-340m", 512, 1024}, Row{"retnet-340m", 1024, 2048}}) {
+    SCOPED_TRACE(row.config);
+    const std::string path = (source_dir() / "configs" / "models" / (std::string(row.config) + ".toml")).string();
+    const std::string mixer = std::string(row.config).substr(0, std::string(row.config).find('-'));
+    ConfigReader plain_reader = ConfigReader::from_file(path);
+    ConfigReader conv_reader = ConfigReader::from_file(path, {"model." + mixer + ".conv=4"});
+    const int64_t plain = count_parameters(ModelConfig::parse(plain_reader.section("model"))).total;
+    const int64_t with_conv = count_parameters(ModelConfig::parse(conv_reader.section("model"))).total;
+    EXPECT_EQ(with_conv - plain, 24 * 4 * (2 * row.keys + row.values));
   }
 }
 

@@ -1,8 +1,8 @@
 // The gated-linear-attention family's layers (GLA, RetNet, HGRN-2, Mamba-2, RWKV-6) and HGRN's:
 // every hand-written backward against central finite differences in f64 (the input gradient and
 // every parameter, on packed documents of 5, 4 and 70 tokens), with gates and small parameters
-// drawn away from their zero init; the parameter names and shapes fla gives them; HGRN's lower
-// bounds shared by the layers of a stack.
+// drawn away from their zero init (GLA and RetNet also with their q, k, v short convs, conv = 4);
+// the parameter names and shapes fla gives them; HGRN's lower bounds shared by the layers of a stack.
 #include <gtest/gtest.h>
 
 #include <memory>
@@ -24,11 +24,12 @@ using testing::randomize;
 
 constexpr int64_t kDModel = 8;
 
-// A small config of `mixer` at kDModel (widths that differ: K ≠ V), resolved.
-std::unique_ptr<MixerConfig> small_config(const std::string& mixer) {
+// A small config of `mixer` at kDModel (widths that differ: K ≠ V), resolved; GLA's and RetNet's
+// short convs of kernel `conv`.
+std::unique_ptr<MixerConfig> small_config(const std::string& mixer, int64_t conv = 0) {
   std::unique_ptr<MixerConfig> config = mixer_family(mixer).make_config(mixer, "model." + mixer);
-  if (auto* c = dynamic_cast<GlaConfig*>(config.get())) c->widths = {2, 0.5, 1.5}, c->gate_rank = 3;
-  if (auto* c = dynamic_cast<RetNetConfig*>(config.get())) c->widths = {2, 1.0, 0.75};
+  if (auto* c = dynamic_cast<GlaConfig*>(config.get())) c->widths = {2, 0.5, 1.5}, c->gate_rank = 3, c->conv = conv;
+  if (auto* c = dynamic_cast<RetNetConfig*>(config.get())) c->widths = {2, 1.0, 0.75}, c->conv = conv;
   if (auto* c = dynamic_cast<Hgrn2Config*>(config.get())) c->expand_ratio = 3;  // heads 2, d_k 3, d_v 4
   if (auto* c = dynamic_cast<Mamba2Config*>(config.get())) c->head_dim = 4, c->state_size = 3;
   if (auto* c = dynamic_cast<Rwkv6Config*>(config.get()))
@@ -39,9 +40,9 @@ std::unique_ptr<MixerConfig> small_config(const std::string& mixer) {
 }
 
 // Layer 2 of a stack of 4 (so that HGRN's and HGRN-2's lower bounds apply).
-void check_layer(const std::string& mixer, const std::vector<std::string>& expected) {
-  SCOPED_TRACE(mixer);
-  const std::unique_ptr<MixerConfig> config = small_config(mixer);
+void check_layer(const std::string& mixer, const std::vector<std::string>& expected, int64_t conv = 0) {
+  SCOPED_TRACE(mixer + " conv " + std::to_string(conv));
+  const std::unique_ptr<MixerConfig> config = small_config(mixer, conv);
   ParameterSet params(DType::f64);
   const std::unique_ptr<Mixer> layer =
       mixer_family(mixer).make_layer(params, "mixer", kDModel, 1e-6, *config, {}, LayerPlace{2, 4});
@@ -64,6 +65,13 @@ TEST(GlaLayers, Gla) {
                       "mixer.o_proj.weight"});
 }
 
+TEST(GlaLayers, GlaWithShortConvs) {
+  check_layer("gla",
+              {"mixer.q_proj.weight", "mixer.q_conv1d.weight", "mixer.k_conv1d.weight", "mixer.v_conv1d.weight",
+               "mixer.gk_proj.1.bias", "mixer.o_proj.weight"},
+              4);
+}
+
 TEST(GlaLayers, GlaWithoutOutputGate) {
   const std::unique_ptr<MixerConfig> config = small_config("gla");
   dynamic_cast<GlaConfig&>(*config).output_gate = false;
@@ -79,6 +87,13 @@ TEST(GlaLayers, GlaWithoutOutputGate) {
 TEST(GlaLayers, RetNet) {
   check_layer("retnet", {"mixer.q_proj.weight", "mixer.k_proj.weight", "mixer.v_proj.weight", "mixer.g_proj.weight",
                          "mixer.g_norm.weight", "mixer.o_proj.weight"});
+}
+
+TEST(GlaLayers, RetNetWithShortConvs) {
+  check_layer("retnet",
+              {"mixer.q_proj.weight", "mixer.q_conv1d.weight", "mixer.k_conv1d.weight", "mixer.v_conv1d.weight",
+               "mixer.g_norm.weight", "mixer.o_proj.weight"},
+              4);
 }
 
 TEST(GlaLayers, Hgrn2) {
