@@ -44,26 +44,30 @@ timeout_s = 60
 class GlaTensorParallel : public testing::TrainerRuns {
  protected:
   GlaTensorParallel() : TrainerRuns(tiny_config(), "gla") {}
+
+  // Trains `model` on one rank (twice, micro-batches reordered: the rounding floor) and with
+  // parallel.tp = the world size, and expects the sharded run to follow the one-rank run.
+  void follows_one_rank(const std::string& name, const std::vector<std::string>& model) {
+    std::vector<std::string> sharded = model;
+    sharded.push_back("parallel.tp=" + std::to_string(size_));
+    const double floor = one_rank_floor(name, model, "train.micro_batch_seqs=2");
+    run(MPI_COMM_WORLD, config(name + "_tp", sharded));
+    const double worst = expect_same_trajectory(name + "_tp", name + "_one", 1e-2);
+    if (rank_ != 0) return;
+    // Sharding reorders more sums than a reordering of micro-batches does, and RWKV-6's bonus term
+    // amplifies rounding most (2.4e-4 against a floor of 4.5e-5 on an AMD EPYC host; a sharding
+    // bug moves the loss by percents).
+    EXPECT_LE(worst, std::max(5e-4, 4 * floor)) << name << ": rounding alone moves the run by " << floor;
+    std::cout << "[gla tp=" << size_ << "] " << name << ": largest relative difference " << worst
+              << " (micro-batches reordered on one rank: " << floor << ")\n";
+  }
 };
 
 TEST_F(GlaTensorParallel, EveryMixerFollowsOneRank) {
-  const std::string tp = "parallel.tp=" + std::to_string(size_);
   for (const std::string& mixer : testing::gla_family_mixers()) {
     for (const std::string hybrid : {"pure", "3:1"}) {
-      const std::string name = mixer + (hybrid == "pure" ? "_pure" : "_3to1");
-      const std::vector<std::string> model = {"model.mixer=\"" + mixer + "\"", "model.hybrid=\"" + hybrid + "\""};
-      std::vector<std::string> sharded = model;
-      sharded.push_back(tp);
-      const double floor = one_rank_floor(name, model, "train.micro_batch_seqs=2");
-      run(MPI_COMM_WORLD, config(name + "_tp", sharded));
-      const double worst = expect_same_trajectory(name + "_tp", name + "_one", 1e-2);
-      if (rank_ != 0) continue;
-      // Sharding reorders more sums than a reordering of micro-batches does, and RWKV-6's bonus term
-      // amplifies rounding most (2.4e-4 against a floor of 4.5e-5 on an AMD EPYC host; a sharding
-      // bug moves the loss by percents).
-      EXPECT_LE(worst, std::max(5e-4, 4 * floor)) << name << ": rounding alone moves the run by " << floor;
-      std::cout << "[gla tp=" << size_ << "] " << name << ": largest relative difference " << worst
-                << " (micro-batches reordered on one rank: " << floor << ")\n";
+      follows_one_rank(mixer + (hybrid == "pure" ? "_pure" : "_3to1"),
+                       {"model.mixer=\"" + mixer + "\"", "model.hybrid=\"" + hybrid + "\""});
     }
   }
 }
@@ -71,17 +75,7 @@ TEST_F(GlaTensorParallel, EveryMixerFollowsOneRank) {
 // GLA's and RetNet's q, k, v short convs (conv = 4): their channels split with the heads.
 TEST_F(GlaTensorParallel, ShortConvsFollowOneRank) {
   for (const std::string mixer : {"gla", "retnet"}) {
-    const std::string name = mixer + "_conv";
-    const std::vector<std::string> model = {"model.mixer=\"" + mixer + "\"", "model." + mixer + ".conv=4"};
-    std::vector<std::string> sharded = model;
-    sharded.push_back("parallel.tp=" + std::to_string(size_));
-    const double floor = one_rank_floor(name, model, "train.micro_batch_seqs=2");
-    run(MPI_COMM_WORLD, config(name + "_tp", sharded));
-    const double worst = expect_same_trajectory(name + "_tp", name + "_one", 1e-2);
-    if (rank_ != 0) continue;
-    EXPECT_LE(worst, std::max(5e-4, 4 * floor)) << name << ": rounding alone moves the run by " << floor;
-    std::cout << "[gla tp=" << size_ << "] " << name << ": largest relative difference " << worst
-              << " (micro-batches reordered on one rank: " << floor << ")\n";
+    follows_one_rank(mixer + "_conv", {"model.mixer=\"" + mixer + "\"", "model." + mixer + ".conv=4"});
   }
 }
 
