@@ -1,7 +1,7 @@
 // CUDA ops over tokens and sequences against the CPU reference (f64 on the same inputs), in f32 and
-// bf16: embedding lookup and its scatter-add backward (ids repeated, a repeatable result, bad ids
-// reported), RoPE forward and inverse at large positions, and the short causal convolution + SiLU
-// across packed sequences (an empty one included) for several kernel widths.
+// bf16: embedding lookup and its scatter-add backward (ids repeated, runs of thousands of tokens, a
+// repeatable result, bad ids reported), RoPE forward and inverse at large positions, and the short
+// causal convolution + SiLU across packed sequences (an empty one included) for several widths.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -35,7 +35,8 @@ TEST_P(GpuSequence, Embedding) {
   struct Case {
     int64_t n, v, d;
   };
-  for (const Case c : {Case{1, 1, 1}, Case{40, 3, 7}, Case{1000, 50, 64}, Case{4096, 1000, 256}}) {
+  // The last: runs of about 4000 tokens, longer than a block's scan of the run's end, over 16-byte packs.
+  for (const Case c : {Case{1, 1, 1}, Case{40, 3, 7}, Case{1000, 50, 64}, Case{4096, 1000, 256}, Case{20000, 5, 128}}) {
     const Tensor table = random_values({c.v, c.d}, dt, rng), ids = ids_tensor(c.n, c.v, rng);
     const Tensor dout = random_values({c.n, c.d}, dt, rng), dtable0 = random_values({c.v, c.d}, dt, rng);
     Tensor out = Tensor::empty({c.n, c.d}, DType::f64), dtable = dtable0.clone();
