@@ -11,6 +11,7 @@ struct AdamWCoefficients {
   double step_size = 0;              // lr / (1 − β1^t)
   double bias_correction2_sqrt = 0;  // sqrt(1 − β2^t)
   double eps = 0;
+  double grad_scale = 1;  // g is read as round(double(g)·grad_scale) (the gradient clip's factor)
 };
 
 }  // namespace linea

@@ -51,16 +51,16 @@ void adamw_update(const Tensor& theta, const Tensor& grad, const Tensor& m, cons
   });
 }
 
-void nesterov_momentum(const Tensor& momentum, const Tensor& u, const Tensor& grad, double mu) {
+void nesterov_momentum(const Tensor& momentum, const Tensor& u, const Tensor& grad, double mu, double grad_scale) {
   const OpArguments args = checked("nesterov_momentum", {{grad, "grad"}, {momentum, "momentum"}, {u, "u"}});
   const int64_t n = grad.numel();
 #ifdef LINEA_WITH_CUDA
   if (args.on_cuda())
-    return cuda::nesterov_momentum(momentum.data<float>(), u.data<float>(), grad.data<float>(), n, mu);
+    return cuda::nesterov_momentum(momentum.data<float>(), u.data<float>(), grad.data<float>(), n, mu, grad_scale);
 #endif
   args.dispatch([&](auto zero) {
     using T = decltype(zero);
-    cpu::nesterov_momentum<T>(momentum.data<T>(), u.data<T>(), grad.data<T>(), n, mu);
+    cpu::nesterov_momentum<T>(momentum.data<T>(), u.data<T>(), grad.data<T>(), n, mu, grad_scale);
   });
 }
 

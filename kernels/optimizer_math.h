@@ -13,11 +13,14 @@
 
 namespace linea::ops {
 
+// With g = grad·c.grad_scale (the product in f64 rounded once to the dtype, as scale rounds it; the
+// gradients in memory are left as they are):
 // θ ← θ·decay; m ← β1·m + (1 − β1)·g; v ← β2·v + (1 − β2)·g²; θ ← θ − step_size·m / (sqrt(v)/bc2 + eps)
 void adamw_update(const Tensor& theta, const Tensor& grad, const Tensor& m, const Tensor& v,
                   const AdamWCoefficients& c);
-// B ← μ·B + g;  u = g + μ·B (the Nesterov look-ahead, written to u)
-void nesterov_momentum(const Tensor& momentum, const Tensor& u, const Tensor& grad, double mu);
+// With g = grad·grad_scale rounded as in adamw_update: B ← μ·B + g;  u = g + μ·B (the Nesterov
+// look-ahead, written to u)
+void nesterov_momentum(const Tensor& momentum, const Tensor& u, const Tensor& grad, double mu, double grad_scale = 1);
 // θ ← θ·decay_factor − scale·o
 void decay_and_subtract(const Tensor& theta, const Tensor& o, double decay_factor, double scale);
 // x ← x·factor, the product in f64 rounded once to x's dtype

@@ -5,10 +5,10 @@
 #include <stdexcept>
 #include <string>
 
+#include "kernels/optimizer_math.h"
 #include "model/parameter_shard.h"
 #include "parallel/host_collectives.h"
 #include "worker/adamw.h"
-#include "worker/grad_clip.h"
 #include "worker/optimizer.h"
 
 namespace linea {
@@ -177,14 +177,7 @@ double DistributedOptimizer::reduce_gradients() {
   const double norm = std::sqrt(total[0] + total[1]);
 
   const double max_norm = config_.grad_clip;
-  if (max_norm > 0 && std::isfinite(norm) && norm > max_norm) {
-    const double factor = max_norm / (norm + 1e-6);
-    if (sharded_gradients()) {
-      if (received_.defined()) ops::scale(received_.slice(0, plan_.numel(me)), factor);
-    } else {
-      ops::scale(params_.grads(), factor);
-    }
-  }
+  grad_scale_ = max_norm > 0 && std::isfinite(norm) && norm > max_norm ? max_norm / (norm + 1e-6) : 1.0;
   return norm;
 }
 
@@ -199,7 +192,7 @@ void DistributedOptimizer::gradients_ready(size_t first_param, size_t end_param)
 void DistributedOptimizer::update_matrix(Held& h, double lr) {
   const Parameter& p = params_.params()[h.piece.param];
   const Tensor u = scratch_.input(p.shape[0], p.shape[1], params_.dtype(), params_.values().device());
-  ops::nesterov_momentum(h.momentum, u, gradient(h.piece), config_.muon_momentum);
+  ops::nesterov_momentum(h.momentum, u, gradient(h.piece), config_.muon_momentum, grad_scale_);
   if (!h.tp_ranges.empty()) {
     // A shard: orthogonalise the whole matrix, gathered over TP, and keep this rank's slice.
     const Tensor full = tp_full_.slice(0, shape_numel(p.full_shape)).reshape(p.full_shape);
@@ -221,10 +214,12 @@ void DistributedOptimizer::step(double lr) {
       update_matrix(h, lr);
     } else {
       const Parameter& p = params_.params()[h.piece.param];
-      ops::adamw_update(piece_view(params_.values(), h.piece), gradient(h.piece), h.m, h.v,
-                        adamw_coefficients(config_, lr, t, takes_weight_decay(p, config_)));
+      AdamWCoefficients c = adamw_coefficients(config_, lr, t, takes_weight_decay(p, config_));
+      c.grad_scale = grad_scale_;
+      ops::adamw_update(piece_view(params_.values(), h.piece), gradient(h.piece), h.m, h.v, c);
     }
   }
+  grad_scale_ = 1;
 
   // Every replica takes the pieces the other ranks updated.
   const int me = dp_.rank(), ranks = dp_.size();

@@ -71,11 +71,16 @@ class DistributedOptimizer {
   const OptimizerShardPlan& plan() const { return plan_; }
   int64_t step_count() const { return step_; }
 
-  // Collective over DP (and TP), after backward: averages the gradients over the DP ranks, returns
-  // the global L2 norm of the logical gradients and, when config.grad_clip > 0 and the norm exceeds it, scales them by
-  // grad_clip / (norm + 1e-6) (a non-finite norm leaves them as they are). With zero = true only
-  // this rank's pieces of the averaged gradient exist afterwards (not in params.grads()).
+  // Collective over DP (and TP), after backward: averages the gradients over the DP ranks and
+  // returns the global L2 norm of the logical gradients. When config.grad_clip > 0 and the norm
+  // exceeds it, the next step() updates from the gradients scaled by grad_clip / (norm + 1e-6), each
+  // rounded as ops::scale rounds it (a non-finite norm scales nothing); the scaling happens inside
+  // the update, so the gradient buffers keep the unscaled average and no pass over them is spent on
+  // it. With zero = true only this rank's pieces of the averaged gradient exist afterwards (not in
+  // params.grads()).
   double reduce_gradients();
+  // The factor the next step() applies to the gradients (1 when the last reduce_gradients() did not clip).
+  double gradient_scale() const { return grad_scale_; }
   // Overlap of the averaging with backward (zero = false, more than one DP rank; otherwise these do
   // nothing): call overlap_next_backward() before the step's last micro-batch and route the model's
   // gradients_ready reports (Model::set_gradients_ready) to gradients_ready(); buckets of the
@@ -122,6 +127,7 @@ class DistributedOptimizer {
   void update_matrix(Held& h, double lr);
 
   OptimizerConfig config_;
+  double grad_scale_ = 1;  // the clip factor of the last reduce_gradients(), applied by step()
   ParameterSet& params_;
   Communicator& dp_;
   bool zero_;

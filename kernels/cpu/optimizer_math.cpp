@@ -6,6 +6,14 @@
 
 namespace linea::cpu {
 
+namespace {
+// g·factor, the product in f64 rounded once to T (exact when the factor is 1)
+template <class T>
+T scaled(T g, double factor) {
+  return static_cast<T>(static_cast<double>(g) * factor);
+}
+}  // namespace
+
 template <class T>
 void adamw_update(T* theta, const T* grad, T* m, T* v, int64_t n, const AdamWCoefficients& c) {
   const T decay_factor = static_cast<T>(c.decay_factor), beta1 = static_cast<T>(c.beta1),
@@ -13,7 +21,7 @@ void adamw_update(T* theta, const T* grad, T* m, T* v, int64_t n, const AdamWCoe
           bc2_sqrt = static_cast<T>(c.bias_correction2_sqrt), eps = static_cast<T>(c.eps);
 #pragma omp parallel for schedule(static) if (n > 65536)
   for (int64_t i = 0; i < n; ++i) {
-    const T g = grad[i];
+    const T g = scaled(grad[i], c.grad_scale);
     theta[i] *= decay_factor;
     m[i] = beta1 * m[i] + (T(1) - beta1) * g;
     v[i] = beta2 * v[i] + (T(1) - beta2) * g * g;
@@ -22,12 +30,13 @@ void adamw_update(T* theta, const T* grad, T* m, T* v, int64_t n, const AdamWCoe
 }
 
 template <class T>
-void nesterov_momentum(T* momentum, T* u, const T* grad, int64_t n, double mu) {
+void nesterov_momentum(T* momentum, T* u, const T* grad, int64_t n, double mu, double grad_scale) {
   const T mu_t = static_cast<T>(mu);
 #pragma omp parallel for schedule(static) if (n > 65536)
   for (int64_t i = 0; i < n; ++i) {
-    momentum[i] = mu_t * momentum[i] + grad[i];
-    u[i] = grad[i] + mu_t * momentum[i];
+    const T g = scaled(grad[i], grad_scale);
+    momentum[i] = mu_t * momentum[i] + g;
+    u[i] = g + mu_t * momentum[i];
   }
 }
 
@@ -41,7 +50,7 @@ void decay_and_subtract(T* theta, const T* o, int64_t n, double decay_factor, do
 template <class T>
 void scale(T* x, int64_t n, double factor) {
 #pragma omp parallel for schedule(static) if (n > 65536)
-  for (int64_t i = 0; i < n; ++i) x[i] = static_cast<T>(static_cast<double>(x[i]) * factor);
+  for (int64_t i = 0; i < n; ++i) x[i] = scaled(x[i], factor);
 }
 
 constexpr int64_t kSumBlock = 1 << 14;  // fixed, so the summation order never depends on threads
@@ -64,7 +73,7 @@ double sum_of_squares(const T* x, int64_t n) {
 
 #define LINEA_INSTANTIATE(T)                                                              \
   template void adamw_update<T>(T*, const T*, T*, T*, int64_t, const AdamWCoefficients&); \
-  template void nesterov_momentum<T>(T*, T*, const T*, int64_t, double);                  \
+  template void nesterov_momentum<T>(T*, T*, const T*, int64_t, double, double);          \
   template void decay_and_subtract<T>(T*, const T*, int64_t, double, double);             \
   template void scale<T>(T*, int64_t, double);                                            \
   template double sum_of_squares<T>(const T*, int64_t);

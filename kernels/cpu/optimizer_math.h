@@ -12,7 +12,7 @@ namespace linea::cpu {
 template <class T>
 void adamw_update(T* theta, const T* grad, T* m, T* v, int64_t n, const AdamWCoefficients& c);
 template <class T>
-void nesterov_momentum(T* momentum, T* u, const T* grad, int64_t n, double mu);
+void nesterov_momentum(T* momentum, T* u, const T* grad, int64_t n, double mu, double grad_scale);
 template <class T>
 void decay_and_subtract(T* theta, const T* o, int64_t n, double decay_factor, double scale);
 template <class T>

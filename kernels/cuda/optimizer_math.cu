@@ -19,12 +19,19 @@ constexpr int kSumBlocks = 1024;  // most partial sums; also the threads of the 
 
 struct AdamWConstants {
   float decay_factor, beta1, one_minus_beta1, beta2, one_minus_beta2, step_size, bc2_sqrt, eps;
+  double grad_scale;
 };
 
+// float(double(x)·factor), rounded as the CPU loops round it (exact for factor 1)
+__device__ __forceinline__ float scaled(float x, double factor) {
+  return __double2float_rn(__dmul_rn(static_cast<double>(x), factor));
+}
+
+// g = scaled(grad, grad_scale);
 // θ ← θ·decay;  m ← β1·m + (1 − β1)·g;  v ← β2·v + (1 − β2)·g·g;  θ ← θ − step_size·m / (sqrt(v)/bc2 + eps)
 __global__ void adamw_kernel(float* theta, const float* grad, float* m, float* v, int64_t n, AdamWConstants c) {
   for (int64_t i = int64_t{blockIdx.x} * blockDim.x + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x) {
-    const float g = grad[i];
+    const float g = scaled(grad[i], c.grad_scale);
     float t = __fmul_rn(theta[i], c.decay_factor);
     const float mi = __fadd_rn(__fmul_rn(c.beta1, m[i]), __fmul_rn(c.one_minus_beta1, g));
     const float vi = __fadd_rn(__fmul_rn(c.beta2, v[i]), __fmul_rn(__fmul_rn(c.one_minus_beta2, g), g));
@@ -36,10 +43,10 @@ __global__ void adamw_kernel(float* theta, const float* grad, float* m, float* v
   }
 }
 
-// B ← μ·B + g;  u = g + μ·B
-__global__ void nesterov_kernel(float* momentum, float* u, const float* grad, int64_t n, float mu) {
+// g = scaled(grad, grad_scale);  B ← μ·B + g;  u = g + μ·B
+__global__ void nesterov_kernel(float* momentum, float* u, const float* grad, int64_t n, float mu, double grad_scale) {
   for (int64_t i = int64_t{blockIdx.x} * blockDim.x + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x) {
-    const float g = grad[i];
+    const float g = scaled(grad[i], grad_scale);
     const float b = __fadd_rn(__fmul_rn(mu, momentum[i]), g);
     momentum[i] = b;
     u[i] = __fadd_rn(g, __fmul_rn(mu, b));
@@ -56,7 +63,7 @@ __global__ void decay_and_subtract_kernel(float* theta, const float* o, int64_t 
 // x ← float(double(x)·factor)
 __global__ void scale_kernel(float* x, int64_t n, double factor) {
   for (int64_t i = int64_t{blockIdx.x} * blockDim.x + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x) {
-    x[i] = __double2float_rn(__dmul_rn(static_cast<double>(x[i]), factor));
+    x[i] = scaled(x[i], factor);
   }
 }
 
@@ -103,14 +110,16 @@ void adamw_update(float* theta, const float* grad, float* m, float* v, int64_t n
                          1.0f - beta2,
                          static_cast<float>(c.step_size),
                          static_cast<float>(c.bias_correction2_sqrt),
-                         static_cast<float>(c.eps)};
+                         static_cast<float>(c.eps),
+                         c.grad_scale};
   adamw_kernel<<<grid_stride_blocks(n), kThreadsPerBlock>>>(theta, grad, m, v, n, k);
   check_launch("adamw_kernel");
 }
 
-void nesterov_momentum(float* momentum, float* u, const float* grad, int64_t n, double mu) {
+void nesterov_momentum(float* momentum, float* u, const float* grad, int64_t n, double mu, double grad_scale) {
   if (n == 0) return;
-  nesterov_kernel<<<grid_stride_blocks(n), kThreadsPerBlock>>>(momentum, u, grad, n, static_cast<float>(mu));
+  nesterov_kernel<<<grid_stride_blocks(n), kThreadsPerBlock>>>(momentum, u, grad, n, static_cast<float>(mu),
+                                                               grad_scale);
   check_launch("nesterov_kernel");
 }
 

@@ -16,10 +16,11 @@
 
 namespace linea::cuda {
 
+// g = float(double(grad)·c.grad_scale);
 // θ ← θ·decay; m ← β1·m + (1 − β1)·g; v ← β2·v + (1 − β2)·g²; θ ← θ − step_size·m / (sqrt(v)/bc2 + eps)
 void adamw_update(float* theta, const float* grad, float* m, float* v, int64_t n, const AdamWCoefficients& c);
-// B ← μ·B + g;  u = g + μ·B
-void nesterov_momentum(float* momentum, float* u, const float* grad, int64_t n, double mu);
+// g = float(double(grad)·grad_scale);  B ← μ·B + g;  u = g + μ·B
+void nesterov_momentum(float* momentum, float* u, const float* grad, int64_t n, double mu, double grad_scale);
 // θ ← θ·decay_factor − scale·o
 void decay_and_subtract(float* theta, const float* o, int64_t n, double decay_factor, double scale);
 // x ← float(double(x)·factor)
