@@ -7,6 +7,7 @@ studies on one GPU") says how to call it and what it writes.
 
   scripts/recall-study.sh mqar|recall --linea BIN --out DIR [--budget S] [--jobs J] [--steps N] ...
   scripts/recall-study.sh report DIR          # rebuild DIR's tables and plot from its runs/
+  scripts/recall-study.sh best DIR... --out D # MQAR studies at several lrs: the best lr per point
 
 How a study runs (`run`):
   0. One study at a time: it holds an exclusive flock on /tmp/linea-recall-study.lock (LOCK_FILE) from
@@ -882,6 +883,37 @@ def selftest():
         for e in trains + made:  # never more than 2 processes at once
             overlapping = [o for o in trains + made if o is not e and o.started <= e.started < o.ended]
             assert len(overlapping) <= 1, (e.name, [o.name for o in overlapping])
+    # best: two MQAR studies at lr 1e-3 and 3e-4; per mixer and width the higher val_acc and its lr,
+    # a tie to the lower lr, a run without an evaluation left out; a recall study is refused.
+    with tempfile.TemporaryDirectory() as tmp:
+        def fake_run(study, label, mixer, width, lr, acc):
+            d = os.path.join(tmp, study, "runs", label)
+            os.makedirs(d)
+            with open(os.path.join(d, "run.json"), "w") as f:
+                json.dump({"label": label, "mixer": mixer, "d_model": width, "steps_planned": 100,
+                           "overrides": {"optimizer.lr": lr}}, f)
+            with open(os.path.join(d, "metrics.jsonl"), "w") as f:
+                f.write(json.dumps({"step": 100, "loss": 1.0, "tokens_per_s": 1.0}) + "\n")
+                if acc is not None:
+                    f.write(json.dumps({"step": 100, "val_loss": 1.0, "val_acc": acc}) + "\n")
+        for study, lr, accs in (("a", "0.001", (0.2, 0.9, 0.5, None)), ("b", "3e-4", (0.7, 0.4, 0.5, 0.1))):
+            for (mixer, width), acc in zip((("gdn", 64), ("gdn", 128), ("attention", 64), ("attention", 128)), accs):
+                fake_run(study, "%s_d_model-%d" % (mixer, width), mixer, width, lr, acc)
+        best_of([os.path.join(tmp, "a"), os.path.join(tmp, "b")], os.path.join(tmp, "best"), log=lambda _: None)
+        with open(os.path.join(tmp, "best", "best.json")) as f:
+            chosen = {(b["mixer"], b["d_model"]): (b["val_acc"], b["lr"]) for b in json.load(f)["best"]}
+        assert chosen == {("gdn", 64): (0.7, 3e-4), ("gdn", 128): (0.9, 1e-3), ("attention", 64): (0.5, 3e-4),
+                          ("attention", 128): (0.1, 3e-4)}, chosen
+        with open(os.path.join(tmp, "best", "best.md")) as f:
+            md = f.read()
+        assert "| gdn | 0.700 (lr 0.0003) | 0.900 (lr 0.001) |" in md and "| attention | 0.001 | 0.500 | — |" in md, md
+        with open(os.path.join(tmp, "a", "study.json"), "w") as f:
+            json.dump({"study": "recall"}, f)
+        try:
+            best_of([os.path.join(tmp, "a")], os.path.join(tmp, "best"), log=lambda _: None)
+            raise AssertionError("best took a recall study")
+        except SystemExit as e:
+            assert "recall study" in str(e), e
     print("recall_study selftest: ok")
     return 0
 
@@ -1426,6 +1458,79 @@ def mqar_markdown(rows, plan):
     return "\n".join(lines) + "\n"
 
 
+def lr_of(run):
+    """The learning rate a run trained with (its optimizer.lr override), or None."""
+    value = (run.get("overrides") or {}).get("optimizer.lr")
+    try:
+        return float(unquote(value)) if value else None
+    except ValueError:
+        return None
+
+
+def best_of(dirs, out, log=print):
+    """MQAR studies of one sweep at different learning rates (each one call of `mqar --set
+    optimizer.lr=LR`): each mixer and width's best last val_acc over them and the lr that gave it, as
+    Zoology and the DeltaNet paper report MQAR (the best of an lr sweep per point), and every lr's
+    figure beside it. Writes OUT/best.md and OUT/best.json."""
+    rows, plans = [], []
+    for d in dirs:
+        try:
+            with open(os.path.join(d, "study.json")) as f:
+                plan = json.load(f)
+        except (OSError, ValueError):
+            plan = {}
+        if plan.get("study", "mqar") != "mqar":
+            raise SystemExit("best: %s holds a %s study; best compares MQAR studies" % (d, plan.get("study")))
+        found = collect(d)
+        if not found:
+            raise SystemExit("best: %s has no runs (runs/ or runs.tar.gz)" % d)
+        for r in found:
+            r["lr"] = lr_of(r)
+            r["study_dir"] = d
+        rows += found
+        plans.append(plan)
+    scored = [r for r in rows if r.get("val_acc") is not None and r["lr"] is not None]
+    lrs = sorted({r["lr"] for r in scored})
+    widths = sorted({r["d_model"] for r in rows})
+    mixers = [m for m in MIXERS if any(r["mixer"] == m for r in rows)]
+    best = {}
+    for r in scored:  # the highest val_acc; of equal ones, the lowest lr
+        key = (r["mixer"], r["d_model"])
+        if key not in best or (r["val_acc"], -r["lr"]) > (best[key]["val_acc"], -best[key]["lr"]):
+            best[key] = r
+    steps = sorted({r.get("steps_planned") for r in rows if r.get("steps_planned")})
+    lines = ["MQAR val_acc, the best over learning rates %s of each mixer and d_model (its lr in brackets): "
+             "%d studies, %s steps a run; %s." % (", ".join("%g" % lr for lr in lrs), len(dirs),
+                                                 "/".join(str(x) for x in steps) or "?",
+                                                 "; ".join(header_line(p) for p in plans if p) or "no plans"),
+             "", "| mixer | " + " | ".join("d %d" % w for w in widths) + " |", "|---|" + "---|" * len(widths)]
+    for m in mixers:
+        cells = []
+        for w in widths:
+            r = best.get((m, w))
+            cells.append("%.3f (lr %g)" % (r["val_acc"], r["lr"]) if r else "—")
+        lines.append("| %s | %s |" % (m, " | ".join(cells)))
+    lines += ["", "Every learning rate:", "", "| mixer | lr | " + " | ".join("d %d" % w for w in widths) + " |",
+              "|---|---|" + "---|" * len(widths)]
+    for m in mixers:
+        for lr in lrs:
+            cells = []
+            for w in widths:
+                r = next((r for r in scored if r["mixer"] == m and r["d_model"] == w and r["lr"] == lr), None)
+                cells.append("%.3f" % r["val_acc"] if r else "—")
+            lines.append("| %s | %g | %s |" % (m, lr, " | ".join(cells)))
+    os.makedirs(out, exist_ok=True)
+    with open(os.path.join(out, "best.md"), "w") as f:
+        f.write("\n".join(lines) + "\n")
+    with open(os.path.join(out, "best.json"), "w") as f:
+        json.dump({"studies": dirs, "lrs": lrs,
+                   "best": [{"mixer": m, "d_model": w, "val_acc": r["val_acc"], "lr": r["lr"], "label": r["label"],
+                             "study_dir": r["study_dir"]} for (m, w), r in sorted(best.items())]},
+                  f, indent=1, sort_keys=True)
+    log("best: %d runs of %d studies, lrs %s -> %s/best.{md,json}" % (len(rows), len(dirs), lrs, out))
+    return 0
+
+
 def ratio_table(rows, mixers, key, digits):
     """Markdown rows: each mixer's `key` at pure and 3:1, their difference and the Transformer's."""
     tf = next((r for r in rows if r["mixer"] == "attention"), None)
@@ -1597,8 +1702,9 @@ def recall_svg(rows, plan):
 def main():
     p = argparse.ArgumentParser(prog="scripts/recall-study.sh", description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("study", choices=["mqar", "recall", "report", "selftest"])
-    p.add_argument("dir", nargs="?", help="report: the study's output folder")
+    p.add_argument("study", choices=["mqar", "recall", "report", "best", "selftest"])
+    p.add_argument("dirs", nargs="*", metavar="DIR", help="report: the study's output folder; best: the output "
+                   "folders of MQAR studies at different lrs")
     p.add_argument("--linea", default=os.path.join(ROOT, "build", "linea"), help="the linea binary")
     p.add_argument("--out", help="results folder (small files only)")
     p.add_argument("--work", help="runs and checkpoints (default /tmp/linea-recall-study/STUDY; emptied first)")
@@ -1626,9 +1732,13 @@ def main():
     if args.study == "selftest":
         return selftest()
     if args.study == "report":
-        if not args.dir:
+        if len(args.dirs) != 1:
             p.error("report needs the output folder")
-        return report(os.path.abspath(args.dir))
+        return report(os.path.abspath(args.dirs[0]))
+    if args.study == "best":
+        if not args.dirs or not args.out:
+            p.error("best needs the studies' output folders and --out")
+        return best_of([os.path.abspath(d) for d in args.dirs], os.path.abspath(args.out))
     if not args.out:
         p.error("--out is required")
     return run_study(args)
