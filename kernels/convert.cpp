@@ -3,6 +3,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "kernels/op_profile.h"
 #include "kernels/ops.h"
 #ifdef LINEA_WITH_CUDA
 #include "kernels/cuda/ops.h"
@@ -40,18 +41,30 @@ void check_conversion(const char* op, const Tensor& out, const Tensor& in) {
   if (in.device() != out.device()) fail("in", "expected a tensor on out's device, got " + in.describe());
 }
 
+// Timed by the op profile as "<in's dtype> to <out's dtype> out[shape]" (kernels/op_profile.h).
 void convert_elements(const char* op, Tensor out, const Tensor& in, bool accumulate) {
+  OpSpan span;
   check_conversion(op, out, in);
+  const bool on_cuda = out.device() == Device::cuda;
+  if (on_cuda) {
 #ifdef LINEA_WITH_CUDA
-  if (out.device() == Device::cuda) return cuda::convert(out, in, accumulate);
+    cuda::convert(out, in, accumulate);
 #endif
-  with_storage_type(out.dtype(), [&](auto to) {
-    with_storage_type(in.dtype(), [&](auto from) {
-      using To = decltype(to);
-      using From = decltype(from);
-      cpu::convert<To, From>(out.data<To>(), in.data<From>(), out.numel(), accumulate);
+  } else {
+    with_storage_type(out.dtype(), [&](auto to) {
+      with_storage_type(in.dtype(), [&](auto from) {
+        using To = decltype(to);
+        using From = decltype(from);
+        cpu::convert<To, From>(out.data<To>(), in.data<From>(), out.numel(), accumulate);
+      });
     });
-  });
+  }
+  if (span.timed()) {
+    span.end(op,
+             std::string(dtype_name(in.dtype())) + " to " + std::string(dtype_name(out.dtype())) + " out" +
+                 shape_string(out.shape()),
+             on_cuda);
+  }
 }
 
 }  // namespace

@@ -39,6 +39,24 @@ class OpProfile : public ::testing::Test {
   void TearDown() override { ops::op_profile_stop(); }
 };
 
+// The dtype conversions (mixed precision's weight copy and gradient accumulation) have no
+// OpArguments; they are timed under their own signature, the two dtypes and the shape.
+TEST_F(OpProfile, TimesTheDtypeConversions) {
+  Tensor f32 = Tensor::zeros({4, 3}, DType::f32), f64 = Tensor::zeros({4, 3}, DType::f64);
+  ops::op_profile_start();
+  ops::convert(f64, f32);
+  ops::add_converted(f64, f32);
+  ops::add_converted(f64, f32);
+  ops::op_profile_stop();
+  const std::vector<ops::OpProfileEntry> entries = ops::op_profile_entries();
+  const ops::OpProfileEntry* convert = find(entries, "convert", "f32 to f64 out[4, 3]");
+  const ops::OpProfileEntry* add = find(entries, "add_converted", "f32 to f64 out[4, 3]");
+  ASSERT_NE(convert, nullptr);
+  ASSERT_NE(add, nullptr);
+  EXPECT_EQ(convert->calls, 1);
+  EXPECT_EQ(add->calls, 2);
+}
+
 TEST_F(OpProfile, CountsCallsPerOpAndSignature) {
   Tensor a = Tensor::zeros({4, 3}, DType::f32), b = Tensor::zeros({5, 3}, DType::f32);
   Tensor w = Tensor::zeros({2, 3}, DType::f32);
