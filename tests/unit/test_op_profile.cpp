@@ -30,7 +30,9 @@ const ops::OpProfileEntry* expect_calls(const std::vector<ops::OpProfileEntry>& 
                                         const std::string& signature, int64_t calls) {
   const ops::OpProfileEntry* e = find(entries, op, signature);
   EXPECT_NE(e, nullptr) << op << " " << signature;
-  if (e) EXPECT_EQ(e->calls, calls) << op << " " << signature;
+  if (e != nullptr) {
+    EXPECT_EQ(e->calls, calls) << op << " " << signature;
+  }
   return e;
 }
 
