@@ -52,8 +52,8 @@ class OpProfile : public ::testing::Test {
   void TearDown() override { ops::op_profile_stop(); }
 };
 
-// The dtype conversions (mixed precision's weight copy and gradient accumulation) have no
-// OpArguments; they are timed under their own signature, the two dtypes and the shape.
+// The dtype conversions (mixed precision's weight copy and gradient accumulation) are timed like
+// every op: out's dtype and both shapes.
 TEST_F(OpProfile, TimesTheDtypeConversions) {
   Tensor f32 = Tensor::zeros({4, 3}, DType::f32), f64 = Tensor::zeros({4, 3}, DType::f64);
   ops::op_profile_start();
@@ -62,8 +62,8 @@ TEST_F(OpProfile, TimesTheDtypeConversions) {
   ops::add_converted(f64, f32);
   ops::op_profile_stop();
   const std::vector<ops::OpProfileEntry> entries = ops::op_profile_entries();
-  expect_calls(entries, "convert", "f32 to f64 out[4, 3]", 1);
-  expect_calls(entries, "add_converted", "f32 to f64 out[4, 3]", 2);
+  expect_calls(entries, "convert", "f64 out[4, 3] in[4, 3]", 1);
+  expect_calls(entries, "add_converted", "f64 out[4, 3] in[4, 3]", 2);
 }
 
 TEST_F(OpProfile, CountsCallsPerOpAndSignature) {
